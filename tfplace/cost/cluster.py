@@ -1,0 +1,280 @@
+"""Clusters: devices and the links between them, loadable from JSON.
+
+JSON form (all numbers SI: seconds, bytes, bytes/s, FLOP/s):
+
+    {
+      "name": "2xK80",
+      "devices": [
+        {"name": "/job:localhost/replica:0/task:0/device:GPU:0", "type": "GPU",
+         "peak_flops": 4.4e12, "memory_bandwidth": 2.4e11,
+         "memory_bytes": 12e9, "launch_overhead_s": 1e-5, "slots": 1}
+      ],
+      "links": [{"src": "...GPU:0", "dst": "...GPU:1", "latency_s": 1e-5,
+                 "bandwidth": 8e9, "kind": "pcie"}],
+      "default_link": {"latency_s": 1e-5, "bandwidth": 8e9, "kind": "pcie"}
+    }
+
+Links are directed; a link listed once applies to both directions unless the
+reverse is listed too. Pairs with no link use `default_link`.
+"""
+
+import dataclasses
+import functools
+import json
+import math
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tfplace.errors import ClusterError
+
+_DEVICE_RE = re.compile(
+    r"^/job:[\w.-]+/replica:\d+/task:\d+/device:([A-Za-z_]+):(\d+)$")
+
+
+def canonical_device(name: str) -> str:
+  """Returns the full TF device string for `name`, or raises ClusterError.
+
+  Accepts partial forms ("/device:GPU:0", "/gpu:0", "/job:worker/task:1/cpu:0")
+  and fills job=localhost, replica=0, task=0.
+  """
+  import tensorflow as tf  # Lazy: only device-string parsing needs TF here.
+  if not isinstance(name, str) or not name.startswith("/"):
+    raise ClusterError(f"malformed device string {name!r}: expected e.g. "
+                       "'/job:localhost/replica:0/task:0/device:CPU:0'")
+  try:
+    spec = tf.DeviceSpec.from_string(name)
+  except (ValueError, TypeError) as e:
+    raise ClusterError(f"malformed device string {name!r}: {e}") from None
+  if not spec.device_type or spec.device_index is None:
+    raise ClusterError(f"device string {name!r} names no device type and "
+                       "index (e.g. '/device:GPU:0')")
+  spec = spec.replace(job=spec.job or "localhost", replica=spec.replica or 0,
+                      task=spec.task or 0, device_type=spec.device_type.upper())
+  full = spec.to_string()
+  if not _DEVICE_RE.match(full):
+    raise ClusterError(f"malformed device string {name!r}")
+  return full
+
+
+def device_type_of(name: str) -> str:
+  """"CPU" for '/job:x/replica:0/task:0/device:CPU:0'."""
+  m = _DEVICE_RE.match(name)
+  if not m:
+    raise ClusterError(f"not a full device string: {name!r}")
+  return m.group(1).upper()
+
+
+def _positive(value, what: str) -> float:
+  try:
+    v = float(value)
+  except (TypeError, ValueError):
+    raise ClusterError(f"{what} must be a number, got {value!r}") from None
+  if not math.isfinite(v) or v <= 0:
+    raise ClusterError(f"{what} must be positive and finite, got {value!r}")
+  return v
+
+
+def _non_negative(value, what: str) -> float:
+  try:
+    v = float(value)
+  except (TypeError, ValueError):
+    raise ClusterError(f"{what} must be a number, got {value!r}") from None
+  if not math.isfinite(v) or v < 0:
+    raise ClusterError(f"{what} must be >= 0 and finite, got {value!r}")
+  return v
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+  """One device a placement can use.
+
+  Attributes:
+    name: full TF device string.
+    type: "CPU" or "GPU" (any TF device type).
+    peak_flops: peak FLOP/s for float32 work.
+    memory_bandwidth: device memory bandwidth, bytes/s.
+    memory_bytes: memory available to the training step, bytes.
+    launch_overhead_s: fixed cost per op execution (kernel launch, dispatch).
+    slots: ops the device can run at once (CPU cores given to inter-op work).
+  """
+  name: str
+  type: str
+  peak_flops: float
+  memory_bandwidth: float
+  memory_bytes: float
+  launch_overhead_s: float = 5e-6
+  slots: int = 1
+
+  def __post_init__(self):
+    full = canonical_device(self.name)
+    object.__setattr__(self, "name", full)
+    object.__setattr__(self, "type", device_type_of(full))
+    _positive(self.peak_flops, f"{full}: peak_flops")
+    _positive(self.memory_bandwidth, f"{full}: memory_bandwidth")
+    _positive(self.memory_bytes, f"{full}: memory_bytes")
+    _non_negative(self.launch_overhead_s, f"{full}: launch_overhead_s")
+    if int(self.slots) != self.slots or self.slots < 1:
+      raise ClusterError(f"{full}: slots must be a positive integer")
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+  """A directed link: a transfer of b bytes takes latency_s + b / bandwidth."""
+  src: str
+  dst: str
+  latency_s: float
+  bandwidth: float
+  kind: str = "pcie"
+
+  def __post_init__(self):
+    object.__setattr__(self, "src", canonical_device(self.src))
+    object.__setattr__(self, "dst", canonical_device(self.dst))
+    _non_negative(self.latency_s, f"link {self.src}->{self.dst}: latency_s")
+    _positive(self.bandwidth, f"link {self.src}->{self.dst}: bandwidth")
+
+
+@dataclasses.dataclass(frozen=True)
+class LinkSpec:
+  """Latency and bandwidth of a link without endpoints (the default link)."""
+  latency_s: float
+  bandwidth: float
+  kind: str = "pcie"
+
+  def __post_init__(self):
+    _non_negative(self.latency_s, "default_link.latency_s")
+    _positive(self.bandwidth, "default_link.bandwidth")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+  """Devices and links. Device order defines device indices 0..D-1."""
+  name: str
+  devices: Tuple[Device, ...]
+  links: Tuple[Link, ...] = ()
+  default_link: LinkSpec = LinkSpec(latency_s=1e-5, bandwidth=8e9)
+
+  def __post_init__(self):
+    object.__setattr__(self, "devices", tuple(self.devices))
+    object.__setattr__(self, "links", tuple(self.links))
+    if not self.devices:
+      raise ClusterError(f"cluster {self.name!r} has no devices")
+    names = [d.name for d in self.devices]
+    if len(set(names)) != len(names):
+      raise ClusterError(f"cluster {self.name!r} lists a device twice")
+    for link in self.links:
+      for end in (link.src, link.dst):
+        if end not in names:
+          raise ClusterError(f"link endpoint {end} is not a device of "
+                             f"cluster {self.name!r}")
+
+  @property
+  def num_devices(self) -> int:
+    return len(self.devices)
+
+  @functools.cached_property
+  def device_names(self) -> List[str]:
+    return [d.name for d in self.devices]
+
+  @functools.cached_property
+  def device_index(self) -> Dict[str, int]:
+    return {d.name: i for i, d in enumerate(self.devices)}
+
+  def devices_of_type(self, device_type: str) -> List[int]:
+    return [i for i, d in enumerate(self.devices) if d.type == device_type]
+
+  @functools.cached_property
+  def link_latency(self) -> np.ndarray:
+    """[D, D] seconds; 0 on the diagonal."""
+    return self._link_matrices()[0]
+
+  @functools.cached_property
+  def link_bandwidth(self) -> np.ndarray:
+    """[D, D] bytes/s; inf on the diagonal."""
+    return self._link_matrices()[1]
+
+  def _link_matrices(self) -> Tuple[np.ndarray, np.ndarray]:
+    d = self.num_devices
+    lat = np.full((d, d), self.default_link.latency_s)
+    bw = np.full((d, d), self.default_link.bandwidth)
+    explicit = set()
+    for link in self.links:
+      i, j = self.device_index[link.src], self.device_index[link.dst]
+      lat[i, j], bw[i, j] = link.latency_s, link.bandwidth
+      explicit.add((i, j))
+    for link in self.links:
+      i, j = self.device_index[link.src], self.device_index[link.dst]
+      if (j, i) not in explicit:
+        lat[j, i], bw[j, i] = link.latency_s, link.bandwidth
+    np.fill_diagonal(lat, 0.0)
+    np.fill_diagonal(bw, np.inf)
+    return lat, bw
+
+  def transfer_time(self, src: int, dst: int, nbytes: float) -> float:
+    if src == dst:
+      return 0.0
+    return float(self.link_latency[src, dst] + nbytes / self.link_bandwidth[src, dst])
+
+  # ---- JSON --------------------------------------------------------------
+
+  def to_dict(self) -> dict:
+    return {
+        "name": self.name,
+        "devices": [dataclasses.asdict(d) for d in self.devices],
+        "links": [dataclasses.asdict(l) for l in self.links],
+        "default_link": dataclasses.asdict(self.default_link),
+    }
+
+  def to_json(self) -> str:
+    return json.dumps(self.to_dict(), indent=2)
+
+  @classmethod
+  def from_dict(cls, data: dict, name: Optional[str] = None) -> "Cluster":
+    """Builds a cluster from the JSON form; raises ClusterError if malformed."""
+    if not isinstance(data, dict):
+      raise ClusterError("cluster JSON must be an object with 'devices'")
+    devices = data.get("devices")
+    if not isinstance(devices, list) or not devices:
+      raise ClusterError("cluster JSON has no devices: 'devices' must be a "
+                         "non-empty list")
+    return cls(
+        name=str(data.get("name", name or "cluster")),
+        devices=tuple(_build(Device, d, "device") for d in devices),
+        links=tuple(_build(Link, l, "link") for l in data.get("links", [])),
+        default_link=_build(LinkSpec, data.get(
+            "default_link", {"latency_s": 1e-5, "bandwidth": 8e9}),
+                            "default_link"))
+
+  @classmethod
+  def from_json_file(cls, path: str) -> "Cluster":
+    try:
+      with open(path) as f:
+        data = json.load(f)
+    except FileNotFoundError:
+      raise ClusterError(f"no such cluster file: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+      raise ClusterError(f"{path} is not valid JSON: {e}") from None
+    return cls.from_dict(data, name=path)
+
+
+def _build(kind, fields, what: str):
+  if not isinstance(fields, dict):
+    raise ClusterError(f"each {what} must be a JSON object, got {fields!r}")
+  allowed = {f.name for f in dataclasses.fields(kind)}
+  unknown = set(fields) - allowed
+  if unknown:
+    raise ClusterError(f"{what} has unknown keys {sorted(unknown)}; "
+                       f"allowed: {sorted(allowed)}")
+  try:
+    return kind(**fields)
+  except TypeError as e:
+    raise ClusterError(f"{what} {fields!r}: {e}") from None
+
+
+def make_cluster(name: str, devices: Sequence[Device],
+                 links: Sequence[Link] = (),
+                 default_link: Optional[LinkSpec] = None) -> Cluster:
+  """Convenience constructor used by presets and tests."""
+  return Cluster(name=name, devices=tuple(devices), links=tuple(links),
+                 default_link=default_link or LinkSpec(1e-5, 8e9))

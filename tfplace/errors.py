@@ -1,0 +1,25 @@
+"""Errors tfplace raises for bad input; the CLI turns each into exit status 2."""
+
+
+class TfplaceError(Exception):
+  """Base class: a user-facing error with a message that says what to do."""
+
+
+class GraphImportError(TfplaceError):
+  """A model or graph file could not be read as a TensorFlow training graph."""
+
+
+class PlacementError(TfplaceError):
+  """A placement is malformed or does not fit the graph or cluster."""
+
+
+class ClusterError(TfplaceError):
+  """A cluster description is malformed or physically impossible."""
+
+
+class MeasureError(TfplaceError):
+  """A real run failed: a worker died, timed out or could not be reached."""
+
+
+class TraceError(TfplaceError):
+  """A profiler trace is missing, empty or corrupt."""

@@ -1,0 +1,331 @@
+"""OpGraph: the training step as ops, tensors and colocation groups.
+
+Every importer (tf.Graph, GraphDef, MetaGraphDef, tf.function, Keras) produces
+an `OpGraph`; every later stage (costs, grouping, placers, the simulator,
+apply) reads it. Ops are indexed 0..M-1 in GraphDef order; `topo_order` gives a
+topological order. Array views (CSR successor/predecessor lists, per-tensor
+consumer lists) are built once, lazily, for the fast algorithms.
+"""
+
+import dataclasses
+import functools
+import hashlib
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tfplace.errors import GraphImportError
+
+Shape = Tuple[int, ...]
+
+# Ops that carry a whole control-flow construct (their bodies are functions);
+# each is one unit placed whole.
+CONTROL_FLOW_OPS = frozenset({
+    "While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase",
+})
+# TF1 loop ops: a loop frame is unioned into one colocation group.
+LOOP_FRAME_OPS = frozenset({
+    "Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
+    "RefNextIteration", "Merge", "RefMerge", "Switch", "RefSwitch", "LoopCond",
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+  """One operation of the training step.
+
+  Attributes:
+    name: unique node name.
+    type: TF op type (e.g. "MatMul").
+    output_shapes: static shape per output; unknown dimensions resolved
+      at import (see the importer's `unknown_dim`).
+    output_dtypes: dtype name per output (e.g. "float32", "resource").
+    output_bytes: bytes per output tensor.
+    param_bytes: persistent bytes this op holds (variables, optimizer slots).
+    flops: floating point operations of one execution.
+    kernels: device types with a registered kernel (e.g. {"CPU", "GPU"}).
+    requested_device: the NodeDef's device field as imported ("" if none).
+    colocation_names: names from the `_class` attr ("loc:@x" -> "x").
+  """
+  name: str
+  type: str
+  output_shapes: Tuple[Shape, ...] = ()
+  output_dtypes: Tuple[str, ...] = ()
+  output_bytes: Tuple[int, ...] = ()
+  param_bytes: int = 0
+  flops: float = 0.0
+  kernels: FrozenSet[str] = frozenset({"CPU", "GPU"})
+  requested_device: str = ""
+  colocation_names: Tuple[str, ...] = ()
+
+  @property
+  def is_control_flow(self) -> bool:
+    """True for functional control flow (While/If/Case), placed whole."""
+    return self.type in CONTROL_FLOW_OPS
+
+  @property
+  def total_output_bytes(self) -> int:
+    return int(sum(self.output_bytes))
+
+
+@dataclasses.dataclass(frozen=True)
+class Edge:
+  """A data edge (tensor `src:src_output` -> `dst`) or a control edge.
+
+  Attributes:
+    src: producing op index.
+    dst: consuming op index.
+    src_output: output index of the tensor, -1 for a control edge.
+    bytes: tensor bytes (0 for control edges).
+  """
+  src: int
+  dst: int
+  src_output: int
+  bytes: int
+
+  @property
+  def is_control(self) -> bool:
+    return self.src_output < 0
+
+
+@dataclasses.dataclass(frozen=True)
+class StepFetches:
+  """What to run for one training step.
+
+  Attributes:
+    train_ops: target op names that perform the update (run, not fetched).
+    loss: name of the loss tensor ("op:0"), if known.
+  """
+  train_ops: Tuple[str, ...] = ()
+  loss: Optional[str] = None
+
+
+class OpGraph:
+  """A TensorFlow training step as a graph of ops.
+
+  Attributes:
+    ops: the ops, index = op id.
+    edges: data and control edges between op ids.
+    graph_def: the GraphDef the ops came from (used to apply placements).
+    fetches: what one training step runs.
+    name: a human name (model or file).
+  """
+
+  def __init__(self, ops: Sequence[Op], edges: Sequence[Edge], graph_def,
+               fetches: StepFetches = StepFetches(), name: str = "graph",
+               colocation_groups: Optional[np.ndarray] = None):
+    """Builds the graph.
+
+    Args:
+      ops: ops in GraphDef order.
+      edges: edges between op indices.
+      graph_def: the `tf.compat.v1.GraphDef` the ops were read from.
+      fetches: the training step's targets and loss.
+      name: a human readable name.
+      colocation_groups: optional int array [M]: op -> colocation group id.
+        If None, every op is its own group. Importers pass the union-find
+        result of `tfplace.graph.colocation`.
+    """
+    if not ops:
+      raise GraphImportError(f"{name}: the graph has no ops")
+    self.ops: List[Op] = list(ops)
+    self.edges: List[Edge] = list(edges)
+    self.graph_def = graph_def
+    self.fetches = fetches
+    self.name = name
+    self.index: Dict[str, int] = {op.name: i for i, op in enumerate(self.ops)}
+    if len(self.index) != len(self.ops):
+      raise GraphImportError(f"{name}: duplicate op names")
+    m = len(self.ops)
+    if colocation_groups is None:
+      colocation_groups = np.arange(m, dtype=np.int32)
+    self.group_of = _renumber(np.asarray(colocation_groups, dtype=np.int32))
+
+  # ---- sizes and lookups -------------------------------------------------
+
+  @property
+  def num_ops(self) -> int:
+    return len(self.ops)
+
+  @property
+  def num_edges(self) -> int:
+    return len(self.edges)
+
+  def op(self, name: str) -> Op:
+    return self.ops[self.index[name]]
+
+  @functools.cached_property
+  def colocation_groups(self) -> List[List[int]]:
+    """Op indices per colocation group (a hard constraint), group id order."""
+    groups: List[List[int]] = [[] for _ in range(int(self.group_of.max()) + 1)]
+    for i, g in enumerate(self.group_of):
+      groups[g].append(i)
+    return groups
+
+  @property
+  def num_colocation_groups(self) -> int:
+    return int(self.group_of.max()) + 1
+
+  # ---- per-op arrays -----------------------------------------------------
+
+  @functools.cached_property
+  def op_types(self) -> List[str]:
+    return [op.type for op in self.ops]
+
+  @functools.cached_property
+  def flops(self) -> np.ndarray:
+    return np.array([op.flops for op in self.ops], dtype=np.float64)
+
+  @functools.cached_property
+  def param_bytes(self) -> np.ndarray:
+    return np.array([op.param_bytes for op in self.ops], dtype=np.int64)
+
+  @functools.cached_property
+  def output_bytes(self) -> np.ndarray:
+    """Total bytes of all outputs, per op."""
+    return np.array([op.total_output_bytes for op in self.ops], dtype=np.int64)
+
+  @functools.cached_property
+  def input_bytes(self) -> np.ndarray:
+    """Total bytes of all data inputs, per op."""
+    out = np.zeros(self.num_ops, dtype=np.int64)
+    for e in self.edges:
+      out[e.dst] += e.bytes
+    return out
+
+  # ---- CSR adjacency -----------------------------------------------------
+
+  @functools.cached_property
+  def edge_arrays(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(src, dst, src_output, bytes) int arrays, one entry per edge."""
+    if not self.edges:
+      z = np.zeros(0, dtype=np.int64)
+      return z.astype(np.int32), z.astype(np.int32), z.astype(np.int32), z
+    a = np.array([(e.src, e.dst, e.src_output, e.bytes) for e in self.edges],
+                 dtype=np.int64)
+    return (a[:, 0].astype(np.int32), a[:, 1].astype(np.int32),
+            a[:, 2].astype(np.int32), a[:, 3])
+
+  @functools.cached_property
+  def successors_csr(self) -> Tuple[np.ndarray, np.ndarray]:
+    """(ptr [M+1], dst [E]): successors of op i are dst[ptr[i]:ptr[i+1]].
+
+    Includes control edges; excludes loop back edges (from NextIteration).
+    """
+    src, dst = self._dag_edges()
+    return _csr(src, dst, self.num_ops)
+
+  @functools.cached_property
+  def predecessors_csr(self) -> Tuple[np.ndarray, np.ndarray]:
+    """(ptr [M+1], src [E]): predecessors of op i, as `successors_csr`."""
+    src, dst = self._dag_edges()
+    return _csr(dst, src, self.num_ops)
+
+  def _dag_edges(self) -> Tuple[np.ndarray, np.ndarray]:
+    src, dst, _, _ = self.edge_arrays
+    is_back = np.array([self.ops[s].type in ("NextIteration", "RefNextIteration")
+                        for s in src], dtype=bool)
+    return src[~is_back], dst[~is_back]
+
+  @functools.cached_property
+  def topo_order(self) -> np.ndarray:
+    """Op indices in a topological order (Kahn, ties by GraphDef order)."""
+    ptr, succ = self.successors_csr
+    indeg = np.diff(self.predecessors_csr[0]).astype(np.int64)
+    order = list(np.flatnonzero(indeg == 0))
+    head = 0
+    while head < len(order):
+      i = order[head]
+      head += 1
+      for j in succ[ptr[i]:ptr[i + 1]]:
+        indeg[j] -= 1
+        if indeg[j] == 0:
+          order.append(j)
+    if len(order) != self.num_ops:
+      raise GraphImportError(
+          f"{self.name}: the graph has a cycle that is not a TF loop")
+    return np.array(order, dtype=np.int32)
+
+  # ---- tensors (what the simulator transfers) ----------------------------
+
+  @functools.cached_property
+  def tensors(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Data tensors with at least one consumer, as arrays.
+
+    Returns:
+      (producer [T], bytes [T], consumer_ptr [T+1], consumers [C]): the
+      consumers of tensor t are consumers[consumer_ptr[t]:consumer_ptr[t+1]]
+      (unique op ids). Control edges are not tensors.
+    """
+    by_tensor: Dict[Tuple[int, int], List[int]] = {}
+    nbytes: Dict[Tuple[int, int], int] = {}
+    for e in self.edges:
+      if e.is_control:
+        continue
+      key = (e.src, e.src_output)
+      by_tensor.setdefault(key, [])
+      if e.dst not in by_tensor[key]:
+        by_tensor[key].append(e.dst)
+      nbytes[key] = e.bytes
+    keys = sorted(by_tensor)
+    producer = np.array([k[0] for k in keys], dtype=np.int32)
+    size = np.array([nbytes[k] for k in keys], dtype=np.int64)
+    counts = np.array([len(by_tensor[k]) for k in keys], dtype=np.int64)
+    ptr = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    consumers = np.array([c for k in keys for c in by_tensor[k]], dtype=np.int32)
+    return producer, size, ptr, consumers
+
+  # ---- identity ----------------------------------------------------------
+
+  @functools.cached_property
+  def fingerprint(self) -> str:
+    """A stable hash of op names, types and edges (not of device fields)."""
+    h = hashlib.sha256()
+    for op in self.ops:
+      h.update(op.name.encode())
+      h.update(b"\0")
+      h.update(op.type.encode())
+      h.update(b"\1")
+    src, dst, out, _ = self.edge_arrays
+    h.update(np.stack([src, dst, out]).tobytes() if len(src) else b"")
+    return h.hexdigest()[:16]
+
+  def summary(self) -> Dict[str, object]:
+    """Counts for `tfplace info`: ops, edges, groups, bytes, FLOPs, types."""
+    type_counts: Dict[str, int] = {}
+    for t in self.op_types:
+      type_counts[t] = type_counts.get(t, 0) + 1
+    sizes = [len(g) for g in self.colocation_groups]
+    return {
+        "name": self.name,
+        "fingerprint": self.fingerprint,
+        "num_ops": self.num_ops,
+        "num_edges": self.num_edges,
+        "num_control_edges": sum(1 for e in self.edges if e.is_control),
+        "num_colocation_groups": len(sizes),
+        "num_multi_op_groups": sum(1 for s in sizes if s > 1),
+        "largest_group": max(sizes),
+        "param_bytes": int(self.param_bytes.sum()),
+        "activation_bytes": int(self.output_bytes.sum()),
+        "flops": float(self.flops.sum()),
+        "num_control_flow_ops": sum(op.is_control_flow for op in self.ops),
+        "train_ops": list(self.fetches.train_ops),
+        "loss": self.fetches.loss,
+        "op_types": dict(sorted(type_counts.items(), key=lambda kv: -kv[1])),
+    }
+
+
+def _csr(keys: np.ndarray, values: np.ndarray, n: int):
+  order = np.argsort(keys, kind="stable")
+  ptr = np.zeros(n + 1, dtype=np.int64)
+  np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+  return ptr, values[order].astype(np.int32)
+
+
+def _renumber(groups: np.ndarray) -> np.ndarray:
+  """Relabels group ids to 0..G-1 in order of first appearance."""
+  _, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
+  rank = np.empty(len(first), dtype=np.int32)
+  rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.int32)
+  return rank[inverse].astype(np.int32)
