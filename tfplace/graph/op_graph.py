@@ -95,9 +95,11 @@ class StepFetches:
   Attributes:
     train_ops: target op names that perform the update (run, not fetched).
     loss: name of the loss tensor ("op:0"), if known.
+    init_ops: op names that initialize the variables (run once, first).
   """
   train_ops: Tuple[str, ...] = ()
   loss: Optional[str] = None
+  init_ops: Tuple[str, ...] = ()
 
 
 class OpGraph:
