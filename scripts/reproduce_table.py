@@ -1,0 +1,73 @@
+"""Reproduces the seed paper's running-time table on the simulator.
+
+Rows: model x #GPUs (K80 presets "k80x2", "k80x4"); columns: single CPU,
+single GPU, Scotch, METIS, expert, m-TOPO, m-ETF, m-SCT, a blank column for a
+learned placer, the lower bound, and every placer's running time.
+
+  python scripts/reproduce_table.py --out_dir /tmp/table
+  python scripts/reproduce_table.py --quick --models rnnlm --gpus 2
+  python scripts/reproduce_table.py --override nmt.hidden=512
+
+Prints the Markdown table and writes table.md and table.json (atomically) to
+--out_dir.
+"""
+
+import os
+import sys
+
+import tfplace  # noqa: F401  (before TensorFlow)
+
+from absl import app, flags
+
+from tfplace.errors import TfplaceError
+from tfplace.experiments import seed_table
+from tfplace.io_utils import atomic_write
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("models", list(seed_table.DEFAULT_MODELS), "Models to place.")
+flags.DEFINE_list("gpus", [str(g) for g in seed_table.DEFAULT_GPUS],
+                  "GPU counts (cluster presets k80x<N>).")
+flags.DEFINE_list("placers", list(seed_table.DEFAULT_PLACERS),
+                  "Placer names (see `tfplace place --help`).")
+flags.DEFINE_bool("quick", False, "Use reduced model sizes.")
+flags.DEFINE_multi_string("override", [],
+                          "Model config override, MODEL.FIELD=VALUE.")
+flags.DEFINE_string("out_dir", None, "Where to write table.md and table.json.")
+flags.DEFINE_bool("progress", True, "Show a progress bar.")
+
+
+def _config() -> seed_table.TableConfig:
+  try:
+    gpus = tuple(int(g) for g in FLAGS.gpus)
+  except ValueError:
+    raise TfplaceError(f"--gpus must be integers, got {FLAGS.gpus}") from None
+  overrides = {m: dict(seed_table.QUICK_OVERRIDES.get(m, {}))
+               if FLAGS.quick else {} for m in FLAGS.models}
+  for item in FLAGS.override:
+    model, sep, rest = item.partition(".")
+    if not sep or model not in overrides:
+      raise TfplaceError(f"bad --override {item!r}: use MODEL.FIELD=VALUE "
+                         f"with MODEL in {FLAGS.models}")
+    overrides[model].update(seed_table.parse_overrides(model, [rest]))
+  return seed_table.TableConfig(models=tuple(FLAGS.models), gpus=gpus,
+                                placers=tuple(FLAGS.placers),
+                                overrides=overrides)
+
+
+def main(argv):
+  del argv
+  try:
+    table = seed_table.run_seed_table(_config(), progress=FLAGS.progress)
+  except TfplaceError as e:
+    print(f"reproduce_table: {e}", file=sys.stderr)
+    return 2
+  markdown = table.to_markdown()
+  print(markdown)
+  if FLAGS.out_dir:
+    atomic_write(os.path.join(FLAGS.out_dir, "table.md"), markdown)
+    atomic_write(os.path.join(FLAGS.out_dir, "table.json"), table.to_json())
+  return 0
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,57 @@
+"""Analytical (roofline) op costs, worked by hand."""
+
+import numpy as np
+import pytest
+
+import tfplace  # noqa: F401
+from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
+from tfplace.cost.cluster import Device, make_cluster
+from tfplace.graph.op_graph import Edge, Op, OpGraph
+
+UNIT = AnalyticalConfig(compute_efficiency={"CPU": 1.0, "GPU": 0.5},
+                        memory_efficiency=1.0)
+
+
+def cluster(slots=1):
+  cpu = Device("/device:CPU:0", "CPU", peak_flops=1e9, memory_bandwidth=1e9,
+               memory_bytes=1e12, launch_overhead_s=1e-3, slots=slots)
+  gpu = Device("/device:GPU:0", "GPU", peak_flops=4e9, memory_bandwidth=1e10,
+               memory_bytes=1e12, launch_overhead_s=1e-4)
+  return make_cluster("c", [cpu, gpu])
+
+
+def graph():
+  ops = [
+      Op("compute", "MatMul", output_bytes=(0,), flops=2e9),
+      Op("memory", "Relu", output_bytes=(int(1e9),), flops=1.0),
+      Op("const", "Const", output_bytes=(int(1e9),)),
+      Op("gpu_only", "NcclAllReduce", output_bytes=(0,), flops=1e9,
+         kernels=frozenset({"GPU"})),
+  ]
+  edges = [Edge(2, 1, 0, int(2e9))]  # 2e9 bytes in + 1e9 out for "memory".
+  return OpGraph(ops, edges, graph_def=None)
+
+
+def test_roofline_times():
+  s = AnalyticalCostModel(UNIT).op_costs(graph(), cluster()).compute_s
+  # compute-bound: 2e9 / 1e9 on CPU; 2e9 / (4e9 * 0.5) on GPU.
+  assert s[0] == pytest.approx([2.0 + 1e-3, 1.0 + 1e-4])
+  # memory-bound: 3e9 bytes / 1e9 B/s on CPU, / 1e10 on GPU.
+  assert s[1] == pytest.approx([3.0 + 1e-3, 0.3 + 1e-4])
+  # trivial: only the launch overhead.
+  assert s[2] == pytest.approx([1e-3, 1e-4])
+  # no CPU kernel.
+  assert s[3, 0] == np.inf and s[3, 1] == pytest.approx(0.5 + 1e-4)
+
+
+def test_slots_share_the_device_peak():
+  s = AnalyticalCostModel(UNIT).op_costs(graph(), cluster(slots=2)).compute_s
+  assert s[0, 0] == pytest.approx(4.0 + 1e-3)
+
+
+def test_op_type_scale_and_bytes_passed_through():
+  cfg = AnalyticalConfig(compute_efficiency={"CPU": 1.0}, memory_efficiency=1.0,
+                         op_type_scale={"MatMul": 3.0})
+  costs = AnalyticalCostModel(cfg).op_costs(graph(), cluster())
+  assert costs.compute_s[0, 0] == pytest.approx(6.0 + 1e-3)
+  np.testing.assert_array_equal(costs.output_bytes, [0, 1e9, 1e9, 0])

@@ -1,0 +1,86 @@
+"""Profiled op times and calibrations."""
+
+import json
+
+import numpy as np
+import pytest
+
+import tfplace  # noqa: F401
+from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
+from tfplace.cost.cluster import Device, Link, LinkSpec, make_cluster
+from tfplace.cost.profiled import (Calibration, CalibratedCostModel,
+                                   ProfiledCostModel, apply_calibration)
+from tfplace.errors import ClusterError
+from tfplace.graph.op_graph import Op, OpGraph
+
+UNIT = AnalyticalConfig(compute_efficiency={"CPU": 1.0, "GPU": 1.0},
+                        memory_efficiency=1.0)
+
+
+def cluster():
+  cpu = Device("/device:CPU:0", "CPU", 1e9, 1e9, 1e12, launch_overhead_s=0.0)
+  gpu = Device("/device:GPU:0", "GPU", 4e9, 1e10, 1e12, launch_overhead_s=0.0)
+  return make_cluster("c", [cpu, gpu],
+                      [Link(cpu.name, gpu.name, 1e-5, 1e10, "pcie")],
+                      LinkSpec(1e-4, 1e9, "network"))
+
+
+def graph():
+  ops = [Op("a", "MatMul", output_bytes=(0,), flops=2e9),
+         Op("b", "Conv2D", output_bytes=(0,), flops=4e9),
+         Op("c", "NcclAllReduce", output_bytes=(0,), flops=4e9,
+            kernels=frozenset({"GPU"}))]
+  return OpGraph(ops, [], graph_def=None)
+
+
+def test_profiled_times_override_the_fallback():
+  model = ProfiledCostModel({"a": {"CPU": 0.5}, "c": {"CPU": 7.0, "GPU": 0.25},
+                             "missing": {"GPU": 1.0}},
+                            AnalyticalCostModel(UNIT), scale={"GPU": 2.0})
+  s = model.op_costs(graph(), cluster()).compute_s
+  assert s[0] == pytest.approx([0.5, 0.5])   # GPU from the fallback: 2e9/4e9
+  assert s[1] == pytest.approx([4.0, 1.0])   # all fallback
+  assert s[2, 0] == np.inf                   # no CPU kernel stays inf
+  assert s[2, 1] == pytest.approx(0.5)       # 0.25 * scale 2
+
+
+def test_calibrated_model_scales_by_device_and_op_type():
+  cal = Calibration(compute_scale={"GPU": 2.0}, op_type_scale={"Conv2D": 3.0})
+  s = CalibratedCostModel(cal, UNIT).op_costs(graph(), cluster()).compute_s
+  assert s[0] == pytest.approx([2.0, 1.0])
+  assert s[1] == pytest.approx([12.0, 6.0])
+
+
+def test_apply_calibration_replaces_links_by_kind():
+  cal = Calibration(links={"pcie": LinkSpec(2e-5, 5e9, "pcie"),
+                           "network": LinkSpec(1e-3, 1e8, "network")},
+                    launch_overhead_s={"GPU": 1e-5})
+  c = apply_calibration(cluster(), cal)
+  assert c.links[0].bandwidth == 5e9 and c.links[0].latency_s == 2e-5
+  assert c.default_link.bandwidth == 1e8
+  assert c.devices[1].launch_overhead_s == 1e-5
+  assert c.devices[0].launch_overhead_s == 0.0
+
+
+def test_calibration_round_trip(tmp_path):
+  cal = Calibration(compute_scale={"GPU": 1.5}, op_type_scale={"Conv2D": 0.8},
+                    launch_overhead_s={"CPU": 0.0},
+                    links={"pcie": LinkSpec(2e-5, 9e9, "pcie")}, notes="fit")
+  path = str(tmp_path / "cal.json")
+  cal.save(path)
+  assert Calibration.load(path) == cal
+
+
+@pytest.mark.parametrize("data", [
+    {"compute_scale": {"GPU": 1.0}},                       # no format
+    {"format": "tfplace.calibration/1", "compute_scale": {"GPU": 0}},
+    {"format": "tfplace.calibration/1", "compute_scale": {"GPU": "x"}},
+    {"format": "tfplace.calibration/1",
+     "links": {"pcie": {"latency_s": 1e-5, "bandwidth": -1}}},
+    {"format": "tfplace.calibration/1", "links": {"pcie": {"latency_s": 0}}},
+])
+def test_malformed_calibration_raises(tmp_path, data):
+  path = tmp_path / "cal.json"
+  path.write_text(json.dumps(data))
+  with pytest.raises(ClusterError):
+    Calibration.load(str(path))

@@ -1,0 +1,58 @@
+"""Tests of the seed-table experiment on a small model."""
+
+import tfplace  # noqa: F401  (before TensorFlow)
+
+import json
+import math
+
+import pytest
+
+from tfplace.errors import TfplaceError
+from tfplace.experiments import seed_table
+
+
+@pytest.fixture(scope="module")
+def table():
+  config = seed_table.TableConfig(
+      models=("mlp_towers",), gpus=(2,), placers=("m_topo", "m_etf"),
+      overrides={"mlp_towers": {"num_towers": 2}})
+  return seed_table.run_seed_table(config, progress=False)
+
+
+def test_one_row_per_model_and_gpu_count(table):
+  assert [(r.model, r.num_gpus, r.cluster) for r in table.rows] == [
+      ("mlp_towers", 2, "k80x2")]
+  row = table.rows[0]
+  assert [c.placer for c in row.cells] == ["m_topo", "m_etf"]
+  for cell in row.cells:
+    assert cell.feasible and cell.error is None
+    # No placement beats the lower bound.
+    assert cell.step_time_s >= row.lower_bound_s * (1 - 1e-9)
+
+
+def test_markdown_and_json(table):
+  lines = table.to_markdown().splitlines()
+  assert lines[0].split(" | ")[3:7] == ["m-TOPO", "m-ETF", "Learned",
+                                        "Lower bound"]
+  assert lines[2].startswith("| mlp_towers | 2 |")
+  data = json.loads(table.to_json())
+  assert data["rows"][0]["cells"][1]["placer"] == "m_etf"
+
+
+def test_oom_and_error_cells_print_as_such():
+  oom = seed_table.Cell("m_etf", math.inf, False, 0.1)
+  err = seed_table.Cell("scotch", math.inf, False, 0.1, error="boom")
+  assert (oom.text, err.text) == ("OOM", "error")
+
+
+def test_parse_overrides():
+  assert seed_table.parse_overrides("nmt", ["hidden=8", "lr=0.5", "x=true"]) == {
+      "hidden": 8, "lr": 0.5, "x": True}
+  with pytest.raises(TfplaceError):
+    seed_table.parse_overrides("nmt", ["hidden"])
+
+
+def test_unknown_placer_is_rejected():
+  with pytest.raises(TfplaceError):
+    seed_table.run_seed_table(seed_table.TableConfig(placers=("nope",)),
+                              progress=False)

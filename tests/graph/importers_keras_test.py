@@ -1,0 +1,48 @@
+"""Tests for tfplace.graph.importers_keras on a tiny tf_keras model."""
+
+import numpy as np
+import pytest
+
+import tfplace  # noqa: F401
+import tf_keras
+
+from tfplace.apply import run_training_step
+from tfplace.errors import GraphImportError
+from tfplace.graph.importers import import_graph
+
+
+def _model(dropout=0.0):
+  layers = [tf_keras.layers.Dense(4, activation="relu", input_shape=(3,))]
+  if dropout:
+    layers.append(tf_keras.layers.Dropout(dropout))
+  layers.append(tf_keras.layers.Dense(2, activation="softmax"))
+  return tf_keras.Sequential(layers)
+
+
+def test_keras_step_loss_matches_eager_and_model_still_works():
+  model = _model()
+  x = np.random.RandomState(1).randn(5, 3).astype(np.float32)
+  y = np.array([0, 1, 1, 0, 1])
+  g = import_graph(model, loss="sparse_categorical_crossentropy",
+                   optimizer=tf_keras.optimizers.SGD(0.1), x=x, y=y)
+  assert g.fetches.train_ops == ("train",) and g.fetches.loss == "loss:0"
+  # Two kernels and two biases: (3*4 + 4 + 4*2 + 2) floats.
+  assert g.param_bytes.sum() >= (12 + 4 + 8 + 2) * 4
+  eager = tf_keras.losses.sparse_categorical_crossentropy(y, model(x))
+  run = run_training_step(g.graph_def, g.fetches)
+  assert run.loss == pytest.approx(float(np.mean(eager)), rel=1e-5)
+
+
+def test_keras_random_data_and_dropout_are_deterministic():
+  g = import_graph(_model(dropout=0.5), loss="mse", optimizer="adam",
+                   batch_size=8)
+  assert g.op("x").output_shapes == ((8, 3),)
+  losses = {run_training_step(g.graph_def, g.fetches).loss for _ in range(2)}
+  assert len(losses) == 1
+
+
+def test_keras_needs_a_loss_and_a_known_optimizer():
+  with pytest.raises(GraphImportError, match="loss"):
+    import_graph(_model())
+  with pytest.raises(GraphImportError, match="unknown optimizer"):
+    import_graph(_model(), loss="mse", optimizer="nosuch")

@@ -1,0 +1,162 @@
+"""Tests for tfplace.graph.importers: tf.Graph, GraphDef, MetaGraphDef files
+and tf.function / ConcreteFunction inputs."""
+
+import os
+
+import numpy as np
+import pytest
+
+import tfplace  # noqa: F401
+import tensorflow as tf
+
+from tfplace.apply import run_training_step
+from tfplace.errors import GraphImportError
+from tfplace.graph import graph_io
+from tfplace.graph.importers import from_tf_graph, import_graph
+
+TESTDATA = os.path.join(os.path.dirname(__file__), "..", "..", "testdata")
+MLP = os.path.join(TESTDATA, "mlp_2tower.pbtxt")
+MLP_META = os.path.join(TESTDATA, "mlp_2tower_ref.meta.pbtxt")
+SMALL = os.path.join(TESTDATA, "matmul_relu_sum.pbtxt")
+
+
+def _mlp_graph():
+  """x[4,6] -> two towers relu(x @ w_t), w_t [6,2] -> mean square loss."""
+  graph = tf.Graph()
+  with graph.as_default():
+    rng = np.random.RandomState(0)
+    x = tf.constant(rng.randn(4, 6).astype(np.float32), name="x")
+    w = tf.compat.v1.get_variable(
+        "w", initializer=tf.constant(np.ones((6, 2), np.float32)))
+    pred = tf.nn.relu(tf.matmul(x, w, name="mm"))
+    loss = tf.reduce_mean(tf.square(pred), name="loss")
+    tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss,
+                                                              name="train")
+    tf.compat.v1.global_variables_initializer()
+  return graph
+
+
+def test_from_tf_graph_features():
+  g = from_tf_graph(_mlp_graph(), ["train"], "loss", ["init"], name="mlp")
+  mm = g.op("mm")
+  assert mm.output_shapes == ((4, 2),) and mm.output_bytes == (32,)
+  assert mm.flops == 2 * 4 * 2 * 6
+  assert g.op("w").param_bytes == 6 * 2 * 4
+  assert g.op("w").output_dtypes == ("resource",)
+  assert g.fetches.loss == "loss:0" and g.fetches.train_ops == ("train",)
+  assert "CPU" in mm.kernels
+  # The variable, its reads, assign and update share one group.
+  group = g.colocation_groups[g.group_of[g.index["w"]]]
+  names = {g.ops[i].name for i in group}
+  assert "train/update_w/ResourceApplyGradientDescent" in names
+  assert "mm" not in names
+
+
+def test_graph_def_pb_and_pbtxt_give_same_graph(tmp_path):
+  graph_def, _ = graph_io.read_graph_file(MLP)
+  path = str(tmp_path / "mlp.pb")
+  graph_io.write_graph_file(path, graph_def)
+  a, b = import_graph(MLP), import_graph(path)
+  assert a.fingerprint == b.fingerprint and a.num_ops == 59
+  # Detected: the NoOp sink "train", the "loss" scalar, the NoOp "init".
+  assert a.fetches == b.fetches
+  assert a.fetches.train_ops == ("train",) and a.fetches.loss == "loss:0"
+  assert a.fetches.init_ops == ("init",)
+  assert a.param_bytes.sum() == 2 * 6 * 2 * 4
+  assert import_graph(graph_def).fingerprint == a.fingerprint
+
+
+def test_meta_graph_collections_and_ref_variables():
+  g = import_graph(MLP_META)
+  assert g.fetches.train_ops == ("train",) and g.fetches.init_ops == ("init",)
+  assert g.op("tower0/w").type == "VariableV2"
+  assert g.op("tower0/w").output_dtypes == ("float32_ref",)
+  group = {g.ops[i].name for i in g.colocation_groups[g.group_of[
+      g.index["tower0/w"]]]}
+  assert group == {"tower0/w", "tower0/w/Assign", "tower0/w/read",
+                   "train/update_tower0/w/ApplyGradientDescent"}
+  _, meta = graph_io.read_graph_file(MLP_META)
+  assert import_graph(meta).fingerprint == g.fingerprint
+
+
+def test_small_graph_hand_counts():
+  g = import_graph(SMALL)
+  assert g.num_ops == 6 and g.num_edges == 5
+  assert g.op("matmul").flops == 2 * 2 * 4 * 3
+  assert g.op("relu").flops == 8 and g.op("sum").flops == 8
+  assert g.fetches.train_ops == ("sum",) and g.fetches.loss is None
+
+
+def test_unknown_dims_become_unknown_dim():
+  graph = tf.Graph()
+  with graph.as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+    tf.identity(x * 2.0, name="y")
+  g = import_graph(graph, unknown_dim=5, train_ops=["y"])
+  assert g.op("y").output_shapes == ((5, 3),)
+  assert g.op("y").output_bytes == (60,)
+
+
+def test_bad_graph_def_inputs():
+  graph_def = tf.compat.v1.GraphDef()
+  with pytest.raises(GraphImportError, match="empty"):
+    import_graph(graph_def)
+  node = graph_def.node.add(name="a", op="NoSuchOpType")
+  del node
+  with pytest.raises(GraphImportError, match="cannot import"):
+    import_graph(graph_def)
+  with pytest.raises(GraphImportError, match="cannot import a int"):
+    import_graph(3)
+  with pytest.raises(GraphImportError, match="not an op"):
+    import_graph(SMALL, train_ops=["nope"])
+
+
+def _nested_step():
+  v = tf.Variable(np.ones((3, 2), np.float32))
+
+  @tf.function
+  def inner(x):
+    return tf.matmul(x, v, name="inner_mm")
+
+  @tf.function(input_signature=[tf.TensorSpec([4, 3], tf.float32)])
+  def step(x):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_mean(tf.square(inner(x)))
+    v.assign_sub(0.1 * tape.gradient(loss, v))
+    return loss
+
+  return step, v
+
+
+def test_tf_function_nested_call_is_inlined_and_runs():
+  step, v = _nested_step()
+  x = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+  g = import_graph(step, args=(x,))
+  types = set(g.op_types)
+  assert not types & {"PartitionedCall", "StatefulPartitionedCall"}
+  assert "VarHandleOp" in types and "Placeholder" not in types
+  assert g.op_types.count("MatMul") == 3  # forward, and two in the backward
+  assert any(op.name.endswith("/inner_mm") for op in g.ops)
+  expected = float(np.mean(np.square(x @ np.ones((3, 2), np.float32))))
+  run = run_training_step(g.graph_def, g.fetches, steps=1)
+  assert run.loss == pytest.approx(expected, rel=1e-6)
+  # The import leaves the eager variable alone.
+  np.testing.assert_array_equal(v.numpy(), np.ones((3, 2)))
+
+
+def test_concrete_function_with_random_arguments():
+  step, _ = _nested_step()
+  g = import_graph(step.get_concrete_function(), name="step")
+  assert g.name == "step" and g.fetches.init_ops == ("init",)
+  first = run_training_step(g.graph_def, g.fetches).loss
+  assert first == run_training_step(g.graph_def, g.fetches).loss
+  assert first > 0
+
+
+def test_tf_function_without_signature_needs_one():
+  @tf.function
+  def f(x):
+    return x * 2.0
+
+  with pytest.raises(GraphImportError, match="input_signature"):
+    import_graph(f)

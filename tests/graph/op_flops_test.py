@@ -1,0 +1,55 @@
+"""Tests for tfplace.graph.op_flops: counts worked out by hand."""
+
+import pytest
+
+from tfplace.graph.op_flops import num_elements, op_flops
+
+
+def _attrs(**kw):
+  return kw.get
+
+
+def test_matmul_and_transpose():
+  # [4,6] x [6,2]: 4*2 outputs, 6 multiply-adds each.
+  assert op_flops("MatMul", [(4, 6), (6, 2)], [(4, 2)], _attrs()) == 96
+  # transpose_a: a is [6,4], K = 6.
+  assert op_flops("MatMul", [(6, 4), (6, 2)], [(4, 2)],
+                  _attrs(transpose_a=True)) == 96
+
+
+def test_batch_matmul():
+  assert op_flops("BatchMatMulV2", [(3, 4, 5), (3, 5, 2)], [(3, 4, 2)]) == (
+      2 * 3 * 4 * 2 * 5)
+
+
+def test_conv2d_and_backprops_match_forward():
+  x, f, y = (1, 8, 8, 3), (3, 3, 3, 16), (1, 8, 8, 16)
+  forward = 2 * 8 * 8 * 16 * 3 * 3 * 3
+  assert op_flops("Conv2D", [x, f], [y]) == forward
+  assert op_flops("Conv2DBackpropInput", [(4,), f, y], [x]) == forward
+  assert op_flops("Conv2DBackpropFilter", [x, (4,), y], [f]) == forward
+
+
+def test_depthwise_and_pool():
+  assert op_flops("DepthwiseConv2dNative", [(1, 4, 4, 2), (3, 3, 2, 1)],
+                  [(1, 4, 4, 2)]) == 2 * 32 * 9
+  assert op_flops("MaxPool", [(1, 4, 4, 2)], [(1, 2, 2, 2)],
+                  _attrs(ksize=[1, 2, 2, 1])) == 8 * 4
+
+
+@pytest.mark.parametrize("op_type,expected", [
+    ("Relu", 12), ("AddV2", 12), ("Sum", 24), ("Softmax", 5 * 24),
+    ("Identity", 0), ("Reshape", 0), ("SomeUnknownOp", 0), ("AddN", 24)])
+def test_elementwise_reductions_and_movement(op_type, expected):
+  ins = [(4, 6), (4, 6), (4, 6)] if op_type == "AddN" else [(4, 6)]
+  outs = [(2, 6)] if op_type == "Sum" else [(4, 3)]
+  if op_type in ("Softmax", "Identity", "Reshape", "SomeUnknownOp", "AddN"):
+    outs = [(4, 6)] if op_type != "Relu" else outs
+  if op_type == "AddN":
+    expected = 24 * 2
+  assert op_flops(op_type, ins, outs) == expected
+
+
+def test_num_elements_scalar():
+  assert num_elements(()) == 1
+  assert num_elements((2, 0)) == 0

@@ -1,0 +1,53 @@
+"""Tests for `tfplace trace` (run as a subprocess, as a user would)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "testdata", "traces")
+JSON_TRACE = os.path.join(DATA, "timeline_2workers.json")
+
+
+def _run(*args):
+  proc = subprocess.run([sys.executable, "-m", "tfplace", "trace", *args],
+                        capture_output=True, text=True, timeout=120)
+  return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_summary_json_and_outputs(tmp_path):
+  pytest.importorskip("matplotlib")
+  out_json, out_png = str(tmp_path / "p.json"), str(tmp_path / "g.png")
+  rc, out, err = _run(JSON_TRACE, "--json", "--top", "2", "--perfetto", out_json,
+                      "--gantt", out_png, "--compare", JSON_TRACE)
+  assert rc == 0, err
+  doc = json.loads(out)
+  assert len(doc["summary"]["top_ops"]) == 2
+  assert doc["summary"]["top_ops"][0]["name"] == "a/RandomStandardNormal"
+  assert doc["comparison"]["span_ratio"] == pytest.approx(1.0)
+  assert doc["comparison"]["moved_ops"] == []
+  with open(out_json) as f:
+    assert "traceEvents" in json.load(f)
+  assert os.path.getsize(out_png) > 0
+
+
+def test_text_summary():
+  rc, out, _ = _run(JSON_TRACE)
+  assert rc == 0
+  assert "busy ms" in out and "critical path" in out and "mm1" in out
+
+
+@pytest.mark.parametrize("args", [
+    ["/nonexistent.json"],
+    [],
+    [JSON_TRACE, "--perfetto", "OUT.txt"],
+    [JSON_TRACE, "--compare", "/nonexistent.json", "--perfetto", "OUT.json"],
+])
+def test_bad_input_exits_2_and_writes_nothing(tmp_path, args):
+  args = [a.replace("OUT", str(tmp_path / "out")) for a in args]
+  rc, out, err = _run(*args)
+  assert rc == 2
+  assert "tfplace trace: error:" in err
+  assert os.listdir(tmp_path) == []

@@ -1,0 +1,174 @@
+"""Tests for tfplace.trace.reader on committed real traces and hand-made ones."""
+
+import gzip
+import json
+import os
+import shutil
+
+import pytest
+
+import tfplace  # noqa: F401  (before TF)
+from tfplace.errors import TraceError
+from tfplace.trace.reader import load_trace
+from tfplace.trace.trace import TRANSFER
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "testdata", "traces")
+W0 = "/job:worker/replica:0/task:0/device:CPU:0"
+W1 = "/job:worker/replica:0/task:1/device:CPU:0"
+L0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+L1 = "/job:localhost/replica:0/task:0/device:CPU:1"
+OPS = {"a/shape", "Const", "a/RandomStandardNormal", "mm0", "mm1", "relu1", "add", "sum"}
+
+
+def _path(name):
+  return os.path.join(DATA, name)
+
+
+def test_local_step_stats_text():
+  t = load_trace(_path("step_stats_2cpu.pbtxt"))
+  assert t.devices() == (L0, L1)
+  assert {e.name for e in t.ops()} == OPS | {"_retval_sum_0_0"}
+  where = {e.name: e.device for e in t.events}
+  assert (where["mm0"], where["mm1"], where["relu1"], where["sum"]) == (L0, L1, L1, L0)
+  assert {e.name: e.op_type for e in t.events}["mm1"] == "MatMul"
+  assert t.events[0].start_s == 0.0 and t.span_s() > 0
+  assert {e.name: e.nbytes for e in t.events}["mm1"] == 64 * 64 * 4
+
+
+def test_two_worker_run_metadata_has_transfers():
+  t = load_trace(_path("run_metadata_2workers.pb"))
+  assert t.devices() == (W0, W1)
+  assert {e.name for e in t.ops()} == OPS
+  pairs = sorted((e.src_device, e.dst_device, e.nbytes) for e in t.transfers())
+  assert pairs == [(W0, W1, 16384), (W1, W0, 16384)]
+  # mm1 on task 1 waits for mm0's tensor to arrive from task 0.
+  ev = {e.name: e for e in t.ops()}
+  to_w1 = [e for e in t.transfers() if e.dst_device == W1][0]
+  assert ev["mm0"].end_s <= to_w1.end_s <= ev["mm1"].start_s + 1e-9
+
+
+def test_timeline_json_matches_the_proto():
+  proto = load_trace(_path("run_metadata_2workers.pb"))
+  chrome = load_trace(_path("timeline_2workers.json"))
+  assert chrome.devices() == proto.devices()
+  assert {e.name for e in chrome.ops()} == OPS
+  assert len(chrome.transfers()) == 2
+  d_proto = {e.name: e.duration_s for e in proto.ops()}
+  for e in chrome.ops():  # Timeline JSON rounds to whole microseconds.
+    assert e.duration_s == pytest.approx(d_proto[e.name], abs=1.01e-6)
+
+
+@pytest.mark.parametrize("name", ["profile_2cpu", "profile_2cpu/plugins/profile",
+                                  "xplane_2cpu.json.gz"])
+def test_profiler_trace(name):
+  t = load_trace(_path(name))
+  assert t.devices() == ("/host:CPU",)
+  assert {e.name for e in t.ops()} == {"mm0", "mm1", "relu1", "add", "sum"}
+  sends = sorted((e.src_device, e.dst_device) for e in t.transfers())
+  assert sends == [(L0, L1), (L1, L0)]
+
+
+def test_xplane_file_and_directory_agree():
+  run = os.path.join(DATA, "profile_2cpu", "plugins", "profile")
+  xplane = os.path.join(run, os.listdir(run)[0], "host.xplane.pb")
+  assert load_trace(xplane).events == load_trace(_path("profile_2cpu")).events
+
+
+def test_hand_made_step_stats(tmp_path):
+  from tensorflow.core.framework import step_stats_pb2
+  ss = step_stats_pb2.StepStats()
+  dev = ss.dev_stats.add(device=L0)
+  for name, label, start, dur in [
+      ("x", "x = MatMul(a, b)", 1000, 100), ("y", "y = Relu(x)", 1050, 100),
+      ("_SOURCE", "_SOURCE = NoOp()", 900, 1),
+      ("x/_1", "x/_1 = _Send(x @" + L1 + ")", 1150, 20)]:
+    dev.node_stats.add(node_name=name, timeline_label=label, all_start_micros=start,
+                       all_end_rel_micros=dur)
+  dev1 = ss.dev_stats.add(device=L1)
+  recv = dev1.node_stats.add(node_name="RecvTensor", all_start_micros=1160,
+                             all_end_rel_micros=40,
+                             timeline_label=f"[2048B] [1Mb/s] edge_1_x from {L0} to {L1}")
+  recv.output.add().tensor_description.allocation_description.requested_bytes = 2048
+  path = tmp_path / "ss.pb"
+  path.write_bytes(ss.SerializeToString())
+  t = load_trace(str(path))
+  assert [(e.name, e.start_s, e.kind) for e in t.events] == [
+      ("x", 0.0, "op"), ("y", pytest.approx(50e-6), "op"),
+      ("x/_1", pytest.approx(150e-6), TRANSFER), ("RecvTensor", pytest.approx(160e-6), TRANSFER)]
+  send, recv_ev = t.transfers()
+  assert (send.src_device, send.dst_device, send.op_type) == (L0, L1, "_Send")
+  assert (recv_ev.src_device, recv_ev.dst_device, recv_ev.nbytes) == (L0, L1, 2048)
+  assert t.span_s() == pytest.approx(200e-6)
+
+
+def _write(tmp_path, name, data):
+  path = tmp_path / name
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_bytes(data)
+  return str(path)
+
+
+@pytest.mark.parametrize("name,data,match", [
+    ("empty.pb", b"", "empty"),
+    ("bad.pb", b"\x08\x96\x01garbage\xff\xfe", "not a Chrome-trace JSON, StepStats"),
+    ("bad.pbtxt", b"dev_stats { nonsense: 1 }", "not a Chrome-trace JSON, StepStats"),
+    ("bad.json", b'{"traceEvents": [', "not valid JSON"),
+    ("bad.json.gz", b"not gzip at all", "not a valid gzip"),
+    ("nolist.json", b'{"foo": 1}', "no 'traceEvents' list"),
+    ("noevents.json", json.dumps({"traceEvents": [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/d:0"}}]}).encode(),
+     "no op or transfer events"),
+    ("badts.json", b'{"traceEvents": [{"ph": "X", "pid": 1, "name": "a"}]}', "'ts'"),
+    ("empty.xplane.pb", b"", "empty"),
+    ("bad.xplane.pb", b"\xff\xff\xff\xffnot an xplane", "xplane"),
+])
+def test_bad_input(tmp_path, name, data, match):
+  with pytest.raises(TraceError, match=match):
+    load_trace(_write(tmp_path, name, data))
+
+
+def test_missing_path():
+  with pytest.raises(TraceError, match="no such file"):
+    load_trace("/nonexistent/trace.json")
+
+
+def test_profile_dir_without_run(tmp_path):
+  (tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00").mkdir(parents=True)
+  with pytest.raises(TraceError, match="no profile run"):
+    load_trace(str(tmp_path))
+
+
+def test_newest_run_is_read(tmp_path):
+  src = os.path.join(DATA, "profile_2cpu", "plugins", "profile")
+  run = os.listdir(src)[0]
+  for new in ("2000_01_01_00_00_00", "2099_01_01_00_00_00"):
+    shutil.copytree(os.path.join(src, run), tmp_path / "plugins" / "profile" / new)
+  (tmp_path / "plugins" / "profile" / "2099_01_01_00_00_00" / "host.xplane.pb").write_bytes(b"")
+  with pytest.raises(TraceError, match="2099.*empty"):
+    load_trace(str(tmp_path))
+
+
+def test_gzip_json(tmp_path):
+  doc = {"traceEvents": [{"ph": "X", "pid": 1, "tid": 0, "ts": 5, "dur": 2, "name": "A"}]}
+  t = load_trace(_write(tmp_path, "t.json.gz", gzip.compress(json.dumps(doc).encode())))
+  assert [(e.device, e.name, e.duration_s) for e in t.events] == [("pid 1", "A", 2e-6)]
+
+
+def test_gpu_streams_and_memcpy(tmp_path):
+  from tensorflow.core.framework import step_stats_pb2
+  gpu = "/job:localhost/replica:0/task:0/device:GPU:0"
+  ss = step_stats_pb2.StepStats()
+  for suffix in ("/stream:all", "/stream:7"):  # the same kernel, listed twice
+    ss.dev_stats.add(device=gpu + suffix).node_stats.add(
+        node_name="conv", timeline_label="conv = Conv2D(x, w)",
+        all_start_micros=100, all_end_rel_micros=30)
+  ss.dev_stats.add(device=gpu + "/memcpy").node_stats.add(
+      node_name="edge_3_x", timeline_label="MEMCPYHtoD 4096 bytes",
+      all_start_micros=90, all_end_rel_micros=10)
+  path = tmp_path / "gpu.pbtxt"
+  path.write_text(str(ss))
+  t = load_trace(str(path))
+  assert [(e.device, e.name, e.kind) for e in t.events] == [
+      (gpu, "edge_3_x", TRANSFER), (gpu, "conv", "op")]
+  copy = t.transfers()[0]
+  assert (copy.src_device, copy.dst_device, copy.nbytes) == (L0, gpu, 4096)

@@ -1,0 +1,43 @@
+"""show ops, edges, colocation groups, parameter bytes, FLOPs and op types.
+
+  tfplace info GRAPH_FILE [--json]
+
+--json prints the summary with "colocation_groups": a list of lists of op
+names (every group, singletons included).
+"""
+
+import json
+
+from absl import flags
+
+from tfplace.errors import TfplaceError
+
+_JSON = flags.DEFINE_bool("json", False, "print one JSON object",
+                          allow_override=True)
+
+
+def info(path: str) -> dict:
+  """The summary of a graph file, with colocation groups by op name."""
+  from tfplace.graph.importers import import_graph
+  graph = import_graph(path)
+  summary = graph.summary()
+  summary["colocation_groups"] = [[graph.ops[i].name for i in group]
+                                  for group in graph.colocation_groups]
+  return summary
+
+
+def main(argv) -> None:
+  if len(argv) != 2:
+    raise TfplaceError("usage: tfplace info GRAPH_FILE [--json]")
+  summary = info(argv[1])
+  if _JSON.value:
+    print(json.dumps(summary))
+    return
+  for key in ("name", "num_ops", "num_edges", "num_control_edges",
+              "num_colocation_groups", "num_multi_op_groups", "largest_group",
+              "param_bytes", "activation_bytes", "flops",
+              "num_control_flow_ops", "train_ops", "loss"):
+    print(f"{key:<22} {summary[key]}")
+  print("op types:")
+  for op_type, count in summary["op_types"].items():
+    print(f"  {op_type:<30} {count}")

@@ -1,0 +1,82 @@
+"""predicted step time of a placement.
+
+usage: tfplace simulate GRAPH --cluster PRESET_OR_JSON
+                        --placement placement.json [--json]
+
+Reads GRAPH (any form `tfplace.graph.importers.import_graph` reads), costs
+it with the analytical model (or --calibration), simulates the placement and
+prints the step time, the lower bound, memory and busy time per device.
+"""
+
+import json
+import math
+import sys
+from typing import List
+
+from absl import flags
+
+from tfplace.errors import TfplaceError
+
+_CLUSTER = flags.DEFINE_string(
+    "cluster", None, "cluster preset name (see `tfplace clusters`) or a "
+    "cluster JSON file")
+_PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
+_CALIBRATION = flags.DEFINE_string(
+    "calibration", None, "optional calibration JSON (tfplace.calibration/1)")
+_JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
+
+
+def main(argv: List[str]) -> None:
+  """Runs `tfplace simulate`; see the module docstring."""
+  from tfplace.cost import lower_bound, presets, profiled, simulator
+  from tfplace.cost.analytical import AnalyticalCostModel
+  from tfplace.graph.importers import import_graph
+  from tfplace.placement import Placement
+  if len(argv) != 2:
+    raise TfplaceError("expected exactly one GRAPH argument: tfplace simulate "
+                       "GRAPH --cluster C --placement placement.json")
+  if not _CLUSTER.value or not _PLACEMENT.value:
+    raise TfplaceError("--cluster and --placement are required")
+  cluster = presets.load_cluster(_CLUSTER.value)
+  model = AnalyticalCostModel()
+  if _CALIBRATION.value:
+    calibration = profiled.Calibration.load(_CALIBRATION.value)
+    cluster = profiled.apply_calibration(cluster, calibration)
+    model = profiled.CalibratedCostModel(calibration)
+  placement = Placement.load(_PLACEMENT.value)
+  graph = import_graph(argv[1])
+  ids = placement.to_array(graph, cluster)
+  costs = model.op_costs(graph, cluster)
+  result = simulator.Simulator(graph, cluster, costs).simulate(ids)
+  bound = lower_bound.lower_bound(graph, cluster, costs)
+  _report(result, bound, cluster)
+
+
+def _report(result, bound: float, cluster) -> None:
+  names = cluster.device_names
+  step = result.step_time_s if math.isfinite(result.step_time_s) else None
+  out = {
+      "step_time_s": step, "lower_bound_s": bound,
+      "feasible": result.feasible,
+      "peak_memory_bytes": {n: int(v) for n, v in
+                            zip(names, result.peak_memory_bytes)},
+      "device_busy_s": {n: float(v) for n, v in
+                        zip(names, result.device_busy_s)},
+      "bytes_moved": int(result.bytes_moved),
+      "oom_devices": [names[i] for i in result.oom_devices],
+  }
+  if _JSON.value:
+    sys.stdout.write(json.dumps(out) + "\n")
+    return
+  if step is None:
+    where = ", ".join(out["oom_devices"]) or "(an op has no kernel on its device)"
+    sys.stdout.write(f"infeasible: out of memory on {where}\n")
+  else:
+    sys.stdout.write(f"step time {step * 1e3:.3f} ms (lower bound "
+                     f"{bound * 1e3:.3f} ms)\n")
+  sys.stdout.write(f"bytes moved {result.bytes_moved}\n")
+  for i, name in enumerate(names):
+    mem = cluster.devices[i].memory_bytes
+    sys.stdout.write(
+        f"  {name}: busy {result.device_busy_s[i] * 1e3:.3f} ms, peak memory "
+        f"{result.peak_memory_bytes[i] / 2**20:.1f} MiB of {mem / 2**20:.0f}\n")

@@ -1,0 +1,61 @@
+"""Inspect, export, plot or compare a profiler trace.
+
+usage: tfplace trace PATH [--json] [--top 10] [--perfetto OUT.json]
+                          [--gantt OUT.png] [--compare OTHER_PATH]
+
+PATH is a TF profiler log directory (or .xplane.pb), a Chrome-trace JSON
+(.json/.json.gz) or a saved StepStats/RunMetadata (.pb/.pbtxt). Prints a
+summary (per-device busy time and idle gaps, transfers, top ops, critical
+path); with --compare, also how OTHER_PATH differs from PATH. Bad input exits
+with status 2 and writes nothing.
+"""
+
+import json
+
+from absl import flags
+
+from tfplace.errors import TraceError
+
+_JSON = flags.DEFINE_bool("json", False, "print the results as JSON")
+_TOP = flags.DEFINE_integer("top", 10, "how many ops to list by total time", lower_bound=0)
+_PERFETTO = flags.DEFINE_string(
+    "perfetto", None, "also write the trace as Chrome-trace/Perfetto JSON "
+    "(.json or .json.gz)")
+_GANTT = flags.DEFINE_string("gantt", None, "also draw a Gantt chart (.png; "
+                             "needs matplotlib, the viz extra)")
+_COMPARE = flags.DEFINE_string("compare", None, "a second trace to compare "
+                               "PATH with (PATH is 'before')")
+
+
+def main(argv):
+  """Runs `tfplace trace`."""
+  from tfplace.trace import compare as compare_lib  # pylint: disable=import-outside-toplevel
+  from tfplace.trace import export, plot, reader, summary  # pylint: disable=import-outside-toplevel
+  if len(argv) != 2:
+    raise TraceError("expected exactly one trace PATH "
+                     f"(got {len(argv) - 1}; see tfplace trace --help)")
+  if _PERFETTO.value:
+    export.check_perfetto_path(_PERFETTO.value)
+  if _GANTT.value:
+    plot.check_gantt_path(_GANTT.value)
+  trace = reader.load_trace(argv[1])
+  other = reader.load_trace(_COMPARE.value) if _COMPARE.value else None
+  result = summary.summarize(trace, top_k=_TOP.value)
+  comparison = compare_lib.compare(trace, other) if other is not None else None
+  if _PERFETTO.value:
+    export.write_perfetto(trace, _PERFETTO.value)
+  if _GANTT.value:
+    plot.gantt(trace, _GANTT.value)
+  if _JSON.value:
+    print(json.dumps({"summary": result.to_dict(),
+                      "comparison": comparison.to_dict() if comparison else None},
+                     indent=2))
+    return 0
+  print(summary.format_summary(result), end="")
+  if comparison is not None:
+    print(f"\ncompared with {_COMPARE.value}:")
+    print(compare_lib.format_comparison(comparison), end="")
+  for what, path in (("perfetto trace", _PERFETTO.value), ("gantt chart", _GANTT.value)):
+    if path:
+      print(f"wrote {what}: {path}")
+  return 0

@@ -1,0 +1,175 @@
+"""Measured op times and calibrations of the analytical model.
+
+Two seams for real measurements (`tfplace/measure/` fills them):
+
+* `ProfiledCostModel`: per-op measured seconds (op name -> device type ->
+  seconds) override a fallback model for the ops that were measured.
+* `Calibration`: a few fitted factors applied to the analytical model and to
+  the cluster's links. Its JSON file (format "tfplace.calibration/1"):
+
+      {
+        "format": "tfplace.calibration/1",
+        "compute_scale": {"GPU": 1.8, "CPU": 0.9},
+        "op_type_scale": {"Conv2D": 1.2},
+        "launch_overhead_s": {"GPU": 8e-6},
+        "links": {"pcie": {"latency_s": 2e-5, "bandwidth": 9e9}},
+        "notes": "fitted from 12 runs of inception_v3 on k80x2"
+      }
+
+  Every key but "format" is optional. `compute_scale` multiplies the
+  analytical time (overhead included) of every op on devices of that type;
+  `op_type_scale` multiplies the time of ops of that type (on top);
+  `launch_overhead_s` replaces the devices' per-op overhead by type; `links`
+  replaces latency and bandwidth of links (and the default link) of that kind.
+"""
+
+import dataclasses
+import json
+from typing import Mapping, Optional
+
+import numpy as np
+
+from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
+from tfplace.cost.cluster import Cluster, LinkSpec
+from tfplace.cost.op_costs import CostModel, OpCosts
+from tfplace.errors import ClusterError
+from tfplace.graph.op_graph import OpGraph
+from tfplace.io_utils import atomic_write
+
+FORMAT = "tfplace.calibration/1"
+
+
+class ProfiledCostModel(CostModel):
+  """Measured per-op times where known, a fallback model elsewhere."""
+
+  name = "profiled"
+
+  def __init__(self, op_times: Mapping[str, Mapping[str, float]],
+               fallback: CostModel, scale: Optional[Mapping[str, float]] = None):
+    """Builds the model.
+
+    Args:
+      op_times: op name -> device type -> measured seconds.
+      fallback: model for ops (or device types) not measured.
+      scale: device type -> factor on measured times (default 1).
+    """
+    self.op_times = op_times
+    self.fallback = fallback
+    self.scale = dict(scale or {})
+
+  def op_costs(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
+    base = self.fallback.op_costs(graph, cluster)
+    seconds = base.compute_s.copy()
+    columns = {}
+    for j, d in enumerate(cluster.devices):
+      columns.setdefault(d.type, []).append(j)
+    for name, per_type in self.op_times.items():
+      i = graph.index.get(name)
+      if i is None:
+        continue
+      for dtype, t in per_type.items():
+        cols = columns.get(dtype, [])
+        keep = np.isfinite(seconds[i, cols])  # no kernel stays inf
+        seconds[i, np.asarray(cols)[keep]] = float(t) * self.scale.get(dtype, 1.0)
+    return dataclasses.replace(base, compute_s=seconds)
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+  """Fitted corrections to the analytical model and the links (see module)."""
+  compute_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  op_type_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  launch_overhead_s: Mapping[str, float] = dataclasses.field(
+      default_factory=dict)
+  links: Mapping[str, LinkSpec] = dataclasses.field(default_factory=dict)
+  notes: str = ""
+
+  def to_dict(self) -> dict:
+    return {"format": FORMAT, "compute_scale": dict(self.compute_scale),
+            "op_type_scale": dict(self.op_type_scale),
+            "launch_overhead_s": dict(self.launch_overhead_s),
+            "links": {k: {"latency_s": v.latency_s, "bandwidth": v.bandwidth}
+                      for k, v in self.links.items()},
+            "notes": self.notes}
+
+  def save(self, path: str) -> None:
+    """Writes the JSON form atomically."""
+    atomic_write(path, json.dumps(self.to_dict(), indent=2))
+
+  @classmethod
+  def from_dict(cls, data: dict) -> "Calibration":
+    """Parses the JSON form; raises ClusterError if malformed."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+      raise ClusterError(f"a calibration must be a JSON object with "
+                         f"\"format\": \"{FORMAT}\"")
+    try:
+      links = {k: LinkSpec(float(v["latency_s"]), float(v["bandwidth"]), k)
+               for k, v in data.get("links", {}).items()}
+      return cls(compute_scale=_factors(data, "compute_scale"),
+                 op_type_scale=_factors(data, "op_type_scale"),
+                 launch_overhead_s=_factors(data, "launch_overhead_s", allow_zero=True),
+                 links=links, notes=str(data.get("notes", "")))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+      raise ClusterError(f"malformed calibration: {e!r}") from None
+
+  @classmethod
+  def load(cls, path: str) -> "Calibration":
+    try:
+      with open(path) as f:
+        data = json.load(f)
+    except FileNotFoundError:
+      raise ClusterError(f"no such calibration file: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+      raise ClusterError(f"{path} is not valid JSON: {e}") from None
+    return cls.from_dict(data)
+
+
+def _factors(data: dict, key: str, allow_zero: bool = False) -> dict:
+  out = {str(k): float(v) for k, v in data.get(key, {}).items()}
+  for k, v in out.items():
+    if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+      raise ClusterError(f"calibration {key}[{k!r}] must be a "
+                         f"{'non-negative' if allow_zero else 'positive'} "
+                         f"finite number, got {v}")
+  return out
+
+
+def apply_calibration(cluster: Cluster, calibration: Calibration) -> Cluster:
+  """The cluster with calibrated link figures and launch overheads."""
+  devices = tuple(
+      dataclasses.replace(d, launch_overhead_s=calibration.launch_overhead_s[d.type])
+      if d.type in calibration.launch_overhead_s else d
+      for d in cluster.devices)
+  links = tuple(
+      dataclasses.replace(l, latency_s=calibration.links[l.kind].latency_s,
+                          bandwidth=calibration.links[l.kind].bandwidth)
+      if l.kind in calibration.links else l for l in cluster.links)
+  default = cluster.default_link
+  if default.kind in calibration.links:
+    spec = calibration.links[default.kind]
+    default = LinkSpec(spec.latency_s, spec.bandwidth, default.kind)
+  return dataclasses.replace(cluster, devices=devices, links=links,
+                             default_link=default)
+
+
+class CalibratedCostModel(CostModel):
+  """The analytical model with a Calibration's compute factors applied.
+
+  Apply `apply_calibration` to the cluster too, so links and launch overheads
+  are calibrated as well.
+  """
+
+  name = "calibrated"
+
+  def __init__(self, calibration: Calibration,
+               config: Optional[AnalyticalConfig] = None):
+    self.calibration = calibration
+    self.base = AnalyticalCostModel(config or AnalyticalConfig())
+
+  def op_costs(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
+    base = self.base.op_costs(graph, cluster)
+    cal = self.calibration
+    col = np.array([cal.compute_scale.get(d.type, 1.0) for d in cluster.devices])
+    row = np.array([cal.op_type_scale.get(t, 1.0) for t in graph.op_types])
+    return dataclasses.replace(
+        base, compute_s=base.compute_s * row[:, None] * col[None, :])

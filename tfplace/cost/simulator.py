@@ -1,0 +1,211 @@
+"""The fast discrete-event simulator: predicted step time of a placement.
+
+Semantics (one training step):
+  * Each device runs at most `slots` ops at once (1 for a GPU). Ready ops
+    start in the order they became ready; ties go to the earlier op in the
+    graph's topological order.
+  * An op is ready when all its predecessors (data and control edges) are done
+    and every input tensor produced on another device has arrived.
+  * A tensor needed on another device is sent once per destination device,
+    when its producer finishes. The transfer occupies the directed link
+    src->dst for `latency + bytes / bandwidth`; each link carries one transfer
+    at a time, first come first served. Transfers overlap compute.
+  * Memory per device: parameters (`OpCosts.param_bytes`) are resident all
+    step. An op's outputs (`OpCosts.output_bytes`) are allocated when it
+    starts and freed when its last local consumer has finished and all its
+    outgoing transfers are done (at once if nothing reads them). A received
+    copy is allocated on the destination when the transfer starts and freed
+    when its last consumer there has finished. A device whose peak exceeds
+    its `memory_bytes` makes the placement infeasible.
+  * An op placed on a device whose type has no kernel (infinite cost) makes
+    the placement infeasible too.
+
+The event loop is compiled with numba (`sim_kernel`); `simulate_batch`
+evaluates many placements in one call, which is what the learned placers use.
+"""
+
+from typing import Optional
+
+import numpy as np
+from absl import logging
+
+from tfplace.cost import sim_kernel
+from tfplace.cost.cluster import Cluster
+from tfplace.cost.op_costs import CostModel, OpCosts
+from tfplace.cost.sim_result import ScheduledOp, ScheduledTransfer, SimResult
+from tfplace.errors import PlacementError
+from tfplace.graph.op_graph import OpGraph
+
+_BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
+
+
+class Simulator:
+  """Simulates placements of one graph on one cluster with fixed op costs.
+
+  Build it once per (graph, cluster, costs) and call `simulate` or
+  `simulate_batch` many times.
+  """
+
+  def __init__(self, graph: OpGraph, cluster: Cluster, costs: OpCosts):
+    """Prepares the arrays the compiled kernel reads.
+
+    Args:
+      graph: the op graph.
+      cluster: the devices and links.
+      costs: per-op costs of `graph` on `cluster` ([M, D]).
+
+    Raises:
+      ValueError: if the costs do not match the graph and cluster sizes.
+    """
+    m, d = graph.num_ops, cluster.num_devices
+    if costs.compute_s.shape != (m, d):
+      raise ValueError(f"costs are {costs.compute_s.shape}, expected ({m}, {d})")
+    self.graph, self.cluster, self.costs = graph, cluster, costs
+    self._topo = graph.topo_order.astype(np.int64)
+    self._rank = np.empty(m, np.int64)
+    self._rank[self._topo] = np.arange(m, dtype=np.int64)
+    succ_ptr, succ = graph.successors_csr
+    self._succ_ptr, self._succ = succ_ptr.astype(np.int64), succ.astype(np.int64)
+    self._pred_count = np.diff(graph.predecessors_csr[0]).astype(np.int64)
+    self._prepare_tensors(graph)
+    self._cost = np.ascontiguousarray(costs.compute_s, dtype=np.float64)
+    self._out_bytes = np.asarray(costs.output_bytes, dtype=np.float64)
+    self._param_bytes = np.asarray(costs.param_bytes, dtype=np.float64)
+    self._lat = np.ascontiguousarray(cluster.link_latency, dtype=np.float64)
+    self._bw = np.ascontiguousarray(cluster.link_bandwidth, dtype=np.float64)
+    self._mem_cap = np.array([dv.memory_bytes for dv in cluster.devices],
+                             dtype=np.float64)
+    self._slots = np.array([dv.slots for dv in cluster.devices], dtype=np.int64)
+
+  def _prepare_tensors(self, graph: OpGraph) -> None:
+    """Tensors sorted by producer (loop back edges dropped) and, per op, the
+    consumer entries it reads."""
+    producer, nbytes, ptr, consumers = graph.tensors
+    is_back_op = np.array([t in _BACK_EDGE_OPS for t in graph.op_types],
+                          dtype=bool)
+    back = is_back_op[producer]
+    order = np.argsort(producer, kind="stable")
+    order = order[~back[order]]
+    counts = (ptr[1:] - ptr[:-1])[order]
+    self._t_prod = producer[order].astype(np.int64)
+    self._t_bytes = nbytes[order].astype(np.float64)
+    self._c_ptr = np.zeros(len(order) + 1, np.int64)
+    np.cumsum(counts, out=self._c_ptr[1:])
+    starts = np.repeat(ptr[order] - self._c_ptr[:-1], counts)
+    self._cons = consumers[starts + np.arange(self._c_ptr[-1])].astype(np.int64)
+    self._entry_tensor = np.repeat(np.arange(len(order), dtype=np.int64),
+                                   counts)
+    by_consumer = np.argsort(self._cons, kind="stable")
+    self._in_ptr = np.zeros(graph.num_ops + 1, np.int64)
+    np.cumsum(np.bincount(self._cons, minlength=graph.num_ops),
+              out=self._in_ptr[1:])
+    self._in_entry = by_consumer.astype(np.int64)
+
+  def _static_args(self):
+    return (self._topo, self._rank, self._succ_ptr, self._succ,
+            self._pred_count, self._t_prod, self._t_bytes, self._c_ptr,
+            self._cons, self._in_ptr, self._in_entry, self._entry_tensor,
+            self._cost, self._out_bytes, self._param_bytes, self._lat,
+            self._bw, self._mem_cap, self._slots)
+
+  def _check_ids(self, ids: np.ndarray) -> np.ndarray:
+    ids = np.ascontiguousarray(ids, dtype=np.int32)
+    m, d = self.graph.num_ops, self.cluster.num_devices
+    if ids.shape[-1] != m:
+      raise PlacementError(f"expected {m} device ids per placement, got shape "
+                           f"{ids.shape}")
+    if ids.size and (ids.min() < 0 or ids.max() >= d):
+      raise PlacementError(f"device ids must be in [0, {d}), got "
+                           f"[{ids.min()}, {ids.max()}]")
+    return ids
+
+  def simulate(self, device_ids: np.ndarray,
+               record_schedule: bool = False) -> SimResult:
+    """Simulates one placement.
+
+    Args:
+      device_ids: int [M], device index (cluster order) per op.
+      record_schedule: also return every op execution and transfer.
+
+    Returns:
+      The SimResult; `step_time_s` is inf and `feasible` False if a device
+      runs out of memory or an op has no kernel on its device.
+    """
+    dev = self._check_ids(np.asarray(device_ids).reshape(-1))
+    m, d = self.graph.num_ops, self.cluster.num_devices
+    nc = len(self._cons)
+    start, end = np.zeros(m), np.zeros(m)
+    busy, peak = np.zeros(d), np.zeros(d)
+    x_tensor, x_dst = np.zeros(nc, np.int64), np.zeros(nc, np.int64)
+    x_start, x_end = np.zeros(nc), np.zeros(nc)
+    step, status, nx, moved = sim_kernel.run_one(
+        dev, *self._static_args(), False, start, end, busy, peak, x_tensor,
+        x_dst, x_start, x_end)
+    oom = tuple(int(i) for i in np.flatnonzero(peak > self._mem_cap))
+    if status == sim_kernel.NO_KERNEL:
+      logging.warning("placement puts an op on a device without its kernel")
+    elif status == sim_kernel.DEADLOCK:
+      raise PlacementError("simulation deadlocked: the graph has a cycle")
+    result = SimResult(
+        step_time_s=float(step) if status == sim_kernel.OK else float("inf"),
+        feasible=status == sim_kernel.OK, device_busy_s=busy,
+        peak_memory_bytes=peak.astype(np.int64), bytes_moved=int(moved),
+        oom_devices=oom)
+    if record_schedule and status != sim_kernel.NO_KERNEL:
+      result = _with_schedule(result, dev, start, end, self._t_prod,
+                              self._t_bytes, x_tensor[:nx], x_dst[:nx],
+                              x_start[:nx], x_end[:nx])
+    return result
+
+  def simulate_batch(self, device_ids: np.ndarray) -> np.ndarray:
+    """Step times of a batch of placements.
+
+    Args:
+      device_ids: int [B, M].
+
+    Returns:
+      float64 [B]: step time per placement, inf where infeasible.
+    """
+    devs = self._check_ids(np.atleast_2d(device_ids))
+    return sim_kernel.run_batch(devs, *self._static_args())
+
+
+def _with_schedule(result: SimResult, dev, start, end, t_prod, t_bytes,
+                   x_tensor, x_dst, x_start, x_end) -> SimResult:
+  import dataclasses
+  ops = tuple(sorted(
+      (ScheduledOp(op=i, device=int(dev[i]), start_s=float(start[i]),
+                   end_s=float(end[i])) for i in range(len(dev))),
+      key=lambda s: (s.start_s, s.device, s.op)))
+  transfers = tuple(
+      ScheduledTransfer(producer=int(t_prod[t]), src_device=int(dev[t_prod[t]]),
+                        dst_device=int(dst), nbytes=int(t_bytes[t]),
+                        start_s=float(s), end_s=float(e))
+      for t, dst, s, e in zip(x_tensor, x_dst, x_start, x_end))
+  return dataclasses.replace(result, schedule=ops, transfers=transfers)
+
+
+def simulate(graph: OpGraph, cluster: Cluster, placement,
+             cost_model: Optional[CostModel] = None,
+             record_schedule: bool = False) -> SimResult:
+  """Predicted behaviour of `placement` (a Placement or int array [M]).
+
+  Args:
+    graph: the op graph.
+    cluster: the devices and links.
+    placement: a `tfplace.Placement`, or device indices per op.
+    cost_model: defaults to `AnalyticalCostModel()`.
+    record_schedule: also return the schedule.
+
+  Raises:
+    PlacementError: if the placement does not fit the graph or cluster.
+  """
+  if cost_model is None:
+    from tfplace.cost.analytical import AnalyticalCostModel
+    cost_model = AnalyticalCostModel()
+  if hasattr(placement, "to_array"):
+    ids = placement.to_array(graph, cluster)
+  else:
+    ids = np.asarray(placement)
+  costs = cost_model.op_costs(graph, cluster)
+  return Simulator(graph, cluster, costs).simulate(ids, record_schedule)

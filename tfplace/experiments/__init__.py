@@ -1,0 +1,1 @@
+"""Experiments: library code behind the scripts in scripts/."""

@@ -1,0 +1,229 @@
+"""The seed paper's running-time table, reproduced on the simulator.
+
+Mirhoseini et al. (ICML 2017), "Running times (in seconds)": rows are model x
+number of GPUs (RNNLM, NMT, Inception-V3 on 2 and 4 K80s); columns are the
+baselines (single CPU, single GPU, Scotch, METIS min-cut, expert), here
+joined by Baechi's m-TOPO, m-ETF and m-SCT, a blank column for a learned
+placer, and the lower bound max(critical path, work / devices). Each cell is
+the simulated step time of the placer's placement ("OOM" if it does not fit),
+and each placer's own running time (placement time) is reported beside it.
+"""
+
+import dataclasses
+import json
+import math
+import time
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from absl import logging
+from tqdm.auto import tqdm
+
+from tfplace.errors import TfplaceError
+
+DEFAULT_MODELS = ("rnnlm", "nmt", "inception_v3")
+DEFAULT_GPUS = (2, 4)
+DEFAULT_PLACERS = ("single_cpu", "single_gpu", "scotch", "metis", "expert",
+                   "m_topo", "m_etf", "m_sct")
+# Reduced model sizes for quick runs (fewer unrolled steps, smaller layers).
+QUICK_OVERRIDES: Mapping[str, Mapping[str, object]] = {
+    "rnnlm": {"num_steps": 6, "hidden": 256, "vocab": 2000},
+    "nmt": {"src_len": 6, "tgt_len": 6, "hidden": 256, "num_layers": 2,
+            "src_vocab": 2000, "tgt_vocab": 2000},
+    "inception_v3": {"batch_size": 8, "image_size": 75,
+                     "depth_multiplier": 0.25},
+}
+_COLUMN_TITLES = {
+    "single_cpu": "Single-CPU", "single_gpu": "Single-GPU", "scotch": "Scotch",
+    "metis": "METIS", "expert": "Expert", "m_topo": "m-TOPO", "m_etf": "m-ETF",
+    "m_sct": "m-SCT",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TableConfig:
+  """What to run.
+
+  Attributes:
+    models: model names for `tfplace.models.registry.build_model`.
+    gpus: GPU counts; each maps to the cluster preset "k80x<N>".
+    placers: placer names for `tfplace.placers.registry.get_placer`.
+    overrides: per model, config fields passed to `build_model`.
+  """
+  models: Tuple[str, ...] = DEFAULT_MODELS
+  gpus: Tuple[int, ...] = DEFAULT_GPUS
+  placers: Tuple[str, ...] = DEFAULT_PLACERS
+  overrides: Mapping[str, Mapping[str, object]] = dataclasses.field(
+      default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  """One placer on one (model, cluster).
+
+  Attributes:
+    placer: placer name.
+    step_time_s: simulated step time; inf if the placement is infeasible
+      (out of memory) or the placer failed.
+    feasible: False when the simulator reports OOM (or no kernel).
+    placement_time_s: wall time of `placer.place`.
+    error: the placer's error message, if it failed.
+  """
+  placer: str
+  step_time_s: float
+  feasible: bool
+  placement_time_s: float
+  error: Optional[str] = None
+
+  @property
+  def text(self) -> str:
+    if self.error is not None:
+      return "error"
+    return f"{self.step_time_s:.4g}" if self.feasible else "OOM"
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  """One (model, #GPUs) row."""
+  model: str
+  num_gpus: int
+  cluster: str
+  num_ops: int
+  lower_bound_s: float
+  cells: Tuple[Cell, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedTable:
+  """The whole table."""
+  placers: Tuple[str, ...]
+  rows: Tuple[Row, ...]
+
+  def to_markdown(self) -> str:
+    """The table as Markdown: step times, then placement times."""
+    titles = [_COLUMN_TITLES.get(p, p) for p in self.placers]
+    head = (["Model", "#GPUs", "ops"] + titles + ["Learned", "Lower bound"] +
+            [f"t({t})" for t in titles])
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join(["---"] * len(head)) + "|"]
+    for row in self.rows:
+      cells = ([row.model, str(row.num_gpus), str(row.num_ops)] +
+               [c.text for c in row.cells] + ["", f"{row.lower_bound_s:.4g}"] +
+               [f"{c.placement_time_s:.2f}" for c in row.cells])
+      lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Step times are simulated seconds per training step "
+                 "(OOM: does not fit in memory); t(...) is each placer's "
+                 "running time in seconds.")
+    return "\n".join(lines) + "\n"
+
+  def to_dict(self) -> dict:
+    def number(x: float):
+      return x if math.isfinite(x) else None
+    return {
+        "placers": list(self.placers),
+        "rows": [{
+            "model": r.model, "num_gpus": r.num_gpus, "cluster": r.cluster,
+            "num_ops": r.num_ops, "lower_bound_s": number(r.lower_bound_s),
+            "cells": [{"placer": c.placer, "step_time_s": number(c.step_time_s),
+                       "feasible": c.feasible,
+                       "placement_time_s": c.placement_time_s,
+                       "error": c.error} for c in r.cells],
+        } for r in self.rows],
+    }
+
+  def to_json(self) -> str:
+    return json.dumps(self.to_dict(), indent=1)
+
+
+def run_seed_table(config: TableConfig = TableConfig(),
+                   progress: bool = True) -> SeedTable:
+  """Builds each model once, then places and simulates it per cluster.
+
+  Args:
+    config: models, GPU counts, placers and model-size overrides.
+    progress: show a tqdm bar over (model, #GPUs, placer) runs.
+
+  Returns:
+    The table.
+
+  Raises:
+    TfplaceError: unknown model, cluster or placer name.
+  """
+  from tfplace.placers.registry import get_placer
+  for name in config.placers:
+    get_placer(name)  # Fail fast on an unknown placer name.
+  rows: List[Row] = []
+  total = len(config.models) * len(config.gpus) * len(config.placers)
+  with tqdm(total=total, disable=not progress, desc="seed table") as bar:
+    for model in config.models:
+      graph = _build(model, config.overrides.get(model, {}))
+      for num_gpus in config.gpus:
+        rows.append(_run_row(graph, model, num_gpus, config.placers, bar))
+  return SeedTable(placers=tuple(config.placers), rows=tuple(rows))
+
+
+def _build(model: str, overrides: Mapping[str, object]):
+  from tfplace.models.registry import build_model
+  start = time.perf_counter()
+  graph = build_model(model, **dict(overrides))
+  logging.info("built %s: %d ops, %d edges in %.1f s", model, graph.num_ops,
+               graph.num_edges, time.perf_counter() - start)
+  return graph
+
+
+def _run_row(graph, model: str, num_gpus: int, placers: Sequence[str],
+             bar) -> Row:
+  """Costs, lower bound and every placer's cell for one cluster."""
+  from tfplace.cost.analytical import AnalyticalCostModel
+  from tfplace.cost.lower_bound import lower_bound
+  from tfplace.cost.presets import load_cluster
+  from tfplace.cost.simulator import Simulator
+  cluster = load_cluster(f"k80x{num_gpus}")
+  costs = AnalyticalCostModel().op_costs(graph, cluster)
+  simulator = Simulator(graph, cluster, costs)
+  cells = []
+  for name in placers:
+    bar.set_postfix_str(f"{model} x{num_gpus} {name}")
+    cells.append(_run_cell(graph, cluster, costs, simulator, name))
+    bar.update(1)
+  return Row(model=model, num_gpus=num_gpus, cluster=cluster.name,
+             num_ops=graph.num_ops,
+             lower_bound_s=float(lower_bound(graph, cluster, costs)),
+             cells=tuple(cells))
+
+
+def _run_cell(graph, cluster, costs, simulator, name: str) -> Cell:
+  from tfplace.placers.registry import get_placer
+  placer = get_placer(name)
+  start = time.perf_counter()
+  try:
+    placement = placer.place(graph, cluster, costs, seed=0)
+    elapsed = time.perf_counter() - start
+    placement.validate(graph, cluster)
+  except (TfplaceError, ValueError, RuntimeError) as e:
+    logging.warning("%s failed on %s: %s", name, graph.name, e)
+    return Cell(name, math.inf, False, time.perf_counter() - start, str(e))
+  result = simulator.simulate(placement.to_array(graph, cluster))
+  return Cell(name, float(result.step_time_s), bool(result.feasible), elapsed)
+
+
+def parse_overrides(model: str, items: Sequence[str]) -> Dict[str, object]:
+  """Parses "field=value" strings (ints, floats, booleans) for one model."""
+  out: Dict[str, object] = {}
+  for item in items:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+      raise TfplaceError(f"bad override {item!r} for {model}: use field=value")
+    out[key.strip()] = _parse_value(value.strip())
+  return out
+
+
+def _parse_value(text: str):
+  if text.lower() in ("true", "false"):
+    return text.lower() == "true"
+  for kind in (int, float):
+    try:
+      return kind(text)
+    except ValueError:
+      pass
+  return text

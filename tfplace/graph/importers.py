@@ -1,0 +1,316 @@
+"""Importers: every TensorFlow input form -> `OpGraph`.
+
+Every form is reduced to a GraphDef, imported into a fresh `tf.Graph`, and
+read op by op from the `tf.Operation` objects (static shape inference gives
+shapes and dtypes). tf.function and Keras inputs are first turned into a
+standalone graph-mode training step (see `importers_function` and
+`importers_keras`).
+"""
+
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+from absl import logging
+
+from tfplace.errors import GraphImportError
+from tfplace.graph import colocation, graph_io, kernels, op_flops
+from tfplace.graph.op_graph import Edge, Op, OpGraph, StepFetches
+
+# Bytes of one tensor whose dtype has no fixed element size (a handle).
+HANDLE_BYTES = 8
+_NON_NUMERIC = ("resource", "variant", "string")
+_VARIABLE_OPS = ("VarHandleOp", "VariableV2", "Variable")
+_warned_unknown_dims = [False]
+
+
+def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
+                 loss: Optional[str] = None,
+                 init_ops: Optional[Sequence[str]] = None,
+                 name: Optional[str] = None, unknown_dim: int = 1,
+                 **keras_kwargs) -> OpGraph:
+  """Imports any supported TensorFlow form as an `OpGraph`.
+
+  Args:
+    source: a `tf.Graph`; a GraphDef or MetaGraphDef; a path to a .pb,
+      .pbtxt or .meta file; a `tf.function` or ConcreteFunction; or a Keras
+      (tf_keras) model.
+    train_ops: op names that perform the update (detected if None).
+    loss: the loss tensor or op name (detected if None). For a Keras model,
+      the loss function (name or callable).
+    init_ops: op names that initialize variables (detected if None).
+    name: a human name for the graph.
+    unknown_dim: size given to dimensions static shape inference leaves
+      unknown.
+    **keras_kwargs: for Keras: `optimizer`, `batch_size`, `x`, `y`, `seed`;
+      for a tf.function: `input_signature` or `args`.
+
+  Returns:
+    The OpGraph.
+
+  Raises:
+    GraphImportError: the source cannot be read as a training graph.
+  """
+  import tensorflow as tf
+  from tensorflow.core.framework import graph_pb2
+  from tensorflow.core.protobuf import meta_graph_pb2
+  common = dict(train_ops=train_ops, init_ops=init_ops,
+                unknown_dim=unknown_dim)
+  if isinstance(source, (str, os.PathLike)):
+    path = os.fspath(source)
+    graph_def, meta = graph_io.read_graph_file(path)
+    name = name or os.path.basename(path).split(".")[0]
+    if meta is not None:
+      return from_meta_graph(meta, train_op=train_ops, loss=loss,
+                             init_ops=init_ops, name=name,
+                             unknown_dim=unknown_dim)
+    return from_graph_def(graph_def, loss=loss, name=name, **common)
+  if isinstance(source, tf.Graph):
+    return from_tf_graph(source, loss=loss, name=name or "graph", **common)
+  if isinstance(source, meta_graph_pb2.MetaGraphDef):
+    return from_meta_graph(source, train_op=train_ops, loss=loss,
+                           init_ops=init_ops, name=name or "graph",
+                           unknown_dim=unknown_dim)
+  if isinstance(source, graph_pb2.GraphDef):
+    return from_graph_def(source, loss=loss, name=name or "graph", **common)
+  if hasattr(source, "get_weights") and hasattr(source, "compile"):
+    return from_keras(source, loss=loss, name=name or source.name,
+                      unknown_dim=unknown_dim, **keras_kwargs)
+  if hasattr(source, "get_concrete_function") or hasattr(source,
+                                                         "function_def"):
+    return from_function(source, loss=loss, name=name, **common,
+                         **keras_kwargs)
+  raise GraphImportError(
+      f"cannot import a {type(source).__name__}: expected a tf.Graph, "
+      "GraphDef, MetaGraphDef, graph file path, tf.function, "
+      "ConcreteFunction or Keras model")
+
+
+def from_function(fn_or_concrete, **kwargs) -> OpGraph:
+  """Imports a tf.function / ConcreteFunction; see `importers_function`."""
+  from tfplace.graph import importers_function
+  return importers_function.from_function(fn_or_concrete, **kwargs)
+
+
+def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
+               y=None, **kwargs) -> OpGraph:
+  """Imports a Keras model's training step; see `importers_keras`."""
+  from tfplace.graph import importers_keras
+  return importers_keras.from_keras(model, loss, optimizer=optimizer,
+                                    batch_size=batch_size, x=x, y=y, **kwargs)
+
+
+def from_graph_def(graph_def, train_ops: Optional[Sequence[str]] = None,
+                   loss: Optional[str] = None,
+                   init_ops: Optional[Sequence[str]] = None,
+                   name: str = "graph", unknown_dim: int = 1) -> OpGraph:
+  """Imports a GraphDef (train ops, loss, init detected when not given)."""
+  import tensorflow as tf
+  if not graph_def.node:
+    raise GraphImportError(f"{name}: the graph is empty (no ops)")
+  graph = tf.Graph()
+  with graph.as_default():
+    try:
+      tf.compat.v1.import_graph_def(graph_def, name="")
+    except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
+      raise GraphImportError(f"{name}: TensorFlow cannot import the "
+                             f"GraphDef: {e}") from None
+  return from_tf_graph(graph, train_ops, loss, init_ops, name=name,
+                       unknown_dim=unknown_dim)
+
+
+def from_meta_graph(meta_graph_def, train_op=None, loss: Optional[str] = None,
+                    init_ops: Optional[Sequence[str]] = None,
+                    name: str = "graph", unknown_dim: int = 1) -> OpGraph:
+  """Imports a MetaGraphDef.
+
+  The train op comes from `train_op` (a name or names) or the "train_op"
+  collection; the loss from `loss` or the "losses" collection; the init op
+  from `init_ops`, the "init_op" collection or a node named "init".
+  """
+  def collection(key: str) -> List[str]:
+    cd = meta_graph_def.collection_def.get(key)
+    return list(cd.node_list.value) if cd is not None else []
+
+  if isinstance(train_op, str):
+    train_op = [train_op]
+  train = list(train_op) if train_op else collection("train_op")
+  if loss is None:
+    losses = collection("losses")
+    if len(losses) > 1:
+      logging.warning("%s: %d losses collected; using %s", name, len(losses),
+                      losses[0])
+    loss = losses[0] if losses else None
+  if init_ops is None:
+    init_ops = collection("init_op") or None
+  return from_graph_def(meta_graph_def.graph_def,
+                        [_op_name(t) for t in train] or None, loss,
+                        init_ops, name=name, unknown_dim=unknown_dim)
+
+
+def from_tf_graph(graph, train_ops: Optional[Sequence[str]], loss: Optional[str],
+                  init_ops: Sequence[str] = (), name: str = "graph",
+                  unknown_dim: int = 1) -> OpGraph:
+  """Reads a `tf.Graph` (graph mode) as an OpGraph.
+
+  Args:
+    graph: the graph holding one training step.
+    train_ops: op names that perform the update (None: detect sinks).
+    loss: loss tensor ("op:0") or op name, or None (detect a scalar float op
+      named "...loss" when train_ops is None too).
+    init_ops: op names that initialize variables (None: a NoOp "init").
+    name: a human readable name.
+    unknown_dim: size of dimensions static shape inference leaves unknown.
+
+  Returns:
+    The OpGraph, with colocation groups.
+  """
+  graph_def = graph.as_graph_def()
+  if not graph_def.node:
+    raise GraphImportError(f"{name}: the graph is empty (no ops)")
+  ops = [_read_op(node, graph.get_operation_by_name(node.name), unknown_dim)
+         for node in graph_def.node]
+  edges = _read_edges(graph_def, ops, name)
+  fetches = _fetches(ops, edges, train_ops, loss, init_ops, name)
+  groups = colocation.colocation_groups(ops, edges)
+  flow = [op.name for op in ops if op.is_control_flow]
+  if flow:
+    logging.info("%s: %d functional control-flow op(s) placed whole, e.g. %s",
+                 name, len(flow), flow[0])
+  graph_out = OpGraph(ops, edges, graph_def, fetches=fetches, name=name,
+                      colocation_groups=groups)
+  logging.info("imported %s: %d ops, %d edges, %d colocation groups", name,
+               graph_out.num_ops, graph_out.num_edges,
+               graph_out.num_colocation_groups)
+  return graph_out
+
+
+def _op_name(tensor_or_op: str) -> str:
+  return tensor_or_op.lstrip("^").split(":")[0]
+
+
+def _resolve_shape(shape, unknown_dim: int) -> Tuple[int, ...]:
+  if shape.rank is None:
+    _warn_unknown()
+    return (unknown_dim,)
+  dims = []
+  for d in shape.as_list():
+    if d is None:
+      _warn_unknown()
+      d = unknown_dim
+    dims.append(int(d))
+  return tuple(dims)
+
+
+def _warn_unknown() -> None:
+  if not _warned_unknown_dims[0]:
+    _warned_unknown_dims[0] = True
+    logging.warning("some tensor shapes have unknown dimensions; they are "
+                    "taken as `unknown_dim` for bytes and FLOPs")
+
+
+def _tensor_bytes(dtype, shape: Tuple[int, ...]) -> int:
+  base = dtype.base_dtype
+  if base.name in _NON_NUMERIC:
+    return HANDLE_BYTES
+  return int(base.size) * op_flops.num_elements(shape)
+
+
+def _param_bytes(node, tf_op, unknown_dim: int) -> int:
+  if node.op not in _VARIABLE_OPS:
+    return 0
+  import tensorflow as tf
+  shape = _resolve_shape(tf.TensorShape(node.attr["shape"].shape),
+                         unknown_dim)
+  return _tensor_bytes(tf.as_dtype(node.attr["dtype"].type), shape)
+
+
+def _read_op(node, tf_op, unknown_dim: int) -> Op:
+  """Features of one op from its NodeDef and tf.Operation."""
+  shapes = tuple(_resolve_shape(t.shape, unknown_dim) for t in tf_op.outputs)
+  dtypes = tuple(t.dtype for t in tf_op.outputs)
+  in_shapes = [_resolve_shape(t.shape, unknown_dim) for t in tf_op.inputs]
+
+  def attr(key: str):
+    return tf_op.get_attr(key) if key in node.attr else None
+
+  coloc = tuple(s.decode()[len("loc:@"):] for s in node.attr["_class"].list.s
+                if s.startswith(b"loc:@")) if "_class" in node.attr else ()
+  return Op(
+      name=node.name, type=node.op, output_shapes=shapes,
+      output_dtypes=tuple(d.name for d in dtypes),
+      output_bytes=tuple(_tensor_bytes(d, s) for d, s in zip(dtypes, shapes)),
+      param_bytes=_param_bytes(node, tf_op, unknown_dim),
+      flops=op_flops.op_flops(node.op, in_shapes, shapes, attr),
+      kernels=kernels.kernel_device_types(node.op),
+      requested_device=node.device, colocation_names=coloc)
+
+
+def _read_edges(graph_def, ops: Sequence[Op], name: str) -> List[Edge]:
+  index = {op.name: i for i, op in enumerate(ops)}
+  edges = []
+  for dst, node in enumerate(graph_def.node):
+    for inp in node.input:
+      src_name = _op_name(inp)
+      if src_name not in index:
+        raise GraphImportError(f"{name}: op {node.name!r} reads {inp!r}, "
+                               "which is not in the graph")
+      src = index[src_name]
+      if inp.startswith("^"):
+        edges.append(Edge(src, dst, -1, 0))
+        continue
+      out = int(inp.split(":")[1]) if ":" in inp else 0
+      edges.append(Edge(src, dst, out, ops[src].output_bytes[out]))
+  return edges
+
+
+def _fetches(ops: Sequence[Op], edges: Sequence[Edge], train_ops, loss,
+             init_ops, name: str) -> StepFetches:
+  """Checks the given fetches, detecting the missing ones."""
+  names = {op.name for op in ops}
+  if init_ops is None:
+    init_ops = [op.name for op in ops if op.name == "init" and op.type == "NoOp"]
+  if train_ops is None:
+    train_ops = _detect_train_ops(ops, edges, set(init_ops))
+    if loss is None:
+      loss = _detect_loss(ops)
+  for op_name in list(train_ops) + list(init_ops) + ([loss] if loss else []):
+    if _op_name(op_name) not in names:
+      raise GraphImportError(f"{name}: {op_name!r} is not an op of the graph")
+  if loss is not None and ":" not in loss:
+    loss = f"{loss}:0"
+  if not train_ops:
+    logging.warning("%s: no train op found; a step runs nothing", name)
+  return StepFetches(train_ops=tuple(_op_name(t) for t in train_ops),
+                     loss=loss, init_ops=tuple(init_ops))
+
+
+def _detect_train_ops(ops: Sequence[Op], edges: Sequence[Edge],
+                      init_ops: set) -> List[str]:
+  """Sink ops (no consumers) that are not the init op or a Const.
+
+  If some of them are NoOps (grouped updates, as `minimize` makes), only
+  those: other sinks are then side reads such as VarIsInitializedOp.
+  """
+  has_consumer = np.zeros(len(ops), dtype=bool)
+  for e in edges:
+    has_consumer[e.src] = True
+  sinks = [op for i, op in enumerate(ops)
+           if not has_consumer[i] and op.name not in init_ops
+           and op.type != "Const"]
+  no_ops = [op.name for op in sinks if op.type == "NoOp"]
+  return no_ops or [op.name for op in sinks]
+
+
+def _detect_loss(ops: Sequence[Op]) -> Optional[str]:
+  """The unique scalar float op whose name ends with "loss"."""
+  found = [op.name for op in ops
+           if op.name.lower().endswith("loss") and op.output_shapes
+           and op.output_shapes[0] == () and op.output_dtypes[0].startswith(
+               ("float", "half", "bfloat"))]
+  if len(found) == 1:
+    return found[0] + ":0"
+  if len(found) > 1:
+    logging.warning("several candidate losses (%s); give loss=", found[:3])
+  return None
+

@@ -1,0 +1,180 @@
+"""Keras (tf_keras) model -> a graph-mode training step as an OpGraph.
+
+The model is cloned into a fresh `tf.Graph`, its variables initialized from
+the model's current weights, fed constant data (the given `x`, `y`, or seeded
+random data of `batch_size`), and trained by the graph-mode (legacy) twin of
+the optimizer. The ops are named "loss", "train" and "init".
+"""
+
+import inspect
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from tfplace.errors import GraphImportError
+from tfplace.graph.op_graph import OpGraph
+
+
+def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
+               y=None, name: Optional[str] = None, unknown_dim: int = 1,
+               seed: int = 0, train_ops: Optional[Sequence[str]] = None,
+               init_ops: Optional[Sequence[str]] = None) -> OpGraph:
+  """Imports one training step of a Keras model.
+
+  Args:
+    model: a built tf_keras model.
+    loss: a Keras loss (name, function or Loss object).
+    optimizer: a Keras optimizer (name or instance); the legacy optimizer of
+      the same class and config runs the update.
+    batch_size: rows of random data when `x` is not given.
+    x: sample inputs (become Consts).
+    y: sample labels (random labels fitting the loss if not given).
+    name: graph name (default: the model's name).
+    unknown_dim: size of unknown non-batch dimensions.
+    seed: seeds the random data and the graph (dropout).
+    train_ops: ignored unless given (default: the "train" op).
+    init_ops: ignored unless given (default: the "init" op).
+
+  Returns:
+    The OpGraph of one step.
+  """
+  import tensorflow as tf
+  import tf_keras
+  from tfplace.graph import importers
+  if loss is None:
+    raise GraphImportError("importing a Keras model needs loss=")
+  if not model.built:
+    raise GraphImportError(f"Keras model {model.name!r} is not built; call it "
+                           "on data or give it an input shape first")
+  loss_fn = tf_keras.losses.get(loss)
+  x, y = _data(model, loss_fn, batch_size, x, y, unknown_dim, seed)
+  opt_cls, opt_config = _legacy_optimizer(optimizer)  # Eagerly: reads values.
+  weights = model.get_weights()
+  try:
+    graph, loss_t, train, init = _build_step(model, loss_fn, opt_cls,
+                                             opt_config, weights, x, y, seed)
+  finally:
+    _restore_v2_classes(model)
+  return importers.from_tf_graph(
+      graph, train_ops or [train.name], loss_t.name, init_ops or [init.name],
+      name=name or model.name, unknown_dim=unknown_dim)
+
+
+def _build_step(model, loss_fn, opt_cls, opt_config, weights, x, y, seed):
+  """Builds (graph, loss tensor, train op, init op) in a fresh graph."""
+  import tensorflow as tf
+  import tf_keras
+  graph = tf.Graph()
+  with graph.as_default():
+    tf.compat.v1.set_random_seed(seed)
+    clone = tf_keras.models.clone_model(model)
+    pred = clone(tf.constant(x, name="x"), training=True)
+    total = tf.reduce_mean(loss_fn(tf.constant(y, name="y"), pred))
+    if clone.losses:
+      total = total + tf.add_n(clone.losses)
+    loss_t = tf.identity(total, name="loss")
+    opt = opt_cls(**opt_config)
+    variables = clone.trainable_variables
+    grads = tf.compat.v1.gradients(loss_t, variables)
+    apply = opt.apply_gradients(zip(grads, variables))
+    train = tf.group([apply] + list(_updates(clone)), name="train")
+    init = _initializer(weights, clone)
+  return graph, loss_t, train, init
+
+
+def _restore_v2_classes(model) -> None:
+  """Switches the model's layer classes back to their eager (v2) bases.
+
+  tf_keras rewrites a layer class's bases to the v1 (graph) versions when an
+  instance is made inside a graph, which breaks the user's eager model until
+  the class is instantiated eagerly again. This undoes it.
+  """
+  from tf_keras.src.engine import base_layer, base_layer_v1, training
+  from tf_keras.src.engine import training_v1
+  from tf_keras.src.utils import version_utils
+  for cls in {type(m) for m in [model] + list(model.submodules)}:
+    if issubclass(cls, (training.Model, training_v1.Model)):
+      version_utils.swap_class(cls, training.Model, training_v1.Model, True)
+    if issubclass(cls, (base_layer.Layer, base_layer_v1.Layer)):
+      version_utils.swap_class(cls, base_layer.Layer, base_layer_v1.Layer,
+                               True)
+
+
+def _updates(model):
+  try:
+    return model.updates
+  except (AttributeError, RuntimeError):
+    return []
+
+
+def _initializer(weights, clone):
+  """The "init" op: model weights assigned, other variables initialized."""
+  import tensorflow as tf
+  if len(weights) != len(clone.weights):
+    raise GraphImportError("the cloned model has different weights")
+  assigns = [v.assign(w) for v, w in zip(clone.weights, weights)]
+  cloned = {id(v) for v in clone.weights}
+  others = [v for v in tf.compat.v1.global_variables() if id(v) not in cloned]
+  return tf.group(assigns + [tf.compat.v1.variables_initializer(others)],
+                  name="init")
+
+
+def _legacy_optimizer(optimizer):
+  """The tf_keras legacy (graph-mode) optimizer class and kwargs to make it.
+
+  Call eagerly: reading a Keras 3-style optimizer's config needs eager values.
+  """
+  import tf_keras
+  legacy = tf_keras.optimizers.legacy
+  if isinstance(optimizer, str):
+    names = {n.lower(): n for n in dir(legacy) if not n.startswith("_")}
+    if optimizer.lower() not in names:
+      raise GraphImportError(f"unknown optimizer {optimizer!r}; one of "
+                             f"{sorted(names)}")
+    return getattr(legacy, names[optimizer.lower()]), {}
+  cls = getattr(legacy, type(optimizer).__name__, None)
+  if cls is None:
+    raise GraphImportError(f"optimizer {type(optimizer).__name__} has no "
+                           "graph-mode (legacy) tf_keras equivalent")
+  params = set(inspect.signature(cls.__init__).parameters)
+  config = {k: v for k, v in optimizer.get_config().items()
+            if k in params and k != "name"}
+  return cls, config
+
+
+def _data(model, loss_fn, batch_size: int, x, y, unknown_dim: int,
+          seed: int) -> Tuple[np.ndarray, np.ndarray]:
+  """Sample inputs and labels: the given ones, or seeded random ones."""
+  rng = np.random.RandomState(seed)
+  if x is None:
+    shape = _concrete_shape(model.input_shape, batch_size, unknown_dim)
+    dtype = model.inputs[0].dtype if getattr(model, "inputs", None) else None
+    if dtype is not None and dtype.is_integer:
+      x = rng.randint(0, 2, size=shape).astype(dtype.as_numpy_dtype)
+    else:
+      x = rng.randn(*shape).astype(np.float32)
+  x = np.asarray(x)
+  if y is not None:
+    return x, np.asarray(y)
+  out = _concrete_shape(model.output_shape, len(x), unknown_dim)
+  kind = getattr(loss_fn, "__name__", type(loss_fn).__name__).lower()
+  if "sparse_categorical" in kind:
+    y = rng.randint(0, out[-1], size=out[:-1]).astype(np.int32)
+  elif "categorical" in kind:
+    y = np.eye(out[-1], dtype=np.float32)[rng.randint(0, out[-1],
+                                                      size=out[:-1])]
+  elif "binary" in kind or "hinge" in kind:
+    y = rng.randint(0, 2, size=out).astype(np.float32)
+  else:
+    y = rng.randn(*out).astype(np.float32)
+  return x, y
+
+
+def _concrete_shape(shape, batch: int, unknown_dim: int) -> Tuple[int, ...]:
+  if isinstance(shape, list):
+    if len(shape) != 1:
+      raise GraphImportError("models with several inputs or outputs need "
+                             "x= and y=")
+    shape = shape[0]
+  return (batch,) + tuple(unknown_dim if d is None else int(d)
+                          for d in shape[1:])

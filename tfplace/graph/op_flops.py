@@ -1,0 +1,170 @@
+"""Analytical FLOPs of one execution of a TF op, from its shapes and attrs.
+
+Counts follow the op definitions: a multiply-add is 2 FLOPs; an elementwise
+op costs one FLOP per output element (a few for transcendental ones is not
+modelled); data movement (Identity, Reshape, Concat, ...) costs 0. Unknown op
+types cost 0: the profiled cost model covers them.
+"""
+
+from typing import Callable, Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+Shape = Tuple[int, ...]
+
+_UNARY = frozenset({
+    "Abs", "Neg", "Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Tanh",
+    "Sigmoid", "Exp", "Expm1", "Log", "Log1p", "Sqrt", "Rsqrt", "Square",
+    "Reciprocal", "Inv", "Sign", "Floor", "Ceil", "Round", "Sin", "Cos",
+    "Erf", "Softplus", "Softsign", "Cast", "ClipByValue", "Gelu",
+})
+_BINARY = frozenset({
+    "Add", "AddV2", "Sub", "Mul", "Div", "RealDiv", "DivNoNan", "FloorDiv",
+    "FloorMod", "Maximum", "Minimum", "Pow", "SquaredDifference", "BiasAdd",
+    "BiasAddV1", "ReluGrad", "Relu6Grad", "EluGrad", "SeluGrad", "TanhGrad",
+    "SigmoidGrad", "RsqrtGrad", "SqrtGrad", "ReciprocalGrad", "SoftplusGrad",
+    "Greater", "GreaterEqual", "Less", "LessEqual", "Equal", "NotEqual",
+    "LogicalAnd", "LogicalOr", "Select", "SelectV2", "MulNoNan",
+    "LeakyReluGrad", "AssignAddVariableOp", "AssignSubVariableOp",
+})
+_REDUCTIONS = frozenset({
+    "Sum", "Mean", "Max", "Min", "Prod", "ArgMax", "ArgMin", "All", "Any",
+    "L2Loss", "BiasAddGrad", "EuclideanNorm",
+})
+# FLOPs per updated parameter of the optimizer apply ops.
+_APPLY = {
+    "ApplyGradientDescent": 2, "ResourceApplyGradientDescent": 2,
+    "ApplyMomentum": 4, "ResourceApplyMomentum": 4,
+    "ResourceApplyKerasMomentum": 4, "ApplyAdam": 12, "ResourceApplyAdam": 12,
+    "ApplyRMSProp": 8, "ResourceApplyRMSProp": 8, "ApplyAdagrad": 5,
+    "ResourceApplyAdagrad": 5, "ResourceApplyAdagradV2": 5,
+}
+# FLOPs per element of the main input.
+_PER_INPUT_ELEMENT = {
+    "Softmax": 5, "LogSoftmax": 5,
+    "SoftmaxCrossEntropyWithLogits": 8,
+    "SparseSoftmaxCrossEntropyWithLogits": 8,
+    "FusedBatchNorm": 10, "FusedBatchNormV2": 10, "FusedBatchNormV3": 10,
+    "FusedBatchNormGrad": 14, "FusedBatchNormGradV2": 14,
+    "FusedBatchNormGradV3": 14, "LRN": 8, "LRNGrad": 10,
+    "BroadcastGradientArgs": 0,
+}
+
+AttrGetter = Callable[[str], object]
+
+
+def num_elements(shape: Sequence[int]) -> int:
+  """Elements of a static shape (a scalar has 1)."""
+  return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+
+
+def op_flops(op_type: str, input_shapes: Sequence[Shape],
+             output_shapes: Sequence[Shape],
+             attr: Optional[AttrGetter] = None) -> float:
+  """FLOPs of one execution of an op.
+
+  Args:
+    op_type: the TF op type.
+    input_shapes: static shape of each data input (unknown dims resolved).
+    output_shapes: static shape of each output.
+    attr: returns a NodeDef attr value (python form) or None if absent.
+
+  Returns:
+    The FLOP count (0 for ops that only move data or are not modelled).
+  """
+  attr = attr or (lambda _: None)
+  out = num_elements(output_shapes[0]) if output_shapes else 0
+  first_in = num_elements(input_shapes[0]) if input_shapes else 0
+  if op_type in _UNARY or op_type in _BINARY:
+    return float(out)
+  if op_type == "AddN":
+    return float(out * max(len(input_shapes) - 1, 1))
+  if op_type in _REDUCTIONS:
+    return float(first_in)
+  if op_type in _APPLY:
+    return float(_APPLY[op_type] * (num_elements(input_shapes[-1])
+                                    if input_shapes else 0))
+  if op_type in _PER_INPUT_ELEMENT:
+    return float(_PER_INPUT_ELEMENT[op_type] * first_in)
+  handler = _HANDLERS.get(op_type)
+  if handler is None:
+    return 0.0
+  return float(handler(input_shapes, output_shapes, attr))
+
+
+def _matmul(ins, outs, attr) -> float:
+  a = ins[0]
+  if len(a) < 2:
+    return 0.0
+  k = a[0] if attr("transpose_a") else a[1]
+  return 2.0 * num_elements(outs[0]) * k
+
+
+def _batch_matmul(ins, outs, attr) -> float:
+  a = ins[0]
+  if len(a) < 2:
+    return 0.0
+  k = a[-2] if attr("adj_x") else a[-1]
+  return 2.0 * num_elements(outs[0]) * k
+
+
+def _conv2d(ins, outs, attr) -> float:
+  # filter [kh, kw, cin, cout]; out [n, h, w, cout]: 2*kh*kw*cin per output.
+  f = ins[1]
+  return 2.0 * num_elements(outs[0]) * f[0] * f[1] * f[2] if len(f) == 4 else 0.0
+
+
+def _conv2d_backprop_input(ins, outs, attr) -> float:
+  # inputs: input_sizes, filter, out_backprop: same work as the forward conv.
+  f, dy = ins[1], ins[2]
+  return 2.0 * num_elements(dy) * f[0] * f[1] * f[2] if len(f) == 4 else 0.0
+
+
+def _conv2d_backprop_filter(ins, outs, attr) -> float:
+  # inputs: input, filter_sizes, out_backprop; output: the filter gradient.
+  f, dy = outs[0], ins[2]
+  return 2.0 * num_elements(dy) * f[0] * f[1] * f[2] if len(f) == 4 else 0.0
+
+
+def _depthwise(ins, outs, attr) -> float:
+  f = ins[1]  # [kh, kw, cin, multiplier]; out channels = cin * multiplier.
+  return 2.0 * num_elements(outs[0]) * f[0] * f[1] if len(f) == 4 else 0.0
+
+
+def _depthwise_backprop_input(ins, outs, attr) -> float:
+  f, dy = ins[1], ins[2]
+  return 2.0 * num_elements(dy) * f[0] * f[1] if len(f) == 4 else 0.0
+
+
+def _depthwise_backprop_filter(ins, outs, attr) -> float:
+  f, dy = outs[0], ins[2]
+  return 2.0 * num_elements(dy) * f[0] * f[1] if len(f) == 4 else 0.0
+
+
+def _window(attr) -> int:
+  ksize = attr("ksize") or [1]
+  return int(np.prod(ksize))
+
+
+def _pool(ins, outs, attr) -> float:
+  return float(num_elements(outs[0]) * _window(attr))
+
+
+def _pool_grad(ins, outs, attr) -> float:
+  # MaxPoolGrad(orig_input, orig_output, grad); AvgPoolGrad(shape, grad).
+  return float(num_elements(ins[-1]) * _window(attr))
+
+
+_HANDLERS: Dict[str, Callable[..., float]] = {
+    "MatMul": _matmul,
+    "BatchMatMul": _batch_matmul, "BatchMatMulV2": _batch_matmul,
+    "BatchMatMulV3": _batch_matmul,
+    "Conv2D": _conv2d,
+    "Conv2DBackpropInput": _conv2d_backprop_input,
+    "Conv2DBackpropFilter": _conv2d_backprop_filter,
+    "DepthwiseConv2dNative": _depthwise,
+    "DepthwiseConv2dNativeBackpropInput": _depthwise_backprop_input,
+    "DepthwiseConv2dNativeBackpropFilter": _depthwise_backprop_filter,
+    "MaxPool": _pool, "AvgPool": _pool, "MaxPoolV2": _pool,
+    "MaxPoolGrad": _pool_grad, "AvgPoolGrad": _pool_grad,
+}

@@ -1,0 +1,71 @@
+"""One TensorFlow server process of a local (or multi-host) cluster.
+
+Run as `python -m tfplace.measure.worker_main --task I --spec JSON
+[--job worker] [--cores 0,1] [--ready_file PATH]`. The process pins itself to
+the given CPU cores (`os.sched_setaffinity`), sizes TensorFlow's intra- and
+inter-op thread pools to that many cores, starts a `tf.distribute.Server` for
+task I of the cluster spec, optionally writes `ready_file` once the server is
+up, and serves until killed.
+
+This is a process entry point, so it reads its own command line (argparse, not
+absl flags: it must not see the flags of whoever spawned it).
+"""
+
+import argparse
+import json
+import os
+import sys
+from typing import List, Optional
+
+
+def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(prog="tfplace.measure.worker_main")
+  parser.add_argument("--task", type=int, required=True)
+  parser.add_argument("--spec", required=True,
+                      help='cluster spec JSON, e.g. {"worker": ["127.0.0.1:2222"]}')
+  parser.add_argument("--job", default="worker")
+  parser.add_argument("--cores", default="",
+                      help="comma separated CPU ids to pin to (empty: all)")
+  parser.add_argument("--ready_file", default="")
+  return parser.parse_args(argv)
+
+
+def _pin(cores: str) -> int:
+  """Pins this process to `cores`; returns the number of cores it may use."""
+  if cores:
+    ids = {int(c) for c in cores.split(",") if c.strip()}
+    if hasattr(os, "sched_setaffinity"):
+      os.sched_setaffinity(0, ids)
+    return len(ids)
+  if hasattr(os, "sched_getaffinity"):
+    return len(os.sched_getaffinity(0))
+  return os.cpu_count() or 1
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+  """Starts the server and blocks."""
+  args = _parse(argv)
+  num_cores = _pin(args.cores)
+  import tfplace  # noqa: F401  (environment before TensorFlow)
+  import tensorflow as tf
+  spec = json.loads(args.spec)
+  config = tf.compat.v1.ConfigProto(
+      intra_op_parallelism_threads=num_cores,
+      inter_op_parallelism_threads=num_cores,
+      allow_soft_placement=False)
+  config.graph_options.rewrite_options.disable_meta_optimizer = True
+  server = tf.distribute.Server(
+      tf.train.ClusterSpec(spec), job_name=args.job, task_index=args.task,
+      config=config, start=True)
+  if args.ready_file:
+    from tfplace.io_utils import atomic_write
+    atomic_write(args.ready_file, json.dumps(
+        {"pid": os.getpid(), "target": server.target, "cores": num_cores}))
+  sys.stdout.write(f"tfplace worker {args.job}:{args.task} serving at "
+                   f"{server.target} on {num_cores} core(s)\n")
+  sys.stdout.flush()
+  server.join()
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,150 @@
+"""Small training graphs for tests and fast experiments (CPU, < 1 s a step).
+
+* ``mlp_towers``: K parallel MLP towers on one input, their outputs summed
+  into the loss; scopes ``tower_<k>/layer_<i>/``, then ``head/``. The towers
+  are independent, so a good placement on K devices puts one tower on each.
+* ``chain_mlp``: one deep MLP, scopes ``layer_<i>/``; a pure chain.
+* ``small_cnn``: conv layers (``conv_<i>/``) then a dense layer (``dense/``).
+
+Each uses ``loss:0``, ``train_op`` and ``init`` as the large models do.
+"""
+
+import dataclasses
+from typing import Tuple
+
+import tensorflow as tf
+
+from tfplace.models import common
+
+_V1 = tf.compat.v1
+
+
+@dataclasses.dataclass(frozen=True)
+class MlpTowersConfig:
+  """Sizes of `mlp_towers`.
+
+  Attributes:
+    batch_size: rows per step.
+    input_size: input features.
+    hidden: units of each hidden layer.
+    num_towers: parallel towers (K).
+    num_layers: dense+ReLU layers per tower.
+    optimizer: optimizer name (see `common.make_optimizer`).
+    learning_rate: step size.
+    seed: seeds the graph and the data.
+  """
+  batch_size: int = 8
+  input_size: int = 16
+  hidden: int = 32
+  num_towers: int = 4
+  num_layers: int = 2
+  optimizer: str = "sgd"
+  learning_rate: float = 0.01
+  seed: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainMlpConfig:
+  """Sizes of `chain_mlp` (fields as in `MlpTowersConfig`)."""
+  batch_size: int = 8
+  input_size: int = 16
+  hidden: int = 32
+  num_layers: int = 6
+  optimizer: str = "sgd"
+  learning_rate: float = 0.1
+  seed: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class SmallCnnConfig:
+  """Sizes of `small_cnn`.
+
+  Attributes:
+    batch_size: images per step.
+    image_size: height and width of the square input.
+    channels: output channels of each 3x3 conv (stride 2, SAME).
+    num_classes: output classes.
+    optimizer: optimizer name.
+    learning_rate: step size.
+    seed: seeds the graph and the data.
+  """
+  batch_size: int = 4
+  image_size: int = 16
+  channels: Tuple[int, ...] = (8, 16, 16)
+  num_classes: int = 10
+  optimizer: str = "momentum"
+  learning_rate: float = 0.01
+  seed: int = 1
+
+
+def _dense(x: tf.Tensor, units: int, scope: str, relu: bool = True):
+  with _V1.variable_scope(scope):
+    weights = common.variable("weights", [x.shape[-1], units])
+    bias = common.variable("bias", [units], constant=0.0)
+    y = tf.matmul(x, weights) + bias
+    return tf.nn.relu(y) if relu else y
+
+
+def _inputs(batch: int, size: int, seed: int) -> tf.Tensor:
+  return tf.random.stateless_normal([batch, size], seed=[seed, 5],
+                                    name="inputs")
+
+
+def _towers_loss(config: MlpTowersConfig) -> tf.Tensor:
+  x = _inputs(config.batch_size, config.input_size, config.seed)
+  outputs = []
+  for k in range(config.num_towers):
+    with _V1.variable_scope(f"tower_{k}"):
+      y = x
+      for i in range(config.num_layers):
+        y = _dense(y, config.hidden, f"layer_{i}")
+      outputs.append(y)
+  with _V1.variable_scope("head"):
+    y = _dense(tf.add_n(outputs), 1, "out", relu=False)
+    return tf.reduce_mean(tf.square(y - 1.0))
+
+
+def _chain_loss(config: ChainMlpConfig) -> tf.Tensor:
+  y = _inputs(config.batch_size, config.input_size, config.seed)
+  for i in range(config.num_layers):
+    y = _dense(y, config.hidden, f"layer_{i}")
+  y = _dense(y, 1, "head", relu=False)
+  return tf.reduce_mean(tf.square(y - 1.0))
+
+
+def _cnn_loss(config: SmallCnnConfig) -> tf.Tensor:
+  size = config.image_size
+  x = tf.random.stateless_normal([config.batch_size, size, size, 3],
+                                 seed=[config.seed, 7], name="images")
+  labels = common.synthetic_tokens([config.batch_size], config.num_classes,
+                                   config.seed, name="labels")
+  for i, channels in enumerate(config.channels):
+    with _V1.variable_scope(f"conv_{i}"):
+      kernel = common.variable("weights", [3, 3, x.shape[-1], channels])
+      x = tf.nn.relu(tf.nn.conv2d(x, kernel, strides=2, padding="SAME"))
+  flat = tf.reshape(x, [config.batch_size, -1])
+  logits = _dense(flat, config.num_classes, "dense", relu=False)
+  return common.mean_xent(logits, labels)
+
+
+def build_mlp_towers(config: MlpTowersConfig) -> common.BuiltGraph:
+  """K parallel MLP towers summed into a squared-error loss."""
+  common.check_positive(config, ["batch_size", "input_size", "hidden",
+                                 "num_towers", "num_layers"])
+  return common.build_graph(config, _towers_loss, config.optimizer,
+                            config.learning_rate)
+
+
+def build_chain_mlp(config: ChainMlpConfig) -> common.BuiltGraph:
+  """A deep MLP: a chain of dense+ReLU layers."""
+  common.check_positive(config, ["batch_size", "input_size", "hidden",
+                                 "num_layers"])
+  return common.build_graph(config, _chain_loss, config.optimizer,
+                            config.learning_rate)
+
+
+def build_small_cnn(config: SmallCnnConfig) -> common.BuiltGraph:
+  """A few strided 3x3 convs and a dense softmax layer."""
+  common.check_positive(config, ["batch_size", "image_size", "num_classes"])
+  return common.build_graph(config, _cnn_loss, config.optimizer,
+                            config.learning_rate)

@@ -1,0 +1,291 @@
+"""Shared pieces of Baechi's memory-constrained placers (m-TOPO, m-ETF, m-SCT).
+
+Baechi (Jeon, Liu, Xu et al., "Baechi: Fast Device Placement of Machine
+Learning Graphs", ACM SoCC 2020) places op graphs in seconds with three list
+algorithms that never put more on a device than its memory holds. This module
+holds what the three share:
+
+* `BaechiConfig`: which devices to use and how much of their memory.
+* `OpView`: the op-level arrays a placer needs (compute time per op and
+  device, allowed devices per colocation group, predecessors with bytes, a
+  b-level priority), built once with NumPy.
+* `MemoryState`: per-device memory use and the binding of colocation groups
+  to devices. A group is bound, and its whole memory (every member's param
+  bytes + output bytes) charged, when its first op is placed; every later op
+  of the group goes to the same device.
+
+Memory estimate per op: persistent `param_bytes` + `output_bytes` (the
+activations of a training step are kept until the backward pass, so this is
+the conservative upper estimate Baechi also uses).
+"""
+
+import dataclasses
+from typing import List, Optional, Tuple
+
+import numpy as np
+from absl import logging
+
+from tfplace.cost.cluster import Cluster
+from tfplace.cost.op_costs import OpCosts
+from tfplace.errors import PlacementError
+from tfplace.graph.op_graph import OpGraph
+from tfplace.placement import Placement
+
+_BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
+
+
+@dataclasses.dataclass(frozen=True)
+class BaechiConfig:
+  """Options shared by m-TOPO, m-ETF and m-SCT.
+
+  Attributes:
+    use_cpu: if False and the cluster has non-CPU devices, CPUs only take ops
+      (groups) that have no kernel on any accelerator, as in Baechi, which
+      places on GPUs. If True, every device is a candidate.
+    memory_fraction: fraction of each device's `memory_bytes` the placer may
+      fill (headroom for what the estimate misses).
+    activation_fraction: fraction of each op's output bytes charged to its
+      device (1.0: every activation alive at once, Baechi's conservative
+      estimate; real peaks are lower because gradients are freed early).
+    max_lp_edges: m-SCT only: above this many (deduplicated) data edges the
+      LP is not solved and m-SCT falls back to m-ETF.
+  """
+  use_cpu: bool = False
+  memory_fraction: float = 1.0
+  activation_fraction: float = 1.0
+  max_lp_edges: int = 50_000
+
+  def __post_init__(self):
+    if not 0.0 < self.memory_fraction <= 1.0:
+      raise PlacementError(
+          f"memory_fraction must be in (0, 1], got {self.memory_fraction}")
+    if not 0.0 <= self.activation_fraction <= 1.0:
+      raise PlacementError(f"activation_fraction must be in [0, 1], got "
+                           f"{self.activation_fraction}")
+    if self.max_lp_edges < 0:
+      raise PlacementError(f"max_lp_edges must be >= 0, got {self.max_lp_edges}")
+
+
+class OpView:
+  """Op-level arrays of one (graph, cluster, costs) for the list placers.
+
+  Attributes:
+    num_ops, num_devices: M and D.
+    compute: float64 [M, D], seconds; inf where the op's group may not go.
+    group_of: int [M] colocation group per op.
+    group_members: list of op-index arrays per group.
+    group_mem: float64 [G], bytes charged when a group is bound.
+    group_allowed: bool [G, D], devices with a kernel for every member (and
+      preferred by the config).
+    pred_ptr, pred_src, pred_bytes: CSR of deduplicated predecessors (src op,
+      bytes summed over the tensors src sends this op); loop back edges left out.
+    succ_ptr, succ_dst: CSR of deduplicated successors.
+    topo_order: int [M].
+    candidate_devices: the devices the work is spread over (accelerators,
+      unless `use_cpu` or the cluster has only CPUs).
+    latency, bandwidth: [D, D] link matrices of the cluster.
+  """
+
+  def __init__(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+               config: BaechiConfig):
+    m, d = graph.num_ops, cluster.num_devices
+    if costs.compute_s.shape != (m, d):
+      raise PlacementError(
+          f"costs are for {costs.compute_s.shape} (ops, devices) but the graph "
+          f"has {m} ops and the cluster {d} devices")
+    self.graph, self.cluster, self.config = graph, cluster, config
+    self.num_ops, self.num_devices = m, d
+    self.group_of = np.asarray(graph.group_of, dtype=np.int64)
+    num_groups = int(self.group_of.max()) + 1
+    self.group_members = _members(self.group_of, num_groups)
+    op_mem = (np.asarray(costs.param_bytes, dtype=np.float64) +
+              config.activation_fraction *
+              np.asarray(costs.output_bytes, dtype=np.float64))
+    self.op_mem = op_mem
+    self.group_mem = np.bincount(self.group_of, weights=op_mem,
+                                 minlength=num_groups)
+    self.group_allowed = _group_allowed(graph, cluster, costs, self.group_of,
+                                        num_groups, config.use_cpu)
+    is_cpu = np.array([dev.type == "CPU" for dev in cluster.devices])
+    spread = np.ones(d, dtype=bool) if config.use_cpu or is_cpu.all() else ~is_cpu
+    # The devices the work is spread over (accelerators unless use_cpu).
+    self.candidate_devices = np.flatnonzero(spread)
+    compute = np.asarray(costs.compute_s, dtype=np.float64).copy()
+    compute[~self.group_allowed[self.group_of]] = np.inf
+    self.compute = compute
+    self.min_compute = compute.min(axis=1)
+    self.pred_ptr, self.pred_src, self.pred_bytes, self.succ_ptr, \
+        self.succ_dst = _dedup_adjacency(graph)
+    self.topo_order = np.asarray(graph.topo_order, dtype=np.int64)
+    self.latency = np.asarray(cluster.link_latency, dtype=np.float64)
+    self.bandwidth = np.asarray(cluster.link_bandwidth, dtype=np.float64)
+    self.capacity = np.array([dev.memory_bytes for dev in cluster.devices],
+                             dtype=np.float64) * config.memory_fraction
+
+  @property
+  def num_groups(self) -> int:
+    return len(self.group_members)
+
+  def preds(self, op: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(predecessor op ids, bytes each sends `op`)."""
+    a, b = self.pred_ptr[op], self.pred_ptr[op + 1]
+    return self.pred_src[a:b], self.pred_bytes[a:b]
+
+  def succs(self, op: int) -> np.ndarray:
+    return self.succ_dst[self.succ_ptr[op]:self.succ_ptr[op + 1]]
+
+  def mean_link(self) -> Tuple[float, float]:
+    """(latency, bandwidth) averaged over links between candidate devices."""
+    used = np.flatnonzero(self.group_allowed.any(axis=0))
+    if len(used) < 2:
+      return 0.0, np.inf
+    lat = self.latency[np.ix_(used, used)]
+    bw = self.bandwidth[np.ix_(used, used)]
+    off = ~np.eye(len(used), dtype=bool)
+    return float(lat[off].mean()), float(1.0 / np.mean(1.0 / bw[off]))
+
+  def blevel(self) -> np.ndarray:
+    """Longest path (min compute, no communication) from each op to a sink."""
+    level = np.where(np.isfinite(self.min_compute), self.min_compute, 0.0)
+    out = level.copy()
+    ptr, dst = self.succ_ptr, self.succ_dst
+    for op in self.topo_order[::-1]:
+      a, b = ptr[op], ptr[op + 1]
+      if b > a:
+        out[op] = level[op] + out[dst[a:b]].max()
+    return out
+
+
+def _members(group_of: np.ndarray, num_groups: int) -> List[np.ndarray]:
+  order = np.argsort(group_of, kind="stable")
+  bounds = np.searchsorted(group_of[order], np.arange(num_groups + 1))
+  return [order[bounds[g]:bounds[g + 1]] for g in range(num_groups)]
+
+
+def _group_allowed(graph: OpGraph, cluster: Cluster, costs: OpCosts,
+                   group_of: np.ndarray, num_groups: int,
+                   use_cpu: bool) -> np.ndarray:
+  """bool [G, D]: devices with a kernel for every member of each group."""
+  d = cluster.num_devices
+  bad = ~np.isfinite(np.asarray(costs.compute_s))  # [M, D]
+  kernel_ok = np.ones((num_groups, d), dtype=bool)
+  np.logical_and.at(kernel_ok, group_of, ~bad)
+  by_kernels = {}  # Declared kernels, in case the costs miss one.
+  for i, op in enumerate(graph.ops):
+    if op.kernels:
+      types_ok = by_kernels.get(op.kernels)
+      if types_ok is None:
+        types_ok = np.array([dev.type in op.kernels for dev in cluster.devices])
+        by_kernels[op.kernels] = types_ok
+      kernel_ok[group_of[i]] &= types_ok
+  empty = np.flatnonzero(~kernel_ok.any(axis=1))
+  if len(empty):
+    names = [graph.ops[i].name for i in np.flatnonzero(group_of == empty[0])[:3]]
+    raise PlacementError(
+        f"{len(empty)} colocation group(s) have no device with a kernel for "
+        f"all their ops, e.g. the group of {', '.join(names)}")
+  is_cpu = np.array([dev.type == "CPU" for dev in cluster.devices])
+  if use_cpu or is_cpu.all():
+    return kernel_ok
+  preferred = kernel_ok & ~is_cpu
+  no_accel = ~preferred.any(axis=1)
+  preferred[no_accel] = kernel_ok[no_accel]
+  return preferred
+
+
+def _dedup_adjacency(graph: OpGraph):
+  """Predecessor CSR with bytes and successor CSR, one entry per op pair."""
+  src, dst, _, nbytes = graph.edge_arrays
+  m = graph.num_ops
+  src = np.asarray(src, dtype=np.int64)
+  dst = np.asarray(dst, dtype=np.int64)
+  if len(src):
+    back = np.isin(np.array(graph.op_types, dtype=object)[src],
+                   _BACK_EDGE_OPS)
+    keep = (~back) & (src != dst)
+    src, dst, nbytes = src[keep], dst[keep], np.asarray(nbytes)[keep]
+  key = dst * m + src
+  uniq, inverse = np.unique(key, return_inverse=True)
+  pair_bytes = np.bincount(inverse, weights=nbytes.astype(np.float64),
+                           minlength=len(uniq)) if len(uniq) else np.zeros(0)
+  p_dst, p_src = uniq // m, uniq % m
+  pred_ptr = np.zeros(m + 1, dtype=np.int64)
+  np.cumsum(np.bincount(p_dst, minlength=m), out=pred_ptr[1:])
+  order = np.lexsort((p_dst, p_src))
+  succ_ptr = np.zeros(m + 1, dtype=np.int64)
+  np.cumsum(np.bincount(p_src, minlength=m), out=succ_ptr[1:])
+  return pred_ptr, p_src, pair_bytes, succ_ptr, p_dst[order]
+
+
+class MemoryState:
+  """Per-device memory use and colocation-group bindings.
+
+  Attributes:
+    used: float64 [D], bytes charged per device.
+    group_device: int [G], the device a group is bound to, -1 if unbound.
+  """
+
+  def __init__(self, view: OpView):
+    self.view = view
+    self.used = np.zeros(view.num_devices)
+    self.group_device = np.full(view.num_groups, -1, dtype=np.int64)
+    self.overflowed = False
+
+  def fits(self, group: int, device: int) -> bool:
+    """True if `group` may be bound to `device` (kernels and memory)."""
+    view = self.view
+    return bool(view.group_allowed[group, device] and
+                self.used[device] + view.group_mem[group] <=
+                view.capacity[device])
+
+  def devices_for(self, op: int) -> np.ndarray:
+    """Devices `op` can go to now: its group's device, or all that fit."""
+    g = self.view.group_of[op]
+    bound = self.group_device[g]
+    if bound >= 0:
+      return np.array([bound])
+    ok = self.view.group_allowed[g] & (
+        self.used + self.view.group_mem[g] <= self.view.capacity)
+    return np.flatnonzero(ok)
+
+  def fallback_device(self, op: int) -> int:
+    """The allowed device with most free memory, for a group that fits nowhere."""
+    g = self.view.group_of[op]
+    free = np.where(self.view.group_allowed[g], self.view.capacity - self.used,
+                    -np.inf)
+    device = int(np.argmax(free))
+    if not self.overflowed:
+      logging.warning(
+          "colocation group of op %s (%.3g MB) fits on no device; placing it on "
+          "device %d anyway (the placement will be out of memory)",
+          self.view.graph.ops[op].name, self.view.group_mem[g] / 1e6, device)
+    self.overflowed = True
+    return device
+
+  def bind(self, op: int, device: int) -> bool:
+    """Binds `op`'s group to `device` if unbound; True if it was newly bound."""
+    g = self.view.group_of[op]
+    if self.group_device[g] >= 0:
+      if self.group_device[g] != device:
+        raise AssertionError("colocation group placed on two devices")
+      return False
+    self.group_device[g] = device
+    self.used[device] += self.view.group_mem[g]
+    return True
+
+
+def to_placement(view: OpView, device_of: np.ndarray, placer: str) -> Placement:
+  """Builds a `Placement` from device ids per op; checks no op is unplaced."""
+  device_of = np.asarray(device_of)
+  if (device_of < 0).any():
+    raise AssertionError(f"{placer}: {(device_of < 0).sum()} ops unplaced")
+  return Placement.from_array(view.graph, view.cluster, device_of,
+                              placer=placer)
+
+
+def transfer_matrix(view: OpView, src_devices: np.ndarray,
+                    nbytes: np.ndarray) -> np.ndarray:
+  """[P, D] seconds to move `nbytes[p]` from `src_devices[p]` to each device."""
+  lat = view.latency[src_devices]  # [P, D], 0 on the source column.
+  bw = view.bandwidth[src_devices]  # inf on the source column.
+  return lat + nbytes[:, None] / bw

@@ -1,0 +1,278 @@
+"""Simple baseline placers: single device, round robin, hash, critical path.
+
+All of them work on colocation groups (`tfplace.grouping.coarsen`), so a
+group is never split, and move a group whose chosen device type has no
+kernel for one of its ops to a device that has (the CPU first). The helpers
+here (`fastest_device`, `MemoryBudget`, `fallback_device`,
+`placement_from_groups`) are shared by the other baseline placers.
+"""
+
+import hashlib
+from typing import Optional, Sequence
+
+import numpy as np
+
+from tfplace.cost.cluster import Cluster
+from tfplace.cost.op_costs import OpCosts
+from tfplace.errors import PlacementError
+from tfplace.graph.op_graph import OpGraph
+from tfplace.grouping.coarsen import GroupGraph, coarsen
+from tfplace.placement import Placement
+from tfplace.placers.base import Placer
+from tfplace.placers.registry import register_placer
+
+# ---- shared helpers ---------------------------------------------------------
+
+
+def fastest_device(cluster: Cluster, costs: OpCosts,
+                   candidates: Sequence[int]) -> int:
+  """The candidate device that runs the graph fastest.
+
+  Compares total compute over the ops every candidate can run; ties go to
+  the higher peak FLOP/s, then the lower index.
+
+  Raises:
+    PlacementError: no candidates.
+  """
+  candidates = list(candidates)
+  if not candidates:
+    raise PlacementError(f"cluster {cluster.name!r} has no candidate device")
+  sub = np.asarray(costs.compute_s, dtype=np.float64)[:, candidates]
+  common = np.all(np.isfinite(sub), axis=1)
+  totals = (sub[common].sum(axis=0) if common.any()
+            else np.zeros(len(candidates)))
+  keys = [(totals[k], -cluster.devices[d].peak_flops, d)
+          for k, d in enumerate(candidates)]
+  return min(keys)[2]
+
+
+def fallback_device(groups: GroupGraph, cluster: Cluster, group: int,
+                    preferred: int) -> int:
+  """`preferred` if it can run every op of `group`, else the first CPU that
+  can, else the first device that can.
+
+  Raises:
+    PlacementError: no device type has kernels for all the group's ops.
+  """
+  allowed = groups.allowed[group]
+  if allowed[preferred]:
+    return preferred
+  for d in cluster.devices_of_type("CPU") + list(range(cluster.num_devices)):
+    if allowed[d]:
+      return d
+  raise PlacementError(
+      f"colocation group {group} (ops {groups.members[group][:4].tolist()}...) "
+      "mixes ops whose kernels exist on no common device type of cluster "
+      f"{cluster.name!r}")
+
+
+class MemoryBudget:
+  """Tracks the estimated memory placed on each device so far."""
+
+  def __init__(self, groups: GroupGraph, cluster: Cluster):
+    self._need = groups.memory_bytes.astype(np.float64)
+    self.capacity = np.array([d.memory_bytes for d in cluster.devices])
+    self.used = np.zeros(cluster.num_devices)
+
+  def fits(self, group: int, device: int) -> bool:
+    return self.used[device] + self._need[group] <= self.capacity[device]
+
+  def add(self, group: int, device: int) -> None:
+    self.used[device] += self._need[group]
+
+
+def first_fit(groups: GroupGraph, budget: MemoryBudget, group: int,
+              order: Sequence[int]) -> Optional[int]:
+  """The first device in `order` that runs the group and has room, or None."""
+  allowed = groups.allowed[group]
+  for d in order:
+    if allowed[d] and budget.fits(group, d):
+      return int(d)
+  return None
+
+
+def placement_from_groups(graph: OpGraph, cluster: Cluster, groups: GroupGraph,
+                          group_devices, placer: str) -> Placement:
+  """The placement that puts each group's ops on its group's device."""
+  return Placement.from_array(graph, cluster, groups.expand(group_devices),
+                              placer=placer)
+
+
+def _single_device(graph: OpGraph, cluster: Cluster, costs: OpCosts,
+                   device: int, name: str) -> Placement:
+  groups = coarsen(graph, costs)
+  devices = [fallback_device(groups, cluster, g, device)
+             for g in range(groups.num_groups)]
+  return placement_from_groups(graph, cluster, groups, devices, name)
+
+
+def _first_of_type(cluster: Cluster, device_type: str) -> int:
+  ids = cluster.devices_of_type(device_type)
+  if not ids:
+    raise PlacementError(
+        f"cluster {cluster.name!r} has no {device_type} device")
+  return ids[0]
+
+
+# ---- placers ----------------------------------------------------------------
+
+
+@register_placer("single_cpu")
+class SingleCpuPlacer(Placer):
+  """Everything on the first CPU (the "Single-CPU" baseline of Mirhoseini
+  et al., ICML 2017). Ops without a CPU kernel go to a device that has one.
+  """
+
+  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+            seed: Optional[int] = None) -> Placement:
+    cpu = _first_of_type(cluster, "CPU")
+    return _single_device(graph, cluster, costs, cpu, self.name)
+
+
+@register_placer("single_gpu")
+class SingleGpuPlacer(Placer):
+  """Everything on the fastest GPU, ops without a GPU kernel on the CPU
+  (the "Single-GPU" baseline of Mirhoseini et al., ICML 2017). It ignores
+  memory: a graph too big for one GPU is reported infeasible by the
+  simulator.
+  """
+
+  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+            seed: Optional[int] = None) -> Placement:
+    gpus = cluster.devices_of_type("GPU")
+    if not gpus:
+      raise PlacementError(f"cluster {cluster.name!r} has no GPU; use "
+                           "single_cpu")
+    gpu = fastest_device(cluster, costs, gpus)
+    return _single_device(graph, cluster, costs, gpu, self.name)
+
+
+@register_placer("round_robin")
+class RoundRobinPlacer(Placer):
+  """Colocation groups dealt over all devices in turn, in topological order.
+
+  A group that has no kernel or no memory left on its turn's device goes to
+  the next device that can take it.
+  """
+
+  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+            seed: Optional[int] = None) -> Placement:
+    groups = coarsen(graph, costs)
+    budget = MemoryBudget(groups, cluster)
+    n = cluster.num_devices
+    devices = np.zeros(groups.num_groups, dtype=np.int32)
+    for turn, g in enumerate(groups.topo_order()):
+      order = [(turn + k) % n for k in range(n)]
+      d = first_fit(groups, budget, g, order)
+      if d is None:
+        d = fallback_device(groups, cluster, g, order[0])
+      budget.add(g, d)
+      devices[g] = d
+    return placement_from_groups(graph, cluster, groups, devices, self.name)
+
+
+def _unit_hash(text: str, seed: Optional[int]) -> float:
+  digest = hashlib.blake2b(f"{seed or 0}\0{text}".encode(), digest_size=8)
+  return int.from_bytes(digest.digest(), "little") / 2.0**64
+
+
+@register_placer("hash")
+class HashPlacer(Placer):
+  """Hash partitioning (Mayer et al., The TensorFlow Partitioning and
+  Scheduling Problem, 2017): each colocation group goes to a device drawn by
+  a hash of its first op's name, with probability proportional to the
+  device's capacity (peak FLOP/s). Deterministic for a given seed.
+  """
+
+  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+            seed: Optional[int] = None) -> Placement:
+    groups = coarsen(graph, costs)
+    budget = MemoryBudget(groups, cluster)
+    capacity = np.array([d.peak_flops for d in cluster.devices])
+    devices = np.zeros(groups.num_groups, dtype=np.int32)
+    for g in groups.topo_order():
+      weights = np.where(groups.allowed[g], capacity, 0.0)
+      if weights.sum() <= 0:
+        devices[g] = fallback_device(groups, cluster, g, 0)
+        continue
+      cumulative = np.cumsum(weights) / weights.sum()
+      name = graph.ops[groups.members[g][0]].name
+      pick = int(np.searchsorted(cumulative, _unit_hash(name, seed), "right"))
+      pick = min(pick, cluster.num_devices - 1)
+      order = [(pick + k) % cluster.num_devices
+               for k in range(cluster.num_devices)]
+      d = first_fit(groups, budget, g, order)
+      d = fallback_device(groups, cluster, g, pick) if d is None else d
+      budget.add(g, d)
+      devices[g] = d
+    return placement_from_groups(graph, cluster, groups, devices, self.name)
+
+
+def critical_path(graph: OpGraph, op_time: np.ndarray) -> np.ndarray:
+  """Op ids of the longest (by summed `op_time`) source-to-sink path.
+
+  Args:
+    graph: the op graph (loop back edges are ignored).
+    op_time: float [M], time of each op.
+
+  Returns:
+    int32 op ids, source first.
+  """
+  ptr, preds = graph.predecessors_csr
+  dist = np.zeros(graph.num_ops)
+  parent = np.full(graph.num_ops, -1, dtype=np.int64)
+  for i in graph.topo_order:
+    p = preds[ptr[i]:ptr[i + 1]]
+    if len(p):
+      best = p[np.argmax(dist[p])]
+      dist[i] = dist[best] + op_time[i]
+      parent[i] = best
+    else:
+      dist[i] = op_time[i]
+  path = [int(np.argmax(dist))]
+  while parent[path[-1]] >= 0:
+    path.append(int(parent[path[-1]]))
+  return np.array(path[::-1], dtype=np.int32)
+
+
+@register_placer("critical_path")
+class CriticalPathPlacer(Placer):
+  """Critical-path placement (Mayer et al., The TensorFlow Partitioning and
+  Scheduling Problem, 2017): the colocation groups of the path with the
+  longest computation time go to the fastest device; the other groups, in
+  topological order, each go to the device where its compute would finish
+  the device's load earliest, keeping the load balanced (kernels and the
+  memory estimate respected where possible).
+  """
+
+  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+            seed: Optional[int] = None) -> Placement:
+    groups = coarsen(graph, costs)
+    budget = MemoryBudget(groups, cluster)
+    compute = np.asarray(costs.compute_s, dtype=np.float64)
+    fastest = fastest_device(cluster, costs, range(cluster.num_devices))
+    finite = np.where(np.isfinite(compute), compute, np.inf).min(axis=1)
+    op_time = np.where(np.isfinite(compute[:, fastest]), compute[:, fastest],
+                       np.where(np.isfinite(finite), finite, 0.0))
+    path_groups = set(groups.group_of[critical_path(graph, op_time)].tolist())
+    devices = np.full(groups.num_groups, -1, dtype=np.int32)
+    load = np.zeros(cluster.num_devices)
+    for g in groups.topo_order():
+      if (g in path_groups
+          and first_fit(groups, budget, g, [fastest]) is not None):
+        self._assign(groups, budget, load, devices, g, fastest)
+    for g in groups.topo_order():
+      if devices[g] >= 0:
+        continue
+      finish = load + groups.compute_s[g]
+      order = np.argsort(finish, kind="stable")
+      d = first_fit(groups, budget, g, order)
+      d = fallback_device(groups, cluster, g, int(order[0])) if d is None else d
+      self._assign(groups, budget, load, devices, g, d)
+    return placement_from_groups(graph, cluster, groups, devices, self.name)
+
+  @staticmethod
+  def _assign(groups, budget, load, devices, g, d):
+    budget.add(g, d)
+    load[d] += groups.compute_s[g, d]
+    devices[g] = d

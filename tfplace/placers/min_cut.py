@@ -1,0 +1,127 @@
+"""Min-cut placers: k-way graph partitioning with Scotch and METIS.
+
+The colocation-group graph is partitioned into one part per GPU, with vertex
+weight = compute time and edge weight = bytes crossing, balancing compute
+while cutting few bytes; part k goes to GPU k. Groups that cannot run on a
+GPU are forced to the CPU first. These are the "Scotch" and "MinCut"
+baselines of Mirhoseini et al., ICML 2017 (Scotch: Pellegrini & Roman,
+1996; METIS: Karypis & Kumar, 1998). Like those baselines they ignore
+memory: an infeasible partition is reported by the simulator.
+"""
+
+import abc
+import contextlib
+import io
+from typing import List, Optional
+
+import numpy as np
+
+from tfplace.cost.cluster import Cluster
+from tfplace.cost.op_costs import OpCosts
+from tfplace.graph.op_graph import OpGraph
+from tfplace.grouping.coarsen import GroupGraph, coarsen
+from tfplace.placement import Placement
+from tfplace.placers.base import Placer
+from tfplace.placers.heuristics import fallback_device, placement_from_groups
+from tfplace.placers.registry import register_placer
+
+# Integer weights are scaled so the largest is 2**20, keeping sums well inside
+# 32-bit integers.
+_MAX_WEIGHT = 2**20
+
+
+def _int_weights(values: np.ndarray) -> np.ndarray:
+  """Positive integers proportional to `values`, at most `_MAX_WEIGHT`."""
+  values = np.asarray(values, dtype=np.float64)
+  top = values.max() if len(values) else 0.0
+  if top <= 0:
+    return np.ones(len(values), dtype=np.int64)
+  return np.maximum(1, np.round(values / top * _MAX_WEIGHT)).astype(np.int64)
+
+
+class _MinCutPlacer(Placer, abc.ABC):
+  """Shared flow: pick targets, force CPU-only groups, partition the rest."""
+
+  @abc.abstractmethod
+  def _partition(self, ptr: np.ndarray, nbr: np.ndarray, vweight: np.ndarray,
+                 eweight: np.ndarray, nparts: int,
+                 seed: Optional[int]) -> np.ndarray:
+    """Part id per vertex of the undirected CSR graph."""
+
+  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+            seed: Optional[int] = None) -> Placement:
+    groups = coarsen(graph, costs)
+    targets = cluster.devices_of_type("GPU") or list(range(cluster.num_devices))
+    # Groups runnable on every target take part; the others are forced.
+    free = np.flatnonzero(groups.allowed[:, targets].all(axis=1))
+    devices = np.array([fallback_device(groups, cluster, g, targets[0])
+                        for g in range(groups.num_groups)], dtype=np.int32)
+    if len(targets) == 1:
+      parts = np.zeros(len(free), dtype=np.int64)
+    elif len(free) <= len(targets):  # Too few groups to partition.
+      parts = np.arange(len(free))
+    else:
+      parts = self._partition_free(groups, free, targets, seed)
+    devices[free] = np.array(targets)[parts]
+    return placement_from_groups(graph, cluster, groups, devices, self.name)
+
+  def _partition_free(self, groups: GroupGraph, free: np.ndarray,
+                      targets: List[int], seed: Optional[int]) -> np.ndarray:
+    """Partitions the subgraph induced by the `free` groups."""
+    local = np.full(groups.num_groups, -1, dtype=np.int64)
+    local[free] = np.arange(len(free))
+    keep = (local[groups.edge_src] >= 0) & (local[groups.edge_dst] >= 0)
+    sub = GroupGraph(
+        group_of=np.arange(len(free), dtype=np.int32),
+        members=tuple(np.array([g], dtype=np.int32) for g in free),
+        compute_s=groups.compute_s[free][:, targets],
+        param_bytes=groups.param_bytes[free],
+        output_bytes=groups.output_bytes[free],
+        edge_src=local[groups.edge_src[keep]].astype(np.int32),
+        edge_dst=local[groups.edge_dst[keep]].astype(np.int32),
+        edge_bytes=groups.edge_bytes[keep],
+        topo_rank=groups.topo_rank[free])
+    ptr, nbr, nbytes = sub.undirected_adjacency()
+    vweight = _int_weights(sub.compute_s.mean(axis=1))
+    eweight = _int_weights(nbytes)
+    parts = self._partition(ptr, nbr, vweight, eweight, len(targets), seed)
+    return np.asarray(parts, dtype=np.int64)
+
+
+@register_placer("metis")
+class MetisPlacer(_MinCutPlacer):
+  """k-way min-cut placement with METIS (Karypis & Kumar, 1998), the
+  "MinCut" baseline of Mirhoseini et al., ICML 2017, via pymetis."""
+
+  def _partition(self, ptr, nbr, vweight, eweight, nparts, seed):
+    import pymetis  # Lazy: only this placer needs it.
+    options = pymetis.Options()
+    options.seed = int(seed or 0)
+    if len(nbr) == 0:
+      return np.arange(len(vweight)) % nparts
+    adjacency = pymetis.CSRAdjacency(ptr.tolist(), nbr.tolist())
+    _, parts = pymetis.part_graph(
+        nparts, adjacency, vweights=vweight.tolist(),
+        eweights=eweight.tolist(), options=options)
+    return np.asarray(parts)
+
+
+@register_placer("scotch")
+class ScotchPlacer(_MinCutPlacer):
+  """k-way mapping with Scotch (Pellegrini & Roman, 1996), the "Scotch"
+  baseline of Mirhoseini et al., ICML 2017, via pyscotch."""
+
+  def _partition(self, ptr, nbr, vweight, eweight, nparts, seed):
+    if len(nbr) == 0:
+      return np.arange(len(vweight)) % nparts
+    # pyscotch prints a banner to stderr when it loads the library.
+    with contextlib.redirect_stderr(io.StringIO()):
+      import pyscotch  # Lazy: only this placer needs it.
+      pyscotch.random_seed(int(seed or 0))
+      pyscotch.random_reset()
+      graph = pyscotch.Graph()
+    try:
+      graph.build(ptr, nbr, velotab=vweight, edlotab=eweight)
+      return np.asarray(graph.partition(nparts))
+    finally:
+      graph.close()

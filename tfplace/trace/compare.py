@@ -1,0 +1,114 @@
+"""Comparing two traces of the same model, e.g. before and after a placement."""
+
+import dataclasses
+import math
+from typing import Dict, Tuple
+
+from tfplace.trace.summary import device_usage
+from tfplace.trace.trace import Trace
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceDelta:
+  """Busy time (union of op intervals) of one device in both traces."""
+  device: str
+  busy_before_s: float
+  busy_after_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TransferTotals:
+  """All transfers of one trace."""
+  count: int
+  nbytes: int
+  time_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class MovedOp:
+  """An op that ran on a different device in the second trace."""
+  name: str
+  device_before: str
+  device_after: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceComparison:
+  """Before/after numbers of two traces.
+
+  Attributes:
+    span_before_s: span of the first trace.
+    span_after_s: span of the second trace.
+    span_ratio: span_after_s / span_before_s (< 1 means the second is faster;
+      inf if the first has zero span).
+    devices: per device present in either trace, sorted.
+    transfers_before: transfer totals of the first trace.
+    transfers_after: transfer totals of the second trace.
+    moved_ops: ops (by name, in both traces) whose device changed, by name.
+  """
+  span_before_s: float
+  span_after_s: float
+  span_ratio: float
+  devices: Tuple[DeviceDelta, ...]
+  transfers_before: TransferTotals
+  transfers_after: TransferTotals
+  moved_ops: Tuple[MovedOp, ...]
+
+  def to_dict(self) -> dict:
+    """A JSON-ready dict (for `--json`); an infinite ratio becomes None."""
+    d = dataclasses.asdict(self)
+    if not math.isfinite(d["span_ratio"]):
+      d["span_ratio"] = None
+    return d
+
+
+def _transfer_totals(trace: Trace) -> TransferTotals:
+  ts = trace.transfers()
+  return TransferTotals(len(ts), sum(e.nbytes for e in ts),
+                        sum(e.duration_s for e in ts))
+
+
+def _op_devices(trace: Trace) -> Dict[str, str]:
+  """Op name -> the device of its first event."""
+  where: Dict[str, str] = {}
+  for e in trace.ops():
+    where.setdefault(e.name, e.device)
+  return where
+
+
+def compare(before: Trace, after: Trace) -> TraceComparison:
+  """Compares two traces.
+
+  Args:
+    before: the reference trace.
+    after: the trace to compare with it.
+  """
+  devices = sorted(set(before.devices()) | set(after.devices()))
+  deltas = tuple(DeviceDelta(d, device_usage(before, d).busy_s,
+                             device_usage(after, d).busy_s) for d in devices)
+  old, new = _op_devices(before), _op_devices(after)
+  moved = tuple(MovedOp(n, old[n], new[n]) for n in sorted(old)
+                if n in new and old[n] != new[n])
+  span_before, span_after = before.span_s(), after.span_s()
+  ratio = span_after / span_before if span_before > 0 else float("inf")
+  return TraceComparison(span_before, span_after, ratio, deltas,
+                         _transfer_totals(before), _transfer_totals(after), moved)
+
+
+def format_comparison(c: TraceComparison, max_moved: int = 20) -> str:
+  """A readable text report of `c` (times in milliseconds)."""
+  ms = lambda s: f"{s * 1e3:.3f}"
+  lines = [f"span: {ms(c.span_before_s)} ms -> {ms(c.span_after_s)} ms "
+           f"(x{c.span_ratio:.3f})", "", "busy ms per device (before -> after):"]
+  width = max((len(d.device) for d in c.devices), default=0)
+  lines += [f"  {d.device:<{width}}  {ms(d.busy_before_s):>10} -> {ms(d.busy_after_s):>10}"
+            for d in c.devices]
+  tb, ta = c.transfers_before, c.transfers_after
+  lines += ["", f"transfers: {tb.count} ({tb.nbytes} B, {ms(tb.time_s)} ms) -> "
+            f"{ta.count} ({ta.nbytes} B, {ms(ta.time_s)} ms)", "",
+            f"ops on another device: {len(c.moved_ops)}"]
+  lines += [f"  {m.name}: {m.device_before} -> {m.device_after}"
+            for m in c.moved_ops[:max_moved]]
+  if len(c.moved_ops) > max_moved:
+    lines.append(f"  ... and {len(c.moved_ops) - max_moved} more")
+  return "\n".join(lines) + "\n"

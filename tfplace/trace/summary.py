@@ -1,0 +1,255 @@
+"""Summaries of a trace: busy time, idle gaps, transfers, top ops, critical path.
+
+Busy time on a device is the length of the union of its op intervals (ops
+that overlap, e.g. on several threads of one host, count once). Transfers are
+counted per (source, destination) device pair and are not part of any
+device's busy time.
+
+The critical path is an approximation read off the timeline, not the graph:
+starting from the event that ends last, it repeatedly steps back to the event
+that most recently ended before the current one started and could have fed
+it: an event on the same device, a transfer into that device, or (for a
+transfer) an event on its source device. The chain's summed durations are its
+busy time; the rest of its span is waiting.
+"""
+
+import bisect
+import collections
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from tfplace.trace.trace import OP, TRANSFER, Trace
+
+_EPS = 1e-12
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceUsage:
+  """How one device spent the trace.
+
+  Attributes:
+    device: the device.
+    n_ops: number of op events on it.
+    busy_s: length of the union of its op intervals.
+    busy_pct: busy_s as a percentage of the trace span.
+    idle_gaps: number of gaps between its busy intervals (leading and trailing
+      idle time, before its first op and after its last, are not gaps).
+    idle_gap_s: total length of those gaps.
+    largest_gap_s: the longest gap (0 if none).
+  """
+  device: str
+  n_ops: int
+  busy_s: float
+  busy_pct: float
+  idle_gaps: int
+  idle_gap_s: float
+  largest_gap_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TransferStats:
+  """Transfers from one device to another ("?" where a side is unknown)."""
+  src_device: str
+  dst_device: str
+  count: int
+  nbytes: int
+  time_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class OpTime:
+  """Total time of one op (summed over its events) on one device."""
+  name: str
+  op_type: str
+  device: str
+  count: int
+  total_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class PathStep:
+  """One event on the critical path."""
+  name: str
+  op_type: str
+  device: str
+  kind: str
+  start_s: float
+  duration_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceSummary:
+  """What a trace shows (see the module docstring for definitions).
+
+  Attributes:
+    source: where the trace came from.
+    n_events: number of events.
+    span_s: first start to last end.
+    devices: per-device usage, sorted by device.
+    transfers: per device pair, sorted by (src, dst).
+    top_ops: the ops with the most total time, longest first.
+    critical_path: the approximate critical path, in time order.
+    critical_path_busy_s: summed durations along the critical path.
+  """
+  source: str
+  n_events: int
+  span_s: float
+  devices: Tuple[DeviceUsage, ...]
+  transfers: Tuple[TransferStats, ...]
+  top_ops: Tuple[OpTime, ...]
+  critical_path: Tuple[PathStep, ...]
+  critical_path_busy_s: float
+
+  def to_dict(self) -> dict:
+    """A JSON-ready dict (for `--json`)."""
+    return dataclasses.asdict(self)
+
+
+def merge_intervals(intervals: Sequence[Tuple[float, float]]) -> List[Tuple[float, float]]:
+  """Sorted, disjoint union of [start, end) intervals (touching ones merge)."""
+  merged: List[Tuple[float, float]] = []
+  for start, end in sorted(intervals):
+    if merged and start <= merged[-1][1] + _EPS:
+      merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+    else:
+      merged.append((start, end))
+  return merged
+
+
+def device_usage(trace: Trace, device: str) -> DeviceUsage:
+  """Busy time (union of op intervals) and idle gaps of `device`."""
+  ops = [e for e in trace.events_on(device) if e.kind == OP]
+  merged = merge_intervals([(e.start_s, e.end_s) for e in ops])
+  busy = sum(end - start for start, end in merged)
+  gaps = [b[0] - a[1] for a, b in zip(merged, merged[1:])]
+  span = trace.span_s()
+  return DeviceUsage(
+      device=device, n_ops=len(ops), busy_s=busy,
+      busy_pct=100.0 * busy / span if span > 0 else 0.0,
+      idle_gaps=len(gaps), idle_gap_s=sum(gaps),
+      largest_gap_s=max(gaps, default=0.0))
+
+
+def transfer_stats(trace: Trace) -> Tuple[TransferStats, ...]:
+  """Count, bytes and time of transfers per (src, dst) device pair."""
+  acc: Dict[Tuple[str, str], List[float]] = collections.defaultdict(lambda: [0, 0, 0.0])
+  for e in trace.transfers():
+    row = acc[(e.src_device or "?", e.dst_device or "?")]
+    row[0] += 1
+    row[1] += e.nbytes
+    row[2] += e.duration_s
+  return tuple(TransferStats(src, dst, int(c), int(b), t)
+               for (src, dst), (c, b, t) in sorted(acc.items()))
+
+
+def top_ops(trace: Trace, k: int = 10) -> Tuple[OpTime, ...]:
+  """The `k` ops with the most total time (per op name and device)."""
+  acc: Dict[Tuple[str, str], List] = {}
+  for e in trace.ops():
+    row = acc.setdefault((e.name, e.device), [e.op_type, 0, 0.0])
+    row[1] += 1
+    row[2] += e.duration_s
+  rows = [OpTime(name, op_type, device, count, total)
+          for (name, device), (op_type, count, total) in acc.items()]
+  rows.sort(key=lambda r: (-r.total_s, r.name, r.device))
+  return tuple(rows[:max(k, 0)])
+
+
+def _arrival_index(trace: Trace) -> Dict[str, Tuple[List[float], List[int]]]:
+  """Per device: event indices (sorted by end time) whose result is there."""
+  by_device: Dict[str, List[Tuple[float, int]]] = collections.defaultdict(list)
+  for i, e in enumerate(trace.events):
+    where = (e.dst_device or e.device) if e.kind == TRANSFER else e.device
+    by_device[where].append((e.end_s, i))
+    if e.kind == TRANSFER and where != e.device:
+      by_device[e.device].append((e.end_s, i))
+  index = {}
+  for device, rows in by_device.items():
+    rows.sort()
+    index[device] = ([r[0] for r in rows], [r[1] for r in rows])
+  return index
+
+
+def _predecessor(trace: Trace, index, i: int, seen: set) -> Optional[int]:
+  """The latest-ending event that ended by event i's start and could feed it."""
+  e = trace.events[i]
+  places = [e.device]
+  if e.kind == TRANSFER and e.src_device:
+    places.append(e.src_device)
+  best = None
+  for place in places:
+    ends, ids = index.get(place, ([], []))
+    pos = bisect.bisect_right(ends, e.start_s + _EPS) - 1
+    while pos >= 0 and (ids[pos] in seen or ids[pos] == i):
+      pos -= 1
+    if pos >= 0 and (best is None or ends[pos] > trace.events[best].end_s):
+      best = ids[pos]
+  return best
+
+
+def critical_path(trace: Trace) -> Tuple[PathStep, ...]:
+  """The approximate critical path (see the module docstring), in time order."""
+  if not trace.events:
+    return ()
+  index = _arrival_index(trace)
+  i = max(range(len(trace.events)), key=lambda j: (trace.events[j].end_s, -j))
+  chain, seen = [], set()
+  while i is not None:
+    seen.add(i)
+    chain.append(trace.events[i])
+    i = _predecessor(trace, index, i, seen)
+  return tuple(PathStep(e.name, e.op_type, e.device, e.kind, e.start_s, e.duration_s)
+               for e in reversed(chain))
+
+
+def summarize(trace: Trace, top_k: int = 10) -> TraceSummary:
+  """Summarizes `trace` (see the module docstring for definitions).
+
+  Args:
+    trace: the trace.
+    top_k: how many ops to list by total time.
+  """
+  path = critical_path(trace)
+  return TraceSummary(
+      source=trace.source, n_events=len(trace.events), span_s=trace.span_s(),
+      devices=tuple(device_usage(trace, d) for d in trace.devices()),
+      transfers=transfer_stats(trace), top_ops=top_ops(trace, top_k),
+      critical_path=path,
+      critical_path_busy_s=sum(s.duration_s for s in path))
+
+
+def _ms(seconds: float) -> str:
+  return f"{seconds * 1e3:.3f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
+  widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+  fmt = lambda row: "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
+  return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+
+
+def format_summary(summary: TraceSummary) -> str:
+  """A readable text report of `summary` (times in milliseconds)."""
+  lines = [f"trace: {summary.source}",
+           f"events: {summary.n_events}   span: {_ms(summary.span_s)} ms", ""]
+  lines += _table(
+      ["device", "ops", "busy ms", "busy %", "gaps", "gap ms", "largest gap ms"],
+      [[d.device, d.n_ops, _ms(d.busy_s), f"{d.busy_pct:.1f}", d.idle_gaps,
+        _ms(d.idle_gap_s), _ms(d.largest_gap_s)] for d in summary.devices])
+  lines.append("")
+  if summary.transfers:
+    lines += _table(["transfer src -> dst", "count", "bytes", "time ms"],
+                    [[f"{t.src_device} -> {t.dst_device}", t.count, t.nbytes,
+                      _ms(t.time_s)] for t in summary.transfers])
+  else:
+    lines.append("transfers: none")
+  lines += ["", f"top {len(summary.top_ops)} ops by time:"]
+  lines += _table(["op", "type", "device", "count", "total ms"],
+                  [[o.name, o.op_type, o.device, o.count, _ms(o.total_s)]
+                   for o in summary.top_ops])
+  lines += ["", f"critical path ({len(summary.critical_path)} events, busy "
+            f"{_ms(summary.critical_path_busy_s)} ms of {_ms(summary.span_s)} ms):"]
+  lines += [f"  {_ms(s.start_s):>10} ms  {s.name} ({s.op_type}) on {s.device}"
+            + (" [transfer]" if s.kind == TRANSFER else "")
+            for s in summary.critical_path]
+  return "\n".join(lines) + "\n"

@@ -1,0 +1,124 @@
+"""The trace data model: timed op and transfer events on devices.
+
+Every reader (`tfplace.trace.reader`) turns a profiler output into a `Trace`;
+summaries, exports, plots and comparisons only ever see this model. Times are
+in seconds relative to the first event of the trace.
+"""
+
+import dataclasses
+from typing import Iterable, Optional, Tuple
+
+from tfplace.errors import TraceError
+
+OP = "op"
+TRANSFER = "transfer"
+KINDS = (OP, TRANSFER)
+
+# Op types that move tensors between devices rather than compute.
+_TRANSFER_PREFIXES = ("_Send", "_Recv", "_HostSend", "_HostRecv", "RecvTensor",
+                      "MEMCPY", "Memcpy", "_Memcpy")
+
+
+def is_transfer_op(op_type: str) -> bool:
+  """True for op types that move a tensor between devices.
+
+  Args:
+    op_type: a TF op type ("_Send", "_Recv", "RecvTensor", "MEMCPYHtoD", ...).
+  """
+  return op_type.startswith(_TRANSFER_PREFIXES)
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceEvent:
+  """One timed event on one device.
+
+  Attributes:
+    device: the device (or timeline) the event ran on.
+    name: the op name ("dense/MatMul"); for transfers, a tensor or edge name.
+    op_type: the TF op type ("MatMul", "_Send", "RecvTensor", ...).
+    start_s: start time in seconds from the start of the trace.
+    duration_s: duration in seconds (>= 0).
+    kind: "op" (compute) or "transfer" (a tensor moving between devices).
+    nbytes: bytes moved (transfers) or produced (ops) where known, else 0.
+    src_device: for transfers, the sending device where known.
+    dst_device: for transfers, the receiving device where known.
+  """
+  device: str
+  name: str
+  op_type: str
+  start_s: float
+  duration_s: float
+  kind: str = OP
+  nbytes: int = 0
+  src_device: Optional[str] = None
+  dst_device: Optional[str] = None
+
+  def __post_init__(self):
+    if self.kind not in KINDS:
+      raise TraceError(f"event {self.name!r}: kind must be one of {KINDS}, "
+                       f"got {self.kind!r}")
+    if not self.duration_s >= 0:
+      raise TraceError(f"event {self.name!r}: negative or NaN duration "
+                       f"{self.duration_s}")
+
+  @property
+  def end_s(self) -> float:
+    """End time in seconds."""
+    return self.start_s + self.duration_s
+
+
+@dataclasses.dataclass(frozen=True)
+class Trace:
+  """A set of events, sorted by start time, from one profile.
+
+  Attributes:
+    events: the events, sorted by (start_s, device, name).
+    source: where the trace came from (a path or a description).
+  """
+  events: Tuple[TraceEvent, ...]
+  source: str = ""
+
+  def devices(self) -> Tuple[str, ...]:
+    """Sorted names of the devices that have events."""
+    return tuple(sorted({e.device for e in self.events}))
+
+  def span_s(self) -> float:
+    """Seconds from the first event's start to the last event's end."""
+    if not self.events:
+      return 0.0
+    return (max(e.end_s for e in self.events) -
+            min(e.start_s for e in self.events))
+
+  def events_on(self, device: str) -> Tuple[TraceEvent, ...]:
+    """The events on `device`, in start order."""
+    return tuple(e for e in self.events if e.device == device)
+
+  def ops(self) -> Tuple[TraceEvent, ...]:
+    """The compute ("op") events."""
+    return tuple(e for e in self.events if e.kind == OP)
+
+  def transfers(self) -> Tuple[TraceEvent, ...]:
+    """The "transfer" events."""
+    return tuple(e for e in self.events if e.kind == TRANSFER)
+
+
+def make_trace(events: Iterable[TraceEvent], source: str) -> Trace:
+  """Builds a `Trace` from events: shifted to start at 0 and sorted.
+
+  Args:
+    events: events with start times on any common clock.
+    source: where they came from (used in messages).
+
+  Returns:
+    The trace, whose first event starts at 0.0.
+
+  Raises:
+    TraceError: if there are no events.
+  """
+  events = list(events)
+  if not events:
+    raise TraceError(f"{source}: the trace has no op or transfer events")
+  t0 = min(e.start_s for e in events)
+  shifted = [dataclasses.replace(e, start_s=e.start_s - t0) for e in events]
+  shifted.sort(key=lambda e: (e.start_s, e.device, e.name))
+  return Trace(events=tuple(shifted), source=source)
