@@ -4,7 +4,8 @@ Targets: >= 100 evaluations/s on an ~11.4K-op graph (Inception-V3 training
 step) and >= 2,000/s on a 500-op graph. Uses the real Inception-V3 graph
 (`tfplace.models.registry.build_model("inception_v3")`) when it can be built,
 else a synthetic layered DAG of the same size. Placements are uniformly
-random over the cluster's devices (the worst case for transfers).
+random per colocation group over the cluster's devices (near the worst case
+for transfers).
 
   python scripts/bench_simulator.py --cluster k80x4 --batch 64 --repeats 5
 """
@@ -65,8 +66,9 @@ def bench(graph: OpGraph, costs: OpCosts, cluster, batch: int, repeats: int,
   fraction)."""
   sim = Simulator(graph, cluster, costs)
   rng = np.random.default_rng(seed)
-  ids = rng.integers(0, cluster.num_devices, size=(batch, graph.num_ops),
-                     dtype=np.int32)
+  groups = rng.integers(0, cluster.num_devices,
+                        size=(batch, graph.num_colocation_groups))
+  ids = groups[:, graph.group_of].astype(np.int32)
   kernels = np.isfinite(costs.compute_s)
   ids = np.where(kernels[np.arange(graph.num_ops), ids], ids,
                  np.argmax(kernels, axis=1)[None, :]).astype(np.int32)

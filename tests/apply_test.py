@@ -44,9 +44,8 @@ def test_round_trip_on_two_cpus(keras_graph):
   run = apply.run_training_step(placed, g.fetches, num_cpu_devices=2,
                                 steps=2, trace=True)
   assert run.loss == pytest.approx(base.loss, rel=1e-6)
-  # Ops off the step's path (the clone's Input placeholder, the random
-  # initializers) do not run; the step itself has about 60.
-  assert len(run.devices_by_op) >= 40
+  # Only the step is traced; the init ops (20 of 79) ran before it.
+  assert len(run.devices_by_op) >= 0.7 * g.num_ops
   wrong = {n: d for n, d in run.devices_by_op.items()
            if placement.devices[n] != d}
   assert not wrong
@@ -70,7 +69,7 @@ def test_unplaced_graph_runs_on_cpu0():
 def test_device_missing_from_session_is_an_error():
   g = import_graph(os.path.join(TESTDATA, "matmul_relu_sum.pbtxt"))
   placed = Placement(devices={op.name: CPU.format(3) for op in g.ops})
-  with pytest.raises(MeasureError, match="failed"):
+  with pytest.raises(MeasureError, match="Cannot assign a device"):
     apply.run_training_step(apply.placed_graph_def(g, placed), g.fetches,
                             num_cpu_devices=2)
 
@@ -79,7 +78,8 @@ def test_bad_placements_are_rejected():
   g = import_graph(os.path.join(TESTDATA, "mlp_2tower.pbtxt"))
   good = {op.name: CPU.format(0) for op in g.ops}
   with pytest.raises(PlacementError, match="not in graph"):
-    apply.placed_graph_def(g, Placement(devices={**good, "ghost": CPU.format(0)}))
+    apply.placed_graph_def(
+        g, Placement(devices={**good, "ghost": CPU.format(0)}))
   with pytest.raises(PlacementError, match="no FOO kernel"):
     apply.placed_graph_def(g, Placement.from_dict(
         {"placement": {**good, "loss": "/device:FOO:0"}}))

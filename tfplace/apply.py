@@ -86,7 +86,11 @@ def run_training_step(graph_def, fetches: StepFetches, *,
     graph_def = graph_def.graph_def
   graph = tf.Graph()
   with graph.as_default():
-    tf.compat.v1.import_graph_def(graph_def, name="")
+    try:
+      tf.compat.v1.import_graph_def(graph_def, name="")
+    except (ValueError, TypeError, tf.errors.OpError) as e:
+      raise MeasureError(f"cannot import the graph to run it: "
+                         f"{_first_line(e)}") from None
   run_fetches = [fetches.loss] if fetches.loss else []
   targets = list(fetches.train_ops)
   loss, metadata = None, None
@@ -134,5 +138,8 @@ def devices_used(run_metadata) -> Dict[str, str]:
 
 
 def _first_line(e: Exception) -> str:
+  """The informative line of a TF error (its last, before the "[[node]]")."""
   text = getattr(e, "message", None) or str(e)
-  return text.strip().splitlines()[0] if text.strip() else type(e).__name__
+  lines = [line.strip() for line in text.splitlines()
+           if line.strip() and not line.strip().startswith("[[")]
+  return lines[-1] if lines else type(e).__name__

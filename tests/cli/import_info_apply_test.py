@@ -94,8 +94,11 @@ def test_cli_end_to_end_and_exit_status(tmp_path):
   assert open(out, "rb").read() == before
 
 
-def test_cli_missing_file_exit_status(tmp_path):
-  res = _tfplace("import", str(tmp_path / "missing.pb"), "--out",
-                 str(tmp_path / "x.pb"))
-  assert res.returncode == 2 and "no such graph file" in res.stderr
-  assert not (tmp_path / "x.pb").exists()
+def test_missing_or_empty_graph_file_writes_nothing(tmp_path):
+  out = tmp_path / "x.pb"
+  with pytest.raises(GraphImportError, match="no such graph file"):
+    import_cmd.run(str(tmp_path / "missing.pb"), None, str(out))
+  (tmp_path / "empty.pbtxt").write_text("versions { producer: 1 }")
+  with pytest.raises(GraphImportError, match="empty"):
+    info_cmd.info(str(tmp_path / "empty.pbtxt"))
+  assert not out.exists()

@@ -46,3 +46,21 @@ def test_keras_needs_a_loss_and_a_known_optimizer():
     import_graph(_model())
   with pytest.raises(GraphImportError, match="unknown optimizer"):
     import_graph(_model(), loss="mse", optimizer="nosuch")
+
+
+def test_functional_conv_batchnorm_model_runs_with_its_updates():
+  inputs = tf_keras.Input((6, 6, 2))
+  h = tf_keras.layers.Conv2D(3, 3, activation="relu")(inputs)
+  h = tf_keras.layers.BatchNormalization()(h)
+  h = tf_keras.layers.Flatten()(tf_keras.layers.MaxPooling2D()(h))
+  model = tf_keras.Model(inputs, tf_keras.layers.Dense(4, "softmax")(h))
+  g = import_graph(model, loss="categorical_crossentropy",
+                   optimizer=tf_keras.optimizers.RMSprop(0.01), batch_size=2)
+  # Conv2D on the batch of 2: 2x4x4x3 outputs, each 3*3*2 multiply-adds.
+  conv = [op for op in g.ops if op.type == "Conv2D"
+          and op.output_shapes[0][0] == 2]
+  assert len(conv) == 1 and conv[0].flops == 2 * (2 * 4 * 4 * 3) * 18
+  assert "Conv2DBackpropFilter" in g.op_types
+  # The moving-average updates of the training call run in the step.
+  assert any("AssignMovingAvg" in op.name for op in g.ops)
+  assert run_training_step(g.graph_def, g.fetches, steps=2).loss > 0

@@ -160,3 +160,16 @@ def test_tf_function_without_signature_needs_one():
 
   with pytest.raises(GraphImportError, match="input_signature"):
     import_graph(f)
+
+
+def test_functional_while_stays_one_op_and_runs():
+  @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+  def power(x):
+    _, y = tf.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * x),
+                         [tf.constant(0), tf.constant(1.0)])
+    return y
+
+  g = import_graph(power, args=(np.float32(2.0),))
+  loops = [op for op in g.ops if op.is_control_flow]
+  assert [op.type for op in loops] in (["While"], ["StatelessWhile"])
+  assert run_training_step(g.graph_def, g.fetches).loss == 8.0

@@ -7,6 +7,7 @@ import numpy as np
 from tfplace.cost.cluster import Device, LinkSpec, make_cluster
 from tfplace.cost.op_costs import OpCosts
 from tfplace.graph.op_graph import Edge, Op, OpGraph
+from tfplace.placers import baechi_common
 from tfplace.placers.m_topo import MTopoPlacer
 from tfplace.placers.registry import get_placer
 
@@ -23,11 +24,12 @@ def _cluster(memories):
   return make_cluster("test", devices, default_link=LinkSpec(1e-3, 1e6))
 
 
-def _place(graph, cluster, seconds):
+def _place(graph, cluster, seconds, **config):
   t = np.asarray(seconds, dtype=np.float64)
   costs = OpCosts(np.tile(t[:, None], (1, cluster.num_devices)),
                   graph.param_bytes, graph.output_bytes)
-  placement = MTopoPlacer().place(graph, cluster, costs)
+  placer = MTopoPlacer(baechi_common.BaechiConfig(**config))
+  placement = placer.place(graph, cluster, costs)
   placement.validate(graph, cluster)
   return placement.to_array(graph, cluster).tolist()
 
@@ -53,6 +55,16 @@ def test_memory_forces_an_earlier_split():
   edges = [Edge(k, k + 1, 0, 1000) for k in range(9)]
   graph = OpGraph(ops, edges, None)
   assert _place(graph, _cluster([4500, 1e9]), [1.0] * 10) == [0] * 3 + [1] * 7
+
+
+def test_activation_fraction_scales_the_estimate():
+  # Half the output bytes: 500 + 500 = 1000 B per op, 4 ops fit in 4500 B.
+  ops = [Op(f"op{k}", "X", output_bytes=(1000,), param_bytes=500)
+         for k in range(10)]
+  edges = [Edge(k, k + 1, 0, 1000) for k in range(9)]
+  graph = OpGraph(ops, edges, None)
+  assert _place(graph, _cluster([4500, 1e9]), [1.0] * 10,
+                activation_fraction=0.5) == [0] * 4 + [1] * 6
 
 
 def test_colocation_group_follows_its_first_op():

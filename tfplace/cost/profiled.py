@@ -107,7 +107,8 @@ class Calibration:
                for k, v in data.get("links", {}).items()}
       return cls(compute_scale=_factors(data, "compute_scale"),
                  op_type_scale=_factors(data, "op_type_scale"),
-                 launch_overhead_s=_factors(data, "launch_overhead_s", allow_zero=True),
+                 launch_overhead_s=_factors(data, "launch_overhead_s",
+                                            allow_zero=True),
                  links=links, notes=str(data.get("notes", "")))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
       raise ClusterError(f"malformed calibration: {e!r}") from None
@@ -136,10 +137,10 @@ def _factors(data: dict, key: str, allow_zero: bool = False) -> dict:
 
 def apply_calibration(cluster: Cluster, calibration: Calibration) -> Cluster:
   """The cluster with calibrated link figures and launch overheads."""
+  overheads = calibration.launch_overhead_s
   devices = tuple(
-      dataclasses.replace(d, launch_overhead_s=calibration.launch_overhead_s[d.type])
-      if d.type in calibration.launch_overhead_s else d
-      for d in cluster.devices)
+      dataclasses.replace(d, launch_overhead_s=overheads[d.type])
+      if d.type in overheads else d for d in cluster.devices)
   links = tuple(
       dataclasses.replace(l, latency_s=calibration.links[l.kind].latency_s,
                           bandwidth=calibration.links[l.kind].bandwidth)

@@ -30,12 +30,12 @@ OK, OOM, NO_KERNEL, DEADLOCK = 0, 1, 2, 3
 
 # ---- binary heaps keyed by (time, int), ties by the int -------------------
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _less(t1, k1, t2, k2):
   return t1 < t2 or (t1 == t2 and k1 < k2)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def heap_push(times, keys, base, size, t, k):
   """Pushes (t, k) into the heap stored at times/keys[base:base+size]."""
   i = size
@@ -51,7 +51,7 @@ def heap_push(times, keys, base, size, t, k):
   return size + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def heap_pop(times, keys, base, size):
   """Removes the minimum; returns (time, key, new size)."""
   top_t, top_k = times[base], keys[base]
@@ -116,7 +116,7 @@ def plan_transfers(dev, t_prod, t_bytes, c_ptr, cons, num_ops, num_devices,
 
 # ---- event handlers -------------------------------------------------------
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _send_outputs(i, now, dev, t_bytes, x_tensor, x_dst, x_first, x_count,
                   lat, bw, link_free, x_start, x_end, mem, peak,
                   ev_t, ev_k, ev_size, num_ops):
@@ -140,7 +140,7 @@ def _send_outputs(i, now, dev, t_bytes, x_tensor, x_dst, x_first, x_count,
   return ev_size, sent
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _release_inputs(i, dev, out_bytes, t_prod, t_bytes, in_ptr, in_entry,
                     entry_tensor, entry_x, x_dst, src_ref, copy_ref, mem):
   """Op i finished: drops its references to the tensors it read."""
@@ -161,13 +161,13 @@ def _release_inputs(i, dev, out_bytes, t_prod, t_bytes, in_ptr, in_entry,
     mem[dev[i]] -= out_bytes[i]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _make_ready(j, now, dev, rank, rq_t, rq_k, rq_base, rq_size):
   d = dev[j]
   rq_size[d] = heap_push(rq_t, rq_k, rq_base[d], rq_size[d], now, rank[j])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _dispatch(now, topo, dev, dur, out_bytes, free, rq_t, rq_k, rq_base,
               rq_size, start, end, busy, mem, peak, ev_t, ev_k, ev_size):
   """Starts ready ops on every device with a free slot; returns events size."""
@@ -186,7 +186,7 @@ def _dispatch(now, topo, dev, dur, out_bytes, free, rq_t, rq_k, rq_base,
   return ev_size
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _on_transfer_done(k, now, dev, rank, t_prod, out_bytes, c_ptr, cons,
                       entry_x, x_tensor, src_ref, pending, mem, rq_t, rq_k,
                       rq_base, rq_size):
@@ -237,6 +237,25 @@ def _init_state(dev, cost, param_bytes, slots, mem_cap, num_devices):
 
 
 @njit(cache=True)
+def _release_successors(i, now, succ_ptr, succ, pending, dev, rank, rq_t, rq_k,
+                        rq_base, rq_size):
+  """Op i finished: its successors have one predecessor fewer to wait for."""
+  for n in range(succ_ptr[i], succ_ptr[i + 1]):
+    j = succ[n]
+    pending[j] -= 1
+    if pending[j] == 0:
+      _make_ready(j, now, dev, rank, rq_t, rq_k, rq_base, rq_size)
+
+
+@njit(cache=True)
+def _ref_arrays(m, num_entries):
+  """Zeroed reference-count and transfer-plan arrays."""
+  return (np.zeros(m, np.int64), np.empty(num_entries, np.int64),
+          np.zeros(m, np.int64), np.zeros(m, np.int64),
+          np.zeros(num_entries, np.int64))
+
+
+@njit(cache=True)
 def run_one(dev, topo, rank, succ_ptr, succ, pred_count, t_prod, t_bytes,
             c_ptr, cons, in_ptr, in_entry, entry_tensor, cost, out_bytes,
             param_bytes, lat, bw, mem_cap, slots, stop_on_oom,
@@ -259,17 +278,11 @@ def run_one(dev, topo, rank, succ_ptr, succ, pred_count, t_prod, t_bytes,
   if stop_on_oom and _over(peak, mem_cap):
     return np.inf, OOM, 0, 0.0
   pending = pred_count.copy()
-  src_ref = np.zeros(m, np.int64)
-  entry_x = np.empty(cons.shape[0], np.int64)
-  x_first = np.zeros(m, np.int64)
-  x_count = np.zeros(m, np.int64)
-  copy_ref = np.zeros(cons.shape[0], np.int64)
+  src_ref, entry_x, x_first, x_count, copy_ref = _ref_arrays(m, cons.shape[0])
   nx = plan_transfers(dev, t_prod, t_bytes, c_ptr, cons, m, nd, pending,
                       src_ref, entry_x, x_tensor, x_dst, x_first, x_count,
                       copy_ref)
-  rq_t = np.empty(m, np.float64)
-  rq_k = np.empty(m, np.int64)
-  rq_size = np.zeros(nd, np.int64)
+  rq_t, rq_k, rq_size = np.empty(m), np.empty(m, np.int64), np.zeros(nd, np.int64)
   ev_t = np.empty(m + nx + 1, np.float64)
   ev_k = np.empty(m + nx + 1, np.int64)
   link_free = np.zeros((nd, nd), np.float64)
@@ -291,22 +304,18 @@ def run_one(dev, topo, rank, succ_ptr, succ, pred_count, t_prod, t_bytes,
                           cons, entry_x, x_tensor, src_ref, pending, mem,
                           rq_t, rq_k, rq_base, rq_size)
         continue
-      i = key
       done += 1
       step = now
-      free[dev[i]] += 1
-      ev_size, sent = _send_outputs(i, now, dev, t_bytes, x_tensor, x_dst,
+      free[dev[key]] += 1
+      ev_size, sent = _send_outputs(key, now, dev, t_bytes, x_tensor, x_dst,
                                     x_first, x_count, lat, bw, link_free,
                                     x_start, x_end, mem, peak, ev_t, ev_k,
                                     ev_size, m)
       moved += sent
-      _release_inputs(i, dev, out_bytes, t_prod, t_bytes, in_ptr, in_entry,
+      _release_inputs(key, dev, out_bytes, t_prod, t_bytes, in_ptr, in_entry,
                       entry_tensor, entry_x, x_dst, src_ref, copy_ref, mem)
-      for n in range(succ_ptr[i], succ_ptr[i + 1]):
-        j = succ[n]
-        pending[j] -= 1
-        if pending[j] == 0:
-          _make_ready(j, now, dev, rank, rq_t, rq_k, rq_base, rq_size)
+      _release_successors(key, now, succ_ptr, succ, pending, dev, rank, rq_t,
+                          rq_k, rq_base, rq_size)
     if stop_on_oom and _over(peak, mem_cap):
       return np.inf, OOM, nx, moved
     ev_size = _dispatch(now, topo, dev, dur, out_bytes, free, rq_t, rq_k,

@@ -56,6 +56,11 @@ def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
   from tensorflow.core.protobuf import meta_graph_pb2
   common = dict(train_ops=train_ops, init_ops=init_ops,
                 unknown_dim=unknown_dim)
+  is_graph = isinstance(source, (str, os.PathLike, tf.Graph, graph_pb2.GraphDef,
+                                 meta_graph_pb2.MetaGraphDef))
+  if is_graph and keras_kwargs:
+    raise GraphImportError(f"unexpected arguments {sorted(keras_kwargs)} for "
+                           f"a {type(source).__name__} source")
   if isinstance(source, (str, os.PathLike)):
     path = os.fspath(source)
     graph_def, meta = graph_io.read_graph_file(path)
@@ -66,6 +71,9 @@ def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
                              unknown_dim=unknown_dim)
     return from_graph_def(graph_def, loss=loss, name=name, **common)
   if isinstance(source, tf.Graph):
+    if train_ops is None and source.get_collection("train_op"):
+      common["train_ops"] = [_op_name(getattr(t, "name", str(t)))
+                             for t in source.get_collection("train_op")]
     return from_tf_graph(source, loss=loss, name=name or "graph", **common)
   if isinstance(source, meta_graph_pb2.MetaGraphDef):
     return from_meta_graph(source, train_op=train_ops, loss=loss,
@@ -148,9 +156,9 @@ def from_meta_graph(meta_graph_def, train_op=None, loss: Optional[str] = None,
                         init_ops, name=name, unknown_dim=unknown_dim)
 
 
-def from_tf_graph(graph, train_ops: Optional[Sequence[str]], loss: Optional[str],
-                  init_ops: Sequence[str] = (), name: str = "graph",
-                  unknown_dim: int = 1) -> OpGraph:
+def from_tf_graph(graph, train_ops: Optional[Sequence[str]],
+                  loss: Optional[str], init_ops: Sequence[str] = (),
+                  name: str = "graph", unknown_dim: int = 1) -> OpGraph:
   """Reads a `tf.Graph` (graph mode) as an OpGraph.
 
   Args:
@@ -269,7 +277,8 @@ def _fetches(ops: Sequence[Op], edges: Sequence[Edge], train_ops, loss,
   """Checks the given fetches, detecting the missing ones."""
   names = {op.name for op in ops}
   if init_ops is None:
-    init_ops = [op.name for op in ops if op.name == "init" and op.type == "NoOp"]
+    init_ops = [op.name for op in ops
+                if op.name == "init" and op.type == "NoOp"]
   if train_ops is None:
     train_ops = _detect_train_ops(ops, edges, set(init_ops))
     if loss is None:

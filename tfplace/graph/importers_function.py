@@ -182,7 +182,7 @@ def _prefix_colocation(node, prefix: str, body_names) -> None:
 
 
 def _output_node(call, fdef, flat_names: Dict[str, str], prefix: str):
-  """IdentityN (or NoOp) named like the call: its outputs, after side effects."""
+  """IdentityN (or NoOp) named like the call: outputs, after side effects."""
   from tensorflow.core.framework import node_def_pb2
   node = node_def_pb2.NodeDef(name=call.name, device=call.device)
   outputs = [flat_names.get(fdef.ret[a.name], fdef.ret[a.name])

@@ -55,9 +55,15 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
                                              opt_config, weights, x, y, seed)
   finally:
     _restore_v2_classes(model)
-  return importers.from_tf_graph(
-      graph, train_ops or [train.name], loss_t.name, init_ops or [init.name],
-      name=name or model.name, unknown_dim=unknown_dim)
+  # Keep only what the step and the init need: cloning also called the model
+  # on its Input placeholder, and the clone's random initializers are unused.
+  train_ops = list(train_ops or [train.name])
+  init_ops = list(init_ops or [init.name])
+  graph_def = _needed_subgraph(graph.as_graph_def(),
+                               train_ops + init_ops + [loss_t.op.name])
+  return importers.from_graph_def(
+      graph_def, train_ops, loss_t.name, init_ops, name=name or model.name,
+      unknown_dim=unknown_dim)
 
 
 def _build_step(model, loss_fn, opt_cls, opt_config, weights, x, y, seed):
@@ -68,7 +74,8 @@ def _build_step(model, loss_fn, opt_cls, opt_config, weights, x, y, seed):
   with graph.as_default():
     tf.compat.v1.set_random_seed(seed)
     clone = tf_keras.models.clone_model(model)
-    pred = clone(tf.constant(x, name="x"), training=True)
+    x_t = tf.constant(x, name="x")
+    pred = clone(x_t, training=True)
     total = tf.reduce_mean(loss_fn(tf.constant(y, name="y"), pred))
     if clone.losses:
       total = total + tf.add_n(clone.losses)
@@ -77,7 +84,7 @@ def _build_step(model, loss_fn, opt_cls, opt_config, weights, x, y, seed):
     variables = clone.trainable_variables
     grads = tf.compat.v1.gradients(loss_t, variables)
     apply = opt.apply_gradients(zip(grads, variables))
-    train = tf.group([apply] + list(_updates(clone)), name="train")
+    train = tf.group([apply] + _updates(clone, x_t), name="train")
     init = _initializer(weights, clone)
   return graph, loss_t, train, init
 
@@ -100,11 +107,32 @@ def _restore_v2_classes(model) -> None:
                                True)
 
 
-def _updates(model):
-  try:
-    return model.updates
-  except (AttributeError, RuntimeError):
+def _needed_subgraph(graph_def, targets: Sequence[str]):
+  """The nodes `targets` depend on (data or control), in GraphDef order."""
+  inputs = {n.name: n.input for n in graph_def.node}
+  needed, stack = set(), list(targets)
+  while stack:
+    name = stack.pop()
+    if name not in needed:
+      needed.add(name)
+      stack.extend(i.lstrip("^").split(":")[0] for i in inputs[name])
+  out = type(graph_def)()
+  out.versions.CopyFrom(graph_def.versions)
+  out.library.CopyFrom(graph_def.library)
+  out.node.extend(n for n in graph_def.node if n.name in needed)
+  return out
+
+
+def _updates(model, inputs) -> list:
+  """State updates (e.g. BatchNorm statistics) of the call on `inputs`.
+
+  Only these: the clone's own symbolic call on its Input placeholder made
+  updates too, which would need a feed.
+  """
+  if not hasattr(model, "get_updates_for"):
     return []
+  return list(model.get_updates_for(None)) + list(
+      model.get_updates_for(inputs))
 
 
 def _initializer(weights, clone):

@@ -6,9 +6,8 @@ modelled); data movement (Identity, Reshape, Concat, ...) costs 0. Unknown op
 types cost 0: the profiled cost model covers them.
 """
 
+import math
 from typing import Callable, Dict, Optional, Sequence, Tuple
-
-import numpy as np
 
 Shape = Tuple[int, ...]
 
@@ -55,7 +54,7 @@ AttrGetter = Callable[[str], object]
 
 def num_elements(shape: Sequence[int]) -> int:
   """Elements of a static shape (a scalar has 1)."""
-  return int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+  return math.prod(int(d) for d in shape)
 
 
 def op_flops(op_type: str, input_shapes: Sequence[Shape],
@@ -111,7 +110,9 @@ def _batch_matmul(ins, outs, attr) -> float:
 def _conv2d(ins, outs, attr) -> float:
   # filter [kh, kw, cin, cout]; out [n, h, w, cout]: 2*kh*kw*cin per output.
   f = ins[1]
-  return 2.0 * num_elements(outs[0]) * f[0] * f[1] * f[2] if len(f) == 4 else 0.0
+  if len(f) != 4:
+    return 0.0
+  return 2.0 * num_elements(outs[0]) * f[0] * f[1] * f[2]
 
 
 def _conv2d_backprop_input(ins, outs, attr) -> float:
@@ -143,7 +144,7 @@ def _depthwise_backprop_filter(ins, outs, attr) -> float:
 
 def _window(attr) -> int:
   ksize = attr("ksize") or [1]
-  return int(np.prod(ksize))
+  return math.prod(int(k) for k in ksize)
 
 
 def _pool(ins, outs, attr) -> float:

@@ -20,7 +20,7 @@ the conservative upper estimate Baechi also uses).
 """
 
 import dataclasses
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import numpy as np
 from absl import logging

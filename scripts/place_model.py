@@ -1,0 +1,70 @@
+"""The main job: place a benchmark model on a preset cluster with every placer.
+
+Builds the training step, runs each placer, simulates each placement, prints
+a table against the lower bound, and writes to --out_dir:
+  best_placement.json   the fastest feasible placement (tfplace JSON format)
+  placed_graph.pb       the graph with NodeDef.device set to that placement
+  comparison.json       every placer's simulated step time and wall time
+
+  python scripts/place_model.py                      # inception_v3 on k80x4
+  python scripts/place_model.py --model nmt --cluster k80x2 --placers m_etf,m_sct
+"""
+
+import json
+import os
+import sys
+
+import tfplace  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow)
+from absl import app, flags, logging
+
+from tfplace.cost.presets import load_cluster
+from tfplace.errors import TfplaceError
+from tfplace.experiments.compare_placers import compare_placers, require_best
+from tfplace.graph.graph_io import write_graph_file
+from tfplace.io_utils import atomic_write
+from tfplace.models.registry import build_model, list_models
+from tfplace.placers.registry import list_placers
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model", "inception_v3",
+                    "benchmark model (tfplace.models.registry.list_models())")
+flags.DEFINE_string("cluster", "k80x4", "cluster preset name or JSON path")
+flags.DEFINE_list("placers", [], "placer names; default: every registered placer")
+flags.DEFINE_string("out_dir", "out", "where to write the results")
+
+
+def run(model: str, cluster_name: str, placers, out_dir: str) -> None:
+  if model not in list_models():
+    raise TfplaceError(f"unknown model {model!r}; choose from {list_models()}")
+  cluster = load_cluster(cluster_name)
+  placers = list(placers) or list_placers()
+  logging.info("building %s", model)
+  graph = build_model(model)
+  print(f"{model}: {graph.num_ops} ops, {graph.num_colocation_groups} "
+        f"colocation groups; cluster {cluster.name}: "
+        f"{', '.join(cluster.device_names)}")
+  comparison = compare_placers(graph, cluster, placers)
+  print(comparison.to_markdown())
+  best = require_best(comparison)
+  os.makedirs(out_dir, exist_ok=True)
+  best.placement.save(os.path.join(out_dir, "best_placement.json"))
+  write_graph_file(os.path.join(out_dir, "placed_graph.pb"),
+                   best.placement.to_graph_def(graph))
+  atomic_write(os.path.join(out_dir, "comparison.json"),
+               json.dumps(comparison.to_dict(), indent=1))
+  print(f"best: {best.placer}, {best.step_time_s * 1e3:.1f} ms per step "
+        f"(lower bound {comparison.lower_bound_s * 1e3:.1f} ms); wrote "
+        f"{out_dir}/best_placement.json and {out_dir}/placed_graph.pb")
+
+
+def main(argv):
+  del argv
+  try:
+    run(FLAGS.model, FLAGS.cluster, FLAGS.placers, FLAGS.out_dir)
+  except TfplaceError as e:
+    sys.stderr.write(f"place_model: error: {e}\n")
+    sys.exit(2)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,47 @@
+"""Tests for tfplace.measure.batch: cache and per-placement failures."""
+
+import os
+
+import pytest
+
+import tfplace  # noqa: F401
+from tfplace.measure.batch import measure_batch, placement_key
+from tfplace.models.registry import build_model
+from tfplace.placement import Placement
+
+CPU = "/job:localhost/replica:0/task:0/device:CPU:%d"
+
+
+@pytest.fixture(scope="module")
+def graph():
+  return build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                     input_size=8, num_layers=1)
+
+
+def test_cache_hit_and_failure_isolated(graph, tmp_path):
+  good = Placement({op.name: CPU % 0 for op in graph.ops})
+  split = Placement({op.name: CPU % (int(graph.group_of[i]) % 2)
+                     for i, op in enumerate(graph.ops)})
+  bad = Placement({op.name: "/job:worker/replica:0/task:3/device:CPU:0"
+                   for op in graph.ops})
+  cache = str(tmp_path / "cache")
+  first = measure_batch(graph, [good, bad, split], cache_dir=cache, warmup=0,
+                        steps=2, progress=False)
+  assert [o.ok for o in first] == [True, False, True]
+  assert "not a local device" in first[1].error
+  assert not any(o.cached for o in first)
+  assert len(os.listdir(cache)) == 2  # failures are not cached
+  second = measure_batch(graph, [good, split], cache_dir=cache, warmup=0,
+                         steps=2, progress=False)
+  assert [o.cached for o in second] == [True, True]
+  assert second[0].timing == first[0].timing
+  assert second[1].placement_key == first[2].placement_key
+
+
+def test_key_depends_on_placement_and_settings(graph):
+  a = Placement({op.name: CPU % 0 for op in graph.ops})
+  b = Placement({op.name: CPU % 1 for op in graph.ops})
+  assert placement_key(graph, a) == placement_key(graph, a)
+  assert placement_key(graph, a) != placement_key(graph, b)
+  assert placement_key(graph, a) != placement_key(graph, a, steps=3)
+  assert placement_key(graph, a) != placement_key(graph, a, remote=True)

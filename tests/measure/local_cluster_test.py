@@ -1,0 +1,70 @@
+"""Tests for tfplace.measure.local_cluster: real TF server processes (slow)."""
+
+import os
+import socket
+import time
+
+import pytest
+
+import tfplace  # noqa: F401
+from tfplace.errors import MeasureError
+from tfplace.measure.local_cluster import (LocalCluster, RemoteCluster,
+                                           worker_device)
+from tfplace.measure.runner import measure
+from tfplace.models.registry import build_model
+from tfplace.placement import Placement
+
+
+def _gone(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return True
+  # A zombie still answers kill(0); treat it as gone only if reaped.
+  with open(f"/proc/{pid}/stat") as f:
+    return f.read().split()[2] == "Z"
+
+
+def test_two_workers_measure_then_dead_worker_then_stop():
+  graph = build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                      input_size=8, num_layers=1)
+  placement = Placement({op.name: worker_device(int(graph.group_of[i]) % 2)
+                         for i, op in enumerate(graph.ops)})
+  lc = LocalCluster(num_workers=2, cores_per_worker=1)
+  with lc:
+    pids = lc.pids
+    assert len(pids) == 2 and all(lc.alive())
+    assert lc.target.startswith("grpc://127.0.0.1:")
+    cluster = lc.to_cluster()
+    assert cluster.device_names == [worker_device(0), worker_device(1)]
+    timing = measure(graph, placement, cluster=cluster, target=lc.target,
+                     warmup=1, steps=3, timeout_s=60)
+    assert all(t > 0 for t in timing.step_times_s)
+    assert timing.devices_match, timing.mismatches[:3]
+    assert {r.device for r in timing.op_records} == set(cluster.device_names)
+    lc.processes[1].kill()
+    lc.processes[1].wait()
+    start = time.monotonic()
+    with pytest.raises(MeasureError):
+      measure(graph, placement, target=lc.target, warmup=0, steps=2,
+              timeout_s=6)
+    assert time.monotonic() - start < 20
+  assert lc.processes == []
+  assert all(_gone(p) for p in pids)
+
+
+def test_base_port_in_use_is_a_clear_error():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    port = s.getsockname()[1]
+    with pytest.raises(MeasureError, match="in use"):
+      LocalCluster(num_workers=1, base_port=port).start()
+
+
+def test_remote_cluster_spec_parsing():
+  rc = RemoteCluster.from_json('{"worker": ["127.0.0.1:1", "127.0.0.1:2"]}')
+  assert rc.target == "grpc://127.0.0.1:1"
+  assert rc.to_cluster().num_devices == 2
+  with pytest.raises(MeasureError):
+    RemoteCluster.from_json('{"ps": []}')

@@ -1,0 +1,84 @@
+"""Tests for tfplace.measure.runner: in-process timed steps and op records."""
+
+import os
+import time
+
+import pytest
+
+import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace.errors import MeasureError
+from tfplace.measure import runner
+from tfplace.models.registry import build_model
+from tfplace.placement import Placement
+
+CPU = "/job:localhost/replica:0/task:0/device:CPU:%d"
+
+
+@pytest.fixture(scope="module")
+def graph():
+  return build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                     input_size=8, num_layers=1)
+
+
+def _two_cpu_placement(graph):
+  """Colocation group g on CPU:(g % 2)."""
+  return Placement({op.name: CPU % (int(graph.group_of[i]) % 2)
+                    for i, op in enumerate(graph.ops)})
+
+
+def test_timing_statistics_by_hand():
+  t = runner.timing_from_steps([0.4, 0.1, 0.3, 0.2])
+  assert t.median_step_time_s == pytest.approx(0.25)
+  assert t.min_step_time_s == pytest.approx(0.1)
+  assert t.max_step_time_s == pytest.approx(0.4)
+  # Percentiles 25/75 of 0.1..0.4 (linear): 0.175 and 0.325.
+  assert t.iqr_s == pytest.approx(0.15)
+  assert t.step_times_s == (0.4, 0.1, 0.3, 0.2)
+  back = runner.StepTiming.from_dict(t.to_dict())
+  assert back == t
+
+
+def test_measure_two_logical_cpus(graph, tmp_path):
+  placement = _two_cpu_placement(graph)
+  timing = runner.measure(graph, placement, warmup=1, steps=3,
+                          trace_dir=str(tmp_path))
+  assert len(timing.step_times_s) == 3
+  assert all(t > 0 for t in timing.step_times_s)
+  assert timing.min_step_time_s <= timing.median_step_time_s
+  assert timing.devices_match, timing.mismatches[:3]
+  devices = {r.device for r in timing.op_records}
+  assert devices == {CPU % 0, CPU % 1}
+  by_name = {r.name: r for r in timing.op_records}
+  assert "train_op" in by_name or len(by_name) > graph.num_ops // 2
+  for name, rec in by_name.items():
+    assert rec.device == placement.devices[name]
+    assert rec.start_s >= 0 and rec.duration_s >= 0
+  assert os.path.getsize(tmp_path / "step_stats.pb") > 0
+  assert any(f.endswith(".xplane.pb") for _, _, files in os.walk(tmp_path)
+             for f in files)
+
+
+def test_mismatch_detected():
+  rec = runner.OpRecord("a", CPU % 1, 0.0, 1e-3)
+  placement = Placement({"a": CPU % 0})
+  out = runner.device_mismatches([rec], placement)
+  assert out == [runner.DeviceMismatch("a", CPU % 0, CPU % 1)]
+
+
+def test_remote_device_in_process_is_an_error(graph):
+  placement = Placement({op.name: "/job:worker/replica:0/task:1/device:CPU:0"
+                         for op in graph.ops})
+  with pytest.raises(MeasureError, match="not a local device"):
+    runner.measure(graph, placement, steps=1)
+
+
+def test_unreachable_target_fails_fast(graph):
+  from tfplace.measure.local_cluster import free_ports
+  port = free_ports(1)[0]
+  placement = Placement({op.name: "/job:worker/replica:0/task:0/device:CPU:0"
+                         for op in graph.ops})
+  start = time.monotonic()
+  with pytest.raises(MeasureError, match="not reachable"):
+    runner.measure(graph, placement, target=f"grpc://127.0.0.1:{port}",
+                   steps=1, timeout_s=5)
+  assert time.monotonic() - start < 5

@@ -1,0 +1,124 @@
+"""start/stop a local TensorFlow server cluster.
+
+usage: tfplace cluster up [--workers 2] [--cores_per_worker 1]
+                          [--base_port P] [--state FILE]
+       tfplace cluster down [--state FILE]
+       tfplace cluster status [--state FILE | --cluster_spec JSON] [--json]
+
+`up` starts detached `tf.distribute.Server` processes on 127.0.0.1, each
+pinned to its own core(s), and writes their pids and ports to the state file;
+`tfplace measure --cluster FILE` then runs on them. `down` stops exactly the
+processes the state file lists. `status` tells which workers are alive and
+reachable; with --cluster_spec it checks servers on real hosts.
+"""
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from typing import List
+
+from absl import flags
+
+from tfplace.errors import MeasureError, TfplaceError
+
+_WORKERS = flags.DEFINE_integer("workers", 2, "server processes to start")
+_CORES = flags.DEFINE_integer("cores_per_worker", 1, "cores pinned per worker")
+_BASE_PORT = flags.DEFINE_integer("base_port", None,
+                                  "first port (default: free ports)")
+_STATE = flags.DEFINE_string(
+    "state", os.path.join(tempfile.gettempdir(), "tfplace_cluster.json"),
+    "state file of the running cluster")
+_SPEC = flags.DEFINE_string("cluster_spec", None,
+                            'servers to check: {"worker": ["host:port", ...]}')
+_JSON = flags.DEFINE_bool("json", False, "print the result as JSON")
+
+
+def _read_state(path: str) -> dict:
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except FileNotFoundError:
+    raise TfplaceError(f"no cluster state file {path}; start one with "
+                       "`tfplace cluster up`") from None
+  except json.JSONDecodeError as e:
+    raise TfplaceError(f"{path} is not a cluster state file: {e}") from None
+
+
+def _is_our_worker(pid: int) -> bool:
+  try:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+      cmdline = f.read()
+  except OSError:
+    return False
+  return b"tfplace.measure.worker_main" in cmdline
+
+
+def _up() -> None:
+  from tfplace.io_utils import atomic_write
+  from tfplace.measure.local_cluster import LocalCluster
+  if os.path.exists(_STATE.value):
+    state = _read_state(_STATE.value)
+    if any(_is_our_worker(p) for p in state.get("pids", [])):
+      raise TfplaceError(f"a cluster is already up ({_STATE.value}); run "
+                         "`tfplace cluster down` first")
+  lc = LocalCluster(num_workers=_WORKERS.value, cores_per_worker=_CORES.value,
+                    base_port=_BASE_PORT.value, detached=True)
+  lc.start()
+  try:
+    atomic_write(_STATE.value, json.dumps(lc.state(), indent=1))
+  except OSError:
+    lc.stop()
+    raise
+  sys.stdout.write(f"cluster up: {', '.join(lc.addresses)} (target "
+                   f"{lc.target}); state in {_STATE.value}\n")
+
+
+def _down() -> None:
+  state = _read_state(_STATE.value)
+  pids = [p for p in state.get("pids", []) if _is_our_worker(p)]
+  for pid in pids:
+    os.kill(pid, signal.SIGTERM)
+  deadline = time.monotonic() + 10
+  while time.monotonic() < deadline and any(_is_our_worker(p) for p in pids):
+    time.sleep(0.1)
+  for pid in pids:
+    if _is_our_worker(pid):
+      os.kill(pid, signal.SIGKILL)
+  os.remove(_STATE.value)
+  sys.stdout.write(f"cluster down: stopped {len(pids)} worker(s)\n")
+
+
+def _status() -> None:
+  from tfplace.measure.local_cluster import RemoteCluster, reachable
+  if _SPEC.value:
+    addresses, pids = RemoteCluster.from_json(_SPEC.value).addresses, []
+  else:
+    state = _read_state(_STATE.value)
+    addresses, pids = state["cluster_spec"]["worker"], state.get("pids", [])
+  rows = []
+  for task, address in enumerate(addresses):
+    pid = pids[task] if task < len(pids) else None
+    rows.append({"task": task, "address": address, "pid": pid,
+                 "alive": _is_our_worker(pid) if pid else None,
+                 "reachable": reachable(address)})
+  if _JSON.value:
+    sys.stdout.write(json.dumps({"workers": rows}) + "\n")
+    return
+  for r in rows:
+    alive = "" if r["alive"] is None else (" alive" if r["alive"] else " dead")
+    sys.stdout.write(f"task {r['task']} {r['address']} pid {r['pid']}{alive}, "
+                     f"{'reachable' if r['reachable'] else 'UNREACHABLE'}\n")
+
+
+def main(argv: List[str]) -> None:
+  """Runs `tfplace cluster up|down|status`; see the module docstring."""
+  actions = {"up": _up, "down": _down, "status": _status}
+  if len(argv) != 2 or argv[1] not in actions:
+    raise TfplaceError("expected one action: tfplace cluster up|down|status")
+  try:
+    actions[argv[1]]()
+  except MeasureError:
+    raise

@@ -1,0 +1,120 @@
+"""time real training steps of a placement.
+
+usage: tfplace measure GRAPH --placement placement.json
+         [--local_workers N | --cluster STATE_OR_SPEC | --target grpc://...]
+         [--warmup 2] [--steps 10] [--trace_dir DIR] [--json]
+
+GRAPH is a graph file (any form `import_graph` reads) or a benchmark model
+name (`mlp_towers`, `small_cnn`, ...). Without a cluster option the steps run
+in this process on logical CPU devices (/job:localhost/.../CPU:i).
+--local_workers N starts N pinned TF server processes for the run
+(devices /job:worker/replica:0/task:i/device:CPU:0) and stops them after;
+--cluster takes the state file of `tfplace cluster up` or a cluster spec
+({"worker": ["host:port", ...]}, inline or a file); --target names a server.
+"""
+
+import json
+import os
+import sys
+from typing import List
+
+from absl import flags
+
+from tfplace.errors import TfplaceError
+
+_PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
+_LOCAL_WORKERS = flags.DEFINE_integer(
+    "local_workers", 0, "start this many local TF server processes")
+_CLUSTER = flags.DEFINE_string(
+    "cluster", None, "`tfplace cluster up` state file, or a cluster spec JSON "
+    "(inline or file) of running TF servers")
+_TARGET = flags.DEFINE_string("target", "", "session target, grpc://host:port")
+_WARMUP = flags.DEFINE_integer("warmup", 2, "untimed steps")
+_STEPS = flags.DEFINE_integer("steps", 10, "timed steps")
+_TIMEOUT = flags.DEFINE_float("timeout_s", 300.0, "deadline of the run")
+_TRACE_DIR = flags.DEFINE_string(
+    "trace_dir", None, "write a TF profiler trace and step_stats.pb here")
+_JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
+
+
+def load_graph(source: str):
+  """A graph file, or a benchmark model name."""
+  from tfplace.graph.importers import import_graph
+  from tfplace.models import registry
+  if os.path.exists(source):
+    return import_graph(source)
+  if source in registry.list_models():
+    return registry.build_model(source)
+  raise TfplaceError(f"{source!r} is neither a graph file nor a model name "
+                     f"({', '.join(registry.list_models())})")
+
+
+def target_from_cluster_flag(value: str) -> str:
+  """The grpc target named by a state file or a cluster spec."""
+  from tfplace.measure.local_cluster import RemoteCluster
+  text = value
+  if os.path.exists(value):
+    with open(value) as f:
+      text = f.read()
+  try:
+    data = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise TfplaceError(f"--cluster {value!r} is not JSON: {e}") from None
+  if isinstance(data, dict) and "cluster_spec" in data:
+    data = data["cluster_spec"]
+  return RemoteCluster.from_json(json.dumps(data)).target
+
+
+def main(argv: List[str]) -> None:
+  """Runs `tfplace measure`; see the module docstring."""
+  from tfplace.measure.local_cluster import LocalCluster
+  from tfplace.placement import Placement
+  if len(argv) != 2:
+    raise TfplaceError("expected exactly one GRAPH argument: tfplace measure "
+                       "GRAPH --placement placement.json")
+  if not _PLACEMENT.value:
+    raise TfplaceError("--placement is required")
+  chosen = [bool(_LOCAL_WORKERS.value), bool(_CLUSTER.value),
+            bool(_TARGET.value)]
+  if sum(chosen) > 1:
+    raise TfplaceError("use at most one of --local_workers, --cluster, "
+                       "--target")
+  placement = Placement.load(_PLACEMENT.value)
+  graph = load_graph(argv[1])
+  if _LOCAL_WORKERS.value:
+    with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
+      timing = _measure(graph, placement, lc.target)
+  else:
+    target = (target_from_cluster_flag(_CLUSTER.value) if _CLUSTER.value
+              else _TARGET.value)
+    timing = _measure(graph, placement, target)
+  _report(timing)
+
+
+def _measure(graph, placement, target: str):
+  from tfplace.measure.runner import measure
+  return measure(graph, placement, target=target, warmup=_WARMUP.value,
+                 steps=_STEPS.value, trace_dir=_TRACE_DIR.value,
+                 timeout_s=_TIMEOUT.value)
+
+
+def _report(timing) -> None:
+  if _JSON.value:
+    out = timing.to_dict()
+    out.pop("op_records")
+    out["num_op_records"] = len(timing.op_records)
+    sys.stdout.write(json.dumps(out) + "\n")
+    return
+  sys.stdout.write(
+      f"median step time {timing.median_step_time_s * 1e3:.3f} ms "
+      f"(min {timing.min_step_time_s * 1e3:.3f}, max "
+      f"{timing.max_step_time_s * 1e3:.3f}, IQR {timing.iqr_s * 1e3:.3f} ms, "
+      f"{len(timing.step_times_s)} steps)\n")
+  if timing.devices_match:
+    sys.stdout.write(f"devices match the placement "
+                     f"({len(timing.op_records)} ops traced)\n")
+  else:
+    sys.stdout.write(f"{len(timing.mismatches)} op(s) ran elsewhere, e.g. "
+                     f"{timing.mismatches[0]}\n")
+  if timing.trace_path:
+    sys.stdout.write(f"trace written to {timing.trace_path}\n")

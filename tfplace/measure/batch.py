@@ -1,0 +1,181 @@
+"""Measure many placements of one graph: parallel, cached, failure-tolerant.
+
+Each placement's outcome is either a `StepTiming` or an error message; one
+failing placement never sinks the batch. Results are cached as JSON files in
+`cache_dir`, keyed by the graph fingerprint, the placement and the measurement
+settings, so a repeated batch only measures what is new.
+
+Parallel measurement (`workers` > 1) runs placements in separate processes;
+on a machine with few cores they compete for them, so use it for throughput
+on server clusters, not for careful timings.
+"""
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import multiprocessing
+import os
+from typing import List, Optional, Sequence
+
+from absl import logging
+from tqdm.auto import tqdm
+
+from tfplace.cost.cluster import Cluster
+from tfplace.errors import TfplaceError
+from tfplace.graph.op_graph import OpGraph
+from tfplace.io_utils import atomic_write
+from tfplace.measure.runner import StepTiming, measure
+from tfplace.placement import Placement
+
+CACHE_FORMAT = "tfplace.measure_cache/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasureOutcome:
+  """What measuring one placement gave.
+
+  Attributes:
+    placement_key: the cache key of (graph, placement, settings).
+    timing: the step timing, or None if the measurement failed.
+    error: the failure message, or None.
+    cached: True if the timing came from the cache.
+  """
+  placement_key: str
+  timing: Optional[StepTiming]
+  error: Optional[str] = None
+  cached: bool = False
+
+  @property
+  def ok(self) -> bool:
+    return self.timing is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Job:
+  graph: OpGraph
+  placement: Placement
+  cluster: Optional[Cluster]
+  target: str
+  warmup: int
+  steps: int
+  timeout_s: float
+
+
+def placement_key(graph: OpGraph, placement: Placement, *, remote: bool = False,
+                  warmup: int = 2, steps: int = 10) -> str:
+  """A stable hash of the graph fingerprint, the placement and the settings."""
+  h = hashlib.sha256()
+  h.update(graph.fingerprint.encode())
+  h.update(json.dumps(sorted(placement.devices.items())).encode())
+  h.update(f"|remote={remote}|warmup={warmup}|steps={steps}".encode())
+  return h.hexdigest()[:24]
+
+
+def measure_batch(graph: OpGraph, placements: Sequence[Placement], *,
+                  cluster: Optional[Cluster] = None, target: str = "",
+                  workers: int = 1, cache_dir: Optional[str] = None,
+                  warmup: int = 2, steps: int = 10, timeout_s: float = 300.0,
+                  progress: bool = True) -> List[MeasureOutcome]:
+  """Measures each placement; failures are reported per placement.
+
+  Args:
+    graph: the training step.
+    placements: the placements to measure.
+    cluster: optional cluster each placement must fit.
+    target: session target ("" in process, "grpc://..." for servers).
+    workers: parallel measurement processes (1: in this process, in order).
+    cache_dir: directory of cached outcomes (None: no cache).
+    warmup: untimed steps per placement.
+    steps: timed steps per placement.
+    timeout_s: deadline per placement.
+    progress: show a tqdm bar.
+
+  Returns:
+    One `MeasureOutcome` per placement, in input order.
+  """
+  keys = [placement_key(graph, p, remote=bool(target), warmup=warmup,
+                        steps=steps) for p in placements]
+  outcomes: List[Optional[MeasureOutcome]] = [
+      _cached(cache_dir, k) for k in keys]
+  todo = [i for i, o in enumerate(outcomes) if o is None]
+  jobs = {i: _Job(graph, placements[i], cluster, target, warmup, steps,
+                  timeout_s) for i in todo}
+  bar = tqdm(total=len(placements), initial=len(placements) - len(todo),
+             desc=f"measure {graph.name}", disable=not progress)
+  for i, outcome in _run_jobs(jobs, keys, workers, timeout_s):
+    outcomes[i] = outcome
+    if outcome.ok and cache_dir:
+      _store(cache_dir, outcome)
+    bar.update(1)
+  bar.close()
+  failed = sum(1 for o in outcomes if not o.ok)
+  if failed:
+    logging.warning("%d of %d placements failed to measure", failed,
+                    len(placements))
+  return list(outcomes)
+
+
+def _run_jobs(jobs, keys, workers: int, timeout_s: float):
+  """Yields (index, outcome) as jobs finish."""
+  if workers <= 1 or len(jobs) <= 1:
+    for i, job in jobs.items():
+      yield i, _outcome(keys[i], job)
+    return
+  context = multiprocessing.get_context("spawn")
+  pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers,
+                                                mp_context=context)
+  try:
+    futures = {i: pool.submit(_outcome, keys[i], job) for i, job in jobs.items()}
+    for i, future in futures.items():
+      try:
+        yield i, future.result(timeout=timeout_s + 120)
+      except concurrent.futures.TimeoutError:
+        yield i, MeasureOutcome(keys[i], None, f"no result within "
+                                f"{timeout_s + 120:.0f} s")
+      except Exception as e:  # pylint: disable=broad-except
+        # A crashed worker process (BrokenProcessPool) lands here.
+        yield i, MeasureOutcome(keys[i], None, f"{type(e).__name__}: {e}")
+  finally:
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _outcome(key: str, job: _Job) -> MeasureOutcome:
+  """Measures one job; any failure becomes an error outcome."""
+  try:
+    timing = measure(job.graph, job.placement, cluster=job.cluster,
+                     target=job.target, warmup=job.warmup, steps=job.steps,
+                     timeout_s=job.timeout_s)
+    return MeasureOutcome(key, timing)
+  except TfplaceError as e:
+    return MeasureOutcome(key, None, str(e))
+  except Exception as e:  # pylint: disable=broad-except
+    logging.exception("measuring placement %s crashed", key)
+    return MeasureOutcome(key, None, f"{type(e).__name__}: {e}")
+
+
+def _cache_path(cache_dir: str, key: str) -> str:
+  return os.path.join(cache_dir, f"{key}.json")
+
+
+def _cached(cache_dir: Optional[str], key: str) -> Optional[MeasureOutcome]:
+  if not cache_dir:
+    return None
+  path = _cache_path(cache_dir, key)
+  try:
+    with open(path) as f:
+      data = json.load(f)
+    if data.get("format") != CACHE_FORMAT:
+      return None
+    return MeasureOutcome(key, StepTiming.from_dict(data["timing"]),
+                          cached=True)
+  except FileNotFoundError:
+    return None
+  except (ValueError, KeyError, TypeError) as e:
+    logging.warning("ignoring unreadable cache entry %s: %s", path, e)
+    return None
+
+
+def _store(cache_dir: str, outcome: MeasureOutcome) -> None:
+  atomic_write(_cache_path(cache_dir, outcome.placement_key), json.dumps(
+      {"format": CACHE_FORMAT, "timing": outcome.timing.to_dict()}))

@@ -1,0 +1,127 @@
+"""Transfer times between two devices, and a latency + bandwidth fit.
+
+A tensor of n bytes is produced on `src` and consumed (one element sliced)
+on `dst`; the same graph with the consumer on `src` is the baseline. The
+difference of their median step times is the transfer time of n bytes. A
+least-squares fit of time = latency + n / bandwidth over several sizes gives
+the link figures the simulator uses (`Calibration.links`).
+"""
+
+import dataclasses
+import statistics
+import time
+from typing import List, Sequence
+
+import numpy as np
+
+from tfplace.errors import MeasureError
+from tfplace.measure.runner import session_config
+
+DEFAULT_SIZES = (4 << 10, 64 << 10, 512 << 10, 2 << 20, 8 << 20)
+
+
+@dataclasses.dataclass(frozen=True)
+class CommSample:
+  """Seconds to move `nbytes` from one device to another."""
+  nbytes: int
+  seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class LinkFit:
+  """time = latency_s + nbytes / bandwidth, fitted by least squares.
+
+  Attributes:
+    latency_s: fixed cost per transfer (>= 0).
+    bandwidth: bytes per second.
+    r2: coefficient of determination of the fit.
+    num_points: samples used.
+  """
+  latency_s: float
+  bandwidth: float
+  r2: float
+  num_points: int
+
+  def transfer_time(self, nbytes: float) -> float:
+    return self.latency_s + nbytes / self.bandwidth
+
+
+def fit_link(samples: Sequence[CommSample]) -> LinkFit:
+  """Fits latency and bandwidth to (bytes, seconds) samples.
+
+  Raises:
+    MeasureError: fewer than two distinct sizes, or time does not grow with
+      size (no positive bandwidth fits).
+  """
+  n = np.array([s.nbytes for s in samples], dtype=np.float64)
+  t = np.array([s.seconds for s in samples], dtype=np.float64)
+  if len(np.unique(n)) < 2:
+    raise MeasureError("a link fit needs samples of at least two sizes")
+  a = np.stack([np.ones_like(n), n], axis=1)
+  (latency, per_byte), *_ = np.linalg.lstsq(a, t, rcond=None)
+  if per_byte <= 0:
+    raise MeasureError("transfer time does not grow with size; no bandwidth "
+                       "can be fitted (too much noise: use larger sizes)")
+  if latency < 0:  # Refit through the origin: latency cannot be negative.
+    latency, per_byte = 0.0, float(n @ t / (n @ n))
+  pred = latency + per_byte * n
+  ss_tot = float(((t - t.mean()) ** 2).sum())
+  r2 = 1.0 - float(((t - pred) ** 2).sum()) / ss_tot if ss_tot > 0 else 1.0
+  return LinkFit(latency_s=float(latency), bandwidth=float(1.0 / per_byte),
+                 r2=r2, num_points=len(samples))
+
+
+def _transfer_graph(nbytes: int, producer: str, consumer: str):
+  import tensorflow as tf
+  graph = tf.Graph()
+  with graph.as_default():
+    with tf.device(producer):
+      x = tf.fill([max(1, nbytes // 4)], tf.constant(1.0), name="payload")
+    with tf.device(consumer):
+      y = tf.strided_slice(x, [0], [1], name="take")
+  return graph, y
+
+
+def _median_run(nbytes: int, producer: str, consumer: str, target: str,
+                num_cpu_devices: int, repeats: int) -> float:
+  import tensorflow as tf
+  graph, y = _transfer_graph(nbytes, producer, consumer)
+  config = session_config(num_cpu_devices, remote=bool(target))
+  options = tf.compat.v1.RunOptions(timeout_in_ms=60000)
+  try:
+    with tf.compat.v1.Session(target, graph=graph, config=config) as sess:
+      for _ in range(2):
+        sess.run(y, options=options)
+      times = []
+      for _ in range(repeats):
+        start = time.perf_counter()
+        sess.run(y, options=options)
+        times.append(time.perf_counter() - start)
+  except tf.errors.OpError as e:
+    raise MeasureError(f"transfer benchmark failed: {type(e).__name__}: "
+                       f"{str(e).splitlines()[0]}") from None
+  return statistics.median(times)
+
+
+def benchmark_transfers(src: str, dst: str, *, sizes: Sequence[int] = DEFAULT_SIZES,
+                        target: str = "", num_cpu_devices: int = 2,
+                        repeats: int = 10) -> List[CommSample]:
+  """Measures transfer time src -> dst for each size (baseline subtracted).
+
+  Args:
+    src: producing device, e.g. "/job:worker/replica:0/task:0/device:CPU:0".
+    dst: consuming device.
+    sizes: tensor sizes in bytes.
+    target: session target ("" in process).
+    num_cpu_devices: logical CPUs of an in-process session.
+    repeats: timed runs per size and configuration (the median is used).
+
+  Returns:
+    One `CommSample` per size (seconds clipped at 0).
+  """
+  out = []
+  for nbytes in sizes:
+    split = _median_run(nbytes, src, dst, target, num_cpu_devices, repeats)
+    local = _median_run(nbytes, src, src, target, num_cpu_devices, repeats)
+    out.append(CommSample(nbytes=int(nbytes), seconds=max(0.0, split - local)))
+  return out

@@ -1,0 +1,170 @@
+"""How well the calibrated simulator predicts real step times.
+
+For one graph on a running TF server cluster: measure a few calibration
+placements, fit a `Calibration` from their op records (plus a link fit from
+the comm benchmark), then predict and measure many other placements (every
+baseline placer and random group placements) and compare: median absolute
+relative error and Spearman rank correlation.
+
+The simulator has no fixed per-step cost, but a distributed `Session.run`
+has one (client -> master -> workers RPCs); it is fitted as
+`step_overhead_s` = median(measured - simulated) over the calibration runs
+and added to every prediction.
+"""
+
+import dataclasses
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from absl import logging
+import numpy as np
+
+from tfplace.cost.cluster import Cluster
+from tfplace.cost.profiled import (Calibration, CalibratedCostModel,
+                                   apply_calibration)
+from tfplace.errors import TfplaceError
+from tfplace.graph.op_graph import OpGraph
+from tfplace.measure.batch import measure_batch
+from tfplace.measure.calibration import calibrate
+from tfplace.measure.comm_benchmark import LinkFit
+from tfplace.placement import Placement
+
+
+@dataclasses.dataclass(frozen=True)
+class FidelityRow:
+  """One placement: predicted vs measured step time (seconds)."""
+  label: str
+  predicted_s: float
+  measured_s: Optional[float]
+  error: Optional[str] = None
+
+  @property
+  def abs_rel_error(self) -> Optional[float]:
+    if self.measured_s is None or not math.isfinite(self.predicted_s):
+      return None
+    return abs(self.predicted_s - self.measured_s) / self.measured_s
+
+
+@dataclasses.dataclass(frozen=True)
+class FidelityReport:
+  """Fidelity of the simulator on one graph."""
+  graph_name: str
+  num_ops: int
+  rows: Tuple[FidelityRow, ...]
+  calibration: Calibration
+  step_overhead_s: float
+  median_abs_rel_error: float
+  spearman: float
+
+
+def random_group_placements(graph: OpGraph, cluster: Cluster, count: int,
+                            seed: int = 0) -> List[Tuple[str, Placement]]:
+  """Colocation groups sent to random devices, with a random bias each."""
+  rng = np.random.default_rng(seed)
+  out = []
+  d = cluster.num_devices
+  for k in range(count):
+    weights = rng.dirichlet(np.ones(d) * 0.7)
+    group_dev = rng.choice(d, size=graph.num_colocation_groups, p=weights)
+    out.append((f"random_{k}", Placement.from_array(
+        graph, cluster, group_dev[graph.group_of], placer="random")))
+  return out
+
+
+def baseline_placements(graph: OpGraph, cluster: Cluster
+                        ) -> List[Tuple[str, Placement]]:
+  """Every registered placer that can place this graph on this cluster."""
+  from tfplace.placers import registry
+  out = []
+  for name in registry.list_placers():
+    try:
+      out.append((name, registry.place(graph, cluster, name, seed=0)))
+    except (TfplaceError, ValueError, RuntimeError) as e:
+      logging.info("placer %s skipped: %s", name, e)
+  return out
+
+
+def _dedupe(labelled: Sequence[Tuple[str, Placement]]):
+  seen: Dict[Tuple, str] = {}
+  out = []
+  for label, p in labelled:
+    key = tuple(sorted(p.devices.items()))
+    if key in seen:
+      continue
+    seen[key] = label
+    out.append((label, p))
+  return out
+
+
+def predictor(graph: OpGraph, cluster: Cluster, calibration: Calibration):
+  """A function Placement -> calibrated simulated step time (seconds)."""
+  from tfplace.cost.simulator import Simulator
+  calibrated = apply_calibration(cluster, calibration)
+  costs = CalibratedCostModel(calibration).op_costs(graph, calibrated)
+  sim = Simulator(graph, calibrated, costs)
+  return lambda p: float(sim.simulate(p.to_array(graph, calibrated)).step_time_s)
+
+
+def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
+                 num_random: int = 16, warmup: int = 2, steps: int = 5,
+                 link_fits: Optional[Dict[str, LinkFit]] = None,
+                 cache_dir: Optional[str] = None, seed: int = 0,
+                 timeout_s: float = 120.0) -> FidelityReport:
+  """Calibrates on a few runs, then predicts and measures many placements."""
+  run = dict(target=target, warmup=warmup, steps=steps, cache_dir=cache_dir,
+             timeout_s=timeout_s, cluster=cluster)
+  calib_set = ([("all_on_0", Placement.from_array(
+      graph, cluster, np.zeros(graph.num_ops, dtype=np.int32)))]
+               + random_group_placements(graph, cluster, 2, seed=seed + 1000))
+  calib_out = measure_batch(graph, [p for _, p in calib_set], **run)
+  timings = [o.timing for o in calib_out if o.ok]
+  if not timings:
+    raise TfplaceError(f"{graph.name}: no calibration run succeeded: "
+                       f"{calib_out[0].error}")
+  calibration = calibrate(graph, cluster, timings, link_fits=link_fits)
+  predict = predictor(graph, cluster, calibration)
+  gaps = [o.timing.median_step_time_s - predict(p)
+          for (_, p), o in zip(calib_set, calib_out) if o.ok]
+  overhead = max(0.0, float(np.median(gaps)))
+  labelled = _dedupe(baseline_placements(graph, cluster)
+                     + random_group_placements(graph, cluster, num_random,
+                                               seed=seed))
+  outcomes = measure_batch(graph, [p for _, p in labelled], **run)
+  rows = tuple(
+      FidelityRow(label, predict(p) + overhead,
+                  o.timing.median_step_time_s if o.ok else None, o.error)
+      for (label, p), o in zip(labelled, outcomes))
+  med, rho = summarize(rows)
+  return FidelityReport(graph.name, graph.num_ops, rows, calibration, overhead,
+                        med, rho)
+
+
+def summarize(rows: Sequence[FidelityRow]) -> Tuple[float, float]:
+  """(median |relative error|, Spearman rho) over the measured rows."""
+  from scipy import stats
+  ok = [r for r in rows if r.abs_rel_error is not None]
+  if not ok:
+    return float("nan"), float("nan")
+  med = float(np.median([r.abs_rel_error for r in ok]))
+  if len(ok) < 3:
+    return med, float("nan")
+  rho = stats.spearmanr([r.predicted_s for r in ok],
+                        [r.measured_s for r in ok]).statistic
+  return med, float(rho)
+
+
+def markdown_table(report: FidelityReport) -> str:
+  """The per-placement table, predicted vs measured, in milliseconds."""
+  lines = [f"### {report.graph_name} ({report.num_ops} ops)", "",
+           "| placement | predicted ms | measured ms | abs error |",
+           "|---|---:|---:|---:|"]
+  for r in report.rows:
+    measured = f"{r.measured_s * 1e3:.2f}" if r.measured_s else f"failed: {r.error}"
+    err = f"{r.abs_rel_error * 100:.1f} %" if r.abs_rel_error is not None else "-"
+    lines.append(f"| {r.label} | {r.predicted_s * 1e3:.2f} | {measured} | {err} |")
+  cal = report.calibration
+  lines += ["", f"median abs error {report.median_abs_rel_error * 100:.1f} %, "
+            f"Spearman {report.spearman:.3f}; calibration: compute scale "
+            f"{dict(cal.compute_scale)}, overhead {dict(cal.launch_overhead_s)}, "
+            f"step overhead {report.step_overhead_s * 1e3:.2f} ms", ""]
+  return "\n".join(lines)

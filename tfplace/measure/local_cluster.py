@@ -1,0 +1,289 @@
+"""A cluster of TensorFlow server processes on this machine (or real hosts).
+
+Logical CPU devices of one process share its cores, so a placement cannot
+change their step time. `LocalCluster` starts one `tf.distribute.Server`
+process per worker (`python -m tfplace.measure.worker_main`), each pinned to
+its own core(s), on free 127.0.0.1 ports:
+
+    with LocalCluster(num_workers=2) as lc:
+      timing = measure(graph, placement, target=lc.target)
+
+Devices are `/job:worker/replica:0/task:I/device:CPU:0`. `RemoteCluster`
+describes servers someone else started (several hosts); both give a session
+`target` and a `to_cluster()` for the simulator.
+"""
+
+import dataclasses
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Sequence
+
+from absl import logging
+
+from tfplace.cost.cluster import Cluster, Device, LinkSpec
+from tfplace.errors import MeasureError
+
+JOB = "worker"
+# Rough figures for one CPU core (FLOP/s of float32 matmul, memory bytes/s)
+# and for gRPC over loopback; calibration replaces them.
+CORE_PEAK_FLOPS = 2e10
+CORE_MEMORY_BANDWIDTH = 1e10
+LOOPBACK_LINK = LinkSpec(latency_s=2e-4, bandwidth=1e9, kind="loopback")
+
+
+def worker_device(task: int, job: str = JOB) -> str:
+  return f"/job:{job}/replica:0/task:{task}/device:CPU:0"
+
+
+def free_ports(count: int) -> List[int]:
+  """`count` distinct TCP ports free on 127.0.0.1 right now."""
+  sockets, ports = [], []
+  try:
+    for _ in range(count):
+      s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+      s.bind(("127.0.0.1", 0))
+      sockets.append(s)
+      ports.append(s.getsockname()[1])
+  finally:
+    for s in sockets:
+      s.close()
+  return ports
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    try:
+      s.bind((host, port))
+    except OSError:
+      return True
+  return False
+
+
+def reachable(address: str, timeout_s: float = 0.5) -> bool:
+  host, _, port = address.rpartition(":")
+  try:
+    socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    return True
+  except (OSError, ValueError):
+    return False
+
+
+def _memory_bytes() -> float:
+  try:
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+  except (ValueError, OSError, AttributeError):
+    return 8e9
+
+
+def make_worker_cluster(num_workers: int, cores_per_worker: int = 1,
+                        name: str = "local_servers",
+                        link: LinkSpec = LOOPBACK_LINK) -> Cluster:
+  """A Cluster of `/job:worker/.../task:i/device:CPU:0` devices."""
+  memory = _memory_bytes() / max(1, num_workers)
+  devices = tuple(
+      Device(name=worker_device(i), type="CPU",
+             peak_flops=CORE_PEAK_FLOPS * cores_per_worker,
+             memory_bandwidth=CORE_MEMORY_BANDWIDTH, memory_bytes=memory,
+             launch_overhead_s=1e-5, slots=1)
+      for i in range(num_workers))
+  return Cluster(name=name, devices=devices, default_link=link)
+
+
+@dataclasses.dataclass(frozen=True)
+class RemoteCluster:
+  """TF servers started elsewhere, e.g. one per host: `{"worker": [...]}`."""
+  cluster_spec: Dict[str, List[str]]
+  cores_per_worker: int = 1
+
+  @property
+  def addresses(self) -> List[str]:
+    return list(self.cluster_spec.get(JOB, []))
+
+  @property
+  def target(self) -> str:
+    if not self.addresses:
+      raise MeasureError(f"the cluster spec has no {JOB!r} job: "
+                         f"{self.cluster_spec}")
+    return "grpc://" + self.addresses[0]
+
+  def to_cluster(self) -> Cluster:
+    return make_worker_cluster(len(self.addresses), self.cores_per_worker,
+                               name="tf_servers")
+
+  @classmethod
+  def from_json(cls, text: str, cores_per_worker: int = 1) -> "RemoteCluster":
+    """Parses `{"worker": ["host:port", ...]}`; raises MeasureError."""
+    try:
+      spec = json.loads(text)
+    except json.JSONDecodeError as e:
+      raise MeasureError(f"--cluster_spec is not valid JSON: {e}") from None
+    if (not isinstance(spec, dict) or not isinstance(spec.get(JOB), list)
+        or not spec[JOB] or not all(isinstance(a, str) and ":" in a
+                                    for a in spec[JOB])):
+      raise MeasureError('a cluster spec must look like {"worker": '
+                         '["host:port", ...]}')
+    return cls(cluster_spec={JOB: list(spec[JOB])},
+               cores_per_worker=cores_per_worker)
+
+
+class LocalCluster:
+  """TF server processes on 127.0.0.1, one per worker, pinned to cores."""
+
+  def __init__(self, num_workers: int = 2, cores_per_worker: int = 1,
+               base_port: Optional[int] = None, start_timeout_s: float = 120.0,
+               detached: bool = False, log_dir: Optional[str] = None):
+    """Describes the cluster; `start()` (or `with`) launches it.
+
+    Args:
+      num_workers: server processes.
+      cores_per_worker: cores each is pinned to (round robin over the cores
+        this process may use; shared when there are too few).
+      base_port: first port (workers use base_port + i); None picks free ones.
+      start_timeout_s: how long to wait for every server to accept
+        connections.
+      detached: start workers in their own session (they outlive us; the
+        `tfplace cluster up` case).
+      log_dir: where worker logs go (a temporary directory if None).
+    """
+    if num_workers < 1 or cores_per_worker < 1:
+      raise MeasureError("num_workers and cores_per_worker must be >= 1")
+    self.num_workers = num_workers
+    self.cores_per_worker = cores_per_worker
+    self.base_port = base_port
+    self.start_timeout_s = start_timeout_s
+    self.detached = detached
+    self.log_dir = log_dir
+    self.ports: List[int] = []
+    self.processes: List[subprocess.Popen] = []
+
+  # ---- description -------------------------------------------------------
+
+  @property
+  def addresses(self) -> List[str]:
+    return [f"127.0.0.1:{p}" for p in self.ports]
+
+  @property
+  def cluster_spec(self) -> Dict[str, List[str]]:
+    return {JOB: self.addresses}
+
+  @property
+  def target(self) -> str:
+    if not self.ports:
+      raise MeasureError("the local cluster is not started")
+    return "grpc://" + self.addresses[0]
+
+  @property
+  def pids(self) -> List[int]:
+    return [p.pid for p in self.processes]
+
+  def to_cluster(self) -> Cluster:
+    return make_worker_cluster(self.num_workers, self.cores_per_worker)
+
+  def core_sets(self) -> List[List[int]]:
+    """The cores each worker is pinned to."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(
+        os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    out, k = [], 0
+    for _ in range(self.num_workers):
+      out.append([cores[(k + j) % len(cores)]
+                  for j in range(self.cores_per_worker)])
+      k += self.cores_per_worker
+    return [sorted(set(c)) for c in out]
+
+  # ---- life cycle --------------------------------------------------------
+
+  def __enter__(self) -> "LocalCluster":
+    self.start()
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.stop()
+
+  def start(self) -> "LocalCluster":
+    """Launches the workers and waits until each accepts connections.
+
+    Raises:
+      MeasureError: a port is taken, a worker exits, or the wait times out.
+    """
+    if self.processes:
+      return self
+    self.ports = self._choose_ports()
+    spec = json.dumps(self.cluster_spec)
+    log_dir = self.log_dir or tempfile.mkdtemp(prefix="tfplace_cluster_")
+    os.makedirs(log_dir, exist_ok=True)
+    for task, cores in enumerate(self.core_sets()):
+      log = open(os.path.join(log_dir, f"worker_{task}.log"), "ab")
+      cmd = [sys.executable, "-m", "tfplace.measure.worker_main",
+             "--task", str(task), "--spec", spec,
+             "--cores", ",".join(map(str, cores))]
+      self.processes.append(subprocess.Popen(
+          cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+          start_new_session=self.detached))
+      log.close()
+    self.log_dir = log_dir
+    try:
+      self._wait_until_up()
+    except BaseException:
+      self.stop()
+      raise
+    logging.info("local cluster up: %s (logs in %s)", self.addresses, log_dir)
+    return self
+
+  def _choose_ports(self) -> List[int]:
+    if self.base_port is None:
+      return free_ports(self.num_workers)
+    ports = [self.base_port + i for i in range(self.num_workers)]
+    busy = [p for p in ports if port_in_use(p)]
+    if busy:
+      raise MeasureError(f"port(s) {busy} on 127.0.0.1 are in use; choose "
+                         "another --base_port or leave it unset")
+    return ports
+
+  def _wait_until_up(self) -> None:
+    deadline = time.monotonic() + self.start_timeout_s
+    pending = set(range(self.num_workers))
+    while pending:
+      for task in sorted(pending):
+        proc = self.processes[task]
+        if proc.poll() is not None:
+          raise MeasureError(
+              f"worker {task} exited with status {proc.returncode} while "
+              f"starting; see {self.log_dir}/worker_{task}.log")
+        if reachable(self.addresses[task]):
+          pending.discard(task)
+      if pending and time.monotonic() > deadline:
+        raise MeasureError(
+            f"worker(s) {sorted(pending)} did not come up within "
+            f"{self.start_timeout_s:.0f} s; see logs in {self.log_dir}")
+      if pending:
+        time.sleep(0.2)
+
+  def stop(self, timeout_s: float = 10.0) -> None:
+    """Terminates the workers this object started and waits for them."""
+    for proc in self.processes:
+      if proc.poll() is None:
+        proc.terminate()
+    deadline = time.monotonic() + timeout_s
+    for proc in self.processes:
+      try:
+        proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+      except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    self.processes = []
+
+  def alive(self) -> List[bool]:
+    return [p.poll() is None for p in self.processes]
+
+  def state(self) -> dict:
+    """What `tfplace cluster up` saves: pids, ports, spec, cores."""
+    return {"format": "tfplace.local_cluster/1", "pids": self.pids,
+            "ports": self.ports, "cluster_spec": self.cluster_spec,
+            "target": self.target, "cores": self.core_sets(),
+            "cores_per_worker": self.cores_per_worker,
+            "log_dir": self.log_dir}
