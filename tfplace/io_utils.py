@@ -23,6 +23,9 @@ def atomic_write(path: str, data: Union[bytes, str]) -> None:
   try:
     with os.fdopen(fd, "wb") as f:
       f.write(data)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual mode.
     os.replace(tmp, path)
   except BaseException:
     if os.path.exists(tmp):

@@ -40,8 +40,8 @@ def test_markdown_and_json(table):
 
 
 def test_oom_and_error_cells_print_as_such():
-  oom = seed_table.Cell("m_etf", math.inf, False, 0.1)
-  err = seed_table.Cell("scotch", math.inf, False, 0.1, error="boom")
+  oom = seed_table.PlacerRun("m_etf", None, math.inf, False, 0.1)
+  err = seed_table.PlacerRun("scotch", None, math.inf, False, 0.1, error="boom")
   assert (oom.text, err.text) == ("OOM", "error")
 
 

@@ -13,12 +13,14 @@ import dataclasses
 import json
 import math
 import time
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 from absl import logging
 from tqdm.auto import tqdm
 
 from tfplace.errors import TfplaceError
+from tfplace.experiments.compare_placers import (PlacerComparison,
+                                                  PlacerRun, compare_placers)
 
 DEFAULT_MODELS = ("rnnlm", "nmt", "inception_v3")
 DEFAULT_GPUS = (2, 4)
@@ -57,39 +59,27 @@ class TableConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class Cell:
-  """One placer on one (model, cluster).
-
-  Attributes:
-    placer: placer name.
-    step_time_s: simulated step time; inf if the placement is infeasible
-      (out of memory) or the placer failed.
-    feasible: False when the simulator reports OOM (or no kernel).
-    placement_time_s: wall time of `placer.place`.
-    error: the placer's error message, if it failed.
-  """
-  placer: str
-  step_time_s: float
-  feasible: bool
-  placement_time_s: float
-  error: Optional[str] = None
-
-  @property
-  def text(self) -> str:
-    if self.error is not None:
-      return "error"
-    return f"{self.step_time_s:.4g}" if self.feasible else "OOM"
-
-
-@dataclasses.dataclass(frozen=True)
 class Row:
-  """One (model, #GPUs) row."""
+  """One (model, #GPUs) row: every placer's run on the k80x<N> cluster."""
   model: str
   num_gpus: int
-  cluster: str
-  num_ops: int
-  lower_bound_s: float
-  cells: Tuple[Cell, ...]
+  comparison: PlacerComparison
+
+  @property
+  def cluster(self) -> str:
+    return self.comparison.cluster_name
+
+  @property
+  def num_ops(self) -> int:
+    return self.comparison.num_ops
+
+  @property
+  def lower_bound_s(self) -> float:
+    return self.comparison.lower_bound_s
+
+  @property
+  def cells(self) -> Tuple[PlacerRun, ...]:
+    return self.comparison.runs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,38 +163,13 @@ def _build(model: str, overrides: Mapping[str, object]):
 
 def _run_row(graph, model: str, num_gpus: int, placers: Sequence[str],
              bar) -> Row:
-  """Costs, lower bound and every placer's cell for one cluster."""
-  from tfplace.cost.analytical import AnalyticalCostModel
-  from tfplace.cost.lower_bound import lower_bound
+  """Costs, lower bound and every placer's run for one cluster."""
   from tfplace.cost.presets import load_cluster
-  from tfplace.cost.simulator import Simulator
-  cluster = load_cluster(f"k80x{num_gpus}")
-  costs = AnalyticalCostModel().op_costs(graph, cluster)
-  simulator = Simulator(graph, cluster, costs)
-  cells = []
-  for name in placers:
-    bar.set_postfix_str(f"{model} x{num_gpus} {name}")
-    cells.append(_run_cell(graph, cluster, costs, simulator, name))
-    bar.update(1)
-  return Row(model=model, num_gpus=num_gpus, cluster=cluster.name,
-             num_ops=graph.num_ops,
-             lower_bound_s=float(lower_bound(graph, cluster, costs)),
-             cells=tuple(cells))
-
-
-def _run_cell(graph, cluster, costs, simulator, name: str) -> Cell:
-  from tfplace.placers.registry import get_placer
-  placer = get_placer(name)
-  start = time.perf_counter()
-  try:
-    placement = placer.place(graph, cluster, costs, seed=0)
-    elapsed = time.perf_counter() - start
-    placement.validate(graph, cluster)
-  except (TfplaceError, ValueError, RuntimeError) as e:
-    logging.warning("%s failed on %s: %s", name, graph.name, e)
-    return Cell(name, math.inf, False, time.perf_counter() - start, str(e))
-  result = simulator.simulate(placement.to_array(graph, cluster))
-  return Cell(name, float(result.step_time_s), bool(result.feasible), elapsed)
+  bar.set_postfix_str(f"{model} x{num_gpus}")
+  comparison = compare_placers(graph, load_cluster(f"k80x{num_gpus}"), placers,
+                               progress=False)
+  bar.update(len(placers))
+  return Row(model=model, num_gpus=num_gpus, comparison=comparison)
 
 
 def parse_overrides(model: str, items: Sequence[str]) -> Dict[str, object]:

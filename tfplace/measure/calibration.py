@@ -7,9 +7,10 @@ calibrated model (`tfplace.cost.profiled.CalibratedCostModel`) predicts
     s_T * f_t * (r_i + k_i * o'_T)
 
 for device type T and op type t. Per device type, a non-negative weighted
-least-squares fit of measured = a * r + c * k (weights 1 / measured, so small
-and large ops count alike) gives s_T = a and o'_T = c / a. Op types with
-enough samples then get f_t = median(measured / (s_T (r + k o'_T))). Link
+fit gives c = s_T * o'_T as the median time of pure-overhead ops (r = 0) and
+a = s_T so that summed a * r + c * k matches the summed measured time of the
+other ops (the sums are what a step time depends on). Op types with enough
+samples then get f_t = sum(measured) / sum(s_T (r + k o'_T)). Link
 figures come from the comm benchmark (`fit_link`).
 """
 
@@ -18,7 +19,6 @@ from typing import Dict, List, Optional, Sequence
 
 from absl import logging
 import numpy as np
-from scipy import optimize
 
 from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
 from tfplace.cost.cluster import Cluster, LinkSpec
@@ -68,20 +68,23 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
 
 
 def _fit_device_type(samples: Sequence[OpSample]) -> Dict[str, float]:
-  """(scale, overhead_s) for one device type's samples."""
+  """(scale, overhead_s) for one device type's samples.
+
+  The overhead term c = s * o' is the median time of ops that are pure
+  overhead (roofline 0); the scale makes the summed roofline work match the
+  summed measured time of the other ops (what the step time depends on).
+  """
   m = np.array([s.measured_s for s in samples])
   r = np.array([s.roofline_s for s in samples])
   k = np.array([s.overhead_units for s in samples])
-  w = 1.0 / np.maximum(m, 1e-7)
-  a_mat = np.stack([r * w, k * w], axis=1)
-  col_scale = np.maximum(np.abs(a_mat).max(axis=0), 1e-30)
-  coef, _ = optimize.nnls(a_mat / col_scale, m * w)
-  a, c = coef / col_scale
-  if a <= 0:
-    # No roofline signal (e.g. only trivial ops): keep scale 1, fit overhead.
+  pure = (r <= 0) & (k > 0)
+  c = float(np.median(m[pure] / k[pure])) if pure.any() else 0.0
+  work = r > 0
+  if work.any() and r[work].sum() > 0:
+    a = float(max(np.sum(m[work] - c * k[work]), 1e-12) / r[work].sum())
+  else:
     a = 1.0
-    c = float(np.median(m / np.maximum(k, 1e-12)))
-  return {"scale": float(a), "overhead_s": float(c / a)}
+  return {"scale": a, "overhead_s": c / a}
 
 
 def fit_calibration(samples: Sequence[OpSample], *,
@@ -125,14 +128,22 @@ def fit_calibration(samples: Sequence[OpSample], *,
 def _op_type_factors(samples: Sequence[OpSample], scale: Dict[str, float],
                      overhead: Dict[str, float], min_samples: int
                      ) -> Dict[str, float]:
-  ratios: Dict[str, List[float]] = {}
+  """Per op type: summed measured / summed calibrated prediction."""
+  sums: Dict[str, List[float]] = {}
   for s in samples:
     pred = scale[s.device_type] * (s.roofline_s
                                    + s.overhead_units * overhead[s.device_type])
-    if pred > 0 and s.measured_s > 0:
-      ratios.setdefault(s.op_type, []).append(s.measured_s / pred)
-  return {t: float(np.median(v)) for t, v in sorted(ratios.items())
-          if len(v) >= min_samples and abs(np.median(v) - 1.0) > 0.05}
+    entry = sums.setdefault(s.op_type, [0.0, 0.0, 0])
+    entry[0] += s.measured_s
+    entry[1] += pred
+    entry[2] += 1
+  out = {}
+  for t, (measured, pred, n) in sorted(sums.items()):
+    if n >= min_samples and pred > 0 and measured > 0:
+      f = measured / pred
+      if abs(f - 1.0) > 0.05:
+        out[t] = float(f)
+  return out
 
 
 def calibrate(graph: OpGraph, cluster: Cluster,

@@ -144,7 +144,7 @@ def place(graph, cluster, placer: str = "m_etf", cost_model=None,
     seed: random seed for placers that use one.
 
   Returns:
-    A validated `Placement`. When the simulator is available its metadata
+    A validated `Placement`. Its metadata
     has `predicted_step_time_s` (None if the simulator finds the placement
     infeasible, with `extra["feasible"] = False` and the devices out of
     memory in `extra["oom_devices"]`).
@@ -162,19 +162,14 @@ def place(graph, cluster, placer: str = "m_etf", cost_model=None,
   if placement.metadata.placer is None:
     placement = placement.with_metadata(placer=placer)
   if placement.metadata.predicted_step_time_s is None:
-    result = simulate_placement(graph, cluster, costs, placement)
-    if result is not None:
-      placement = with_prediction(placement, cluster, result)
+    placement = with_prediction(
+        placement, cluster, simulate_placement(graph, cluster, costs, placement))
   return placement
 
 
 def simulate_placement(graph, cluster, costs, placement):
-  """The simulator's `SimResult` for `placement`, or None without one."""
-  try:
-    from tfplace.cost.simulator import Simulator
-  except ImportError:
-    logging.info("no simulator available; step time not predicted")
-    return None
+  """The simulator's `SimResult` for `placement`."""
+  from tfplace.cost.simulator import Simulator
   return Simulator(graph, cluster, costs).simulate(
       placement.to_array(graph, cluster))
 
