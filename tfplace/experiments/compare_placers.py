@@ -105,12 +105,15 @@ def compare_placers(graph: OpGraph, cluster: Cluster, placers: Sequence[str],
 
   Raises:
     PlacementError: an unknown placer name (checked before any work).
+    ClusterError: the model is larger than all devices' memory together.
   """
   from tfplace.cost.analytical import AnalyticalCostModel
   from tfplace.cost.lower_bound import lower_bound
+  from tfplace.cost.memory import check_model_fits
   from tfplace.cost.simulator import Simulator
   from tfplace.placers.registry import get_placer
   placer_objs = [get_placer(name) for name in placers]
+  check_model_fits(graph, cluster)
   costs = (cost_model or AnalyticalCostModel()).op_costs(graph, cluster)
   simulator = Simulator(graph, cluster, costs)
   runs = []

@@ -151,8 +151,11 @@ def place(graph, cluster, placer: str = "m_etf", cost_model=None,
 
   Raises:
     PlacementError: unknown placer, or the placer's result is invalid.
+    ClusterError: the model is larger than all devices' memory together.
   """
+  from tfplace.cost.memory import check_model_fits
   placer_obj = get_placer(placer)
+  check_model_fits(graph, cluster)
   if cost_model is None:
     from tfplace.cost.analytical import AnalyticalCostModel
     cost_model = AnalyticalCostModel()
