@@ -82,3 +82,23 @@ def test_unreachable_target_fails_fast(graph):
     runner.measure(graph, placement, target=f"grpc://127.0.0.1:{port}",
                    steps=1, timeout_s=5)
   assert time.monotonic() - start < 5
+
+
+def test_top_level_measure_is_callable_twice(graph):
+  placement = Placement({op.name: CPU % 0 for op in graph.ops})
+  first = tfplace.measure(graph, placement, warmup=0, steps=1)
+  second = tfplace.measure(graph, placement, warmup=0, steps=1)
+  assert first.median_step_time_s > 0 and second.median_step_time_s > 0
+
+
+def test_watchdog_fires_when_run_hangs(graph, monkeypatch):
+  import threading as th
+  release = th.Event()
+  monkeypatch.setattr(runner, "WATCHDOG_GRACE_S", 0.2)
+  monkeypatch.setattr(runner, "_run", lambda spec, collected: release.wait(30))
+  placement = Placement({op.name: CPU % 0 for op in graph.ops})
+  start = time.monotonic()
+  with pytest.raises(MeasureError, match="did not return"):
+    runner.measure(graph, placement, steps=1, timeout_s=0.3)
+  release.set()
+  assert time.monotonic() - start < 5

@@ -22,7 +22,7 @@ from typing import List
 
 from absl import flags
 
-from tfplace.errors import MeasureError, TfplaceError
+from tfplace.errors import TfplaceError
 
 _WORKERS = flags.DEFINE_integer("workers", 2, "server processes to start")
 _CORES = flags.DEFINE_integer("cores_per_worker", 1, "cores pinned per worker")
@@ -118,7 +118,4 @@ def main(argv: List[str]) -> None:
   actions = {"up": _up, "down": _down, "status": _status}
   if len(argv) != 2 or argv[1] not in actions:
     raise TfplaceError("expected one action: tfplace cluster up|down|status")
-  try:
-    actions[argv[1]]()
-  except MeasureError:
-    raise
+  actions[argv[1]]()

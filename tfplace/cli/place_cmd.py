@@ -1,11 +1,14 @@
 """place a graph on a cluster with a placer.
 
 usage: tfplace place GRAPH --cluster PRESET_OR_JSON --placer NAME
-                     --out placement.json [--seed N] [--json]
+                     --out placement.json [--seed N] [--cost_model NAME]
+                     [--calibration calibration.json] [--json]
 
 Reads GRAPH (a .pb/.pbtxt GraphDef or a .meta MetaGraphDef), computes op
-costs with the analytical cost model, runs the placer, writes the placement
-JSON (atomically) and prints the predicted step time.
+costs with --cost_model (default: analytical, or calibrated when
+--calibration is given; a calibration also calibrates the cluster's links and
+overheads), runs the placer, writes the placement JSON (atomically) and
+prints the predicted step time.
 """
 
 import json
@@ -25,11 +28,18 @@ _PLACER = flags.DEFINE_string(
     "list_placers()` (e.g. single_gpu, round_robin, metis, expert, m_etf)")
 _OUT = flags.DEFINE_string("out", None, "where to write the placement JSON")
 _SEED = flags.DEFINE_integer("seed", None, "random seed for the placer")
+_COST_MODEL = flags.DEFINE_string(
+    "cost_model", None, "op cost model: analytical, grappler or calibrated "
+    "(default: analytical, or calibrated when --calibration is given)")
+_CALIBRATION = flags.DEFINE_string(
+    "calibration", None, "optional calibration JSON (tfplace.calibration/1)")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 
 
 def main(argv: List[str]) -> None:
   """Runs `tfplace place`; see the module docstring."""
+  from tfplace.cost import profiled
+  from tfplace.cost.cost_models import get_cost_model
   from tfplace.cost.presets import load_cluster
   from tfplace.graph.importers import import_graph
   from tfplace.placers import registry
@@ -43,9 +53,15 @@ def main(argv: List[str]) -> None:
   if _PLACER.value not in registry.list_placers():
     registry.get_placer(_PLACER.value)  # Raises, listing the names.
   cluster = load_cluster(_CLUSTER.value)
+  cost_model = get_cost_model(
+      _COST_MODEL.value or ("calibrated" if _CALIBRATION.value
+                            else "analytical"), _CALIBRATION.value)
+  if _CALIBRATION.value:
+    cluster = profiled.apply_calibration(
+        cluster, profiled.Calibration.load(_CALIBRATION.value))
   graph = import_graph(argv[1])
   placement = registry.place(graph, cluster, placer=_PLACER.value,
-                             seed=_SEED.value)
+                             cost_model=cost_model, seed=_SEED.value)
   placement.save(_OUT.value)
   _report(placement, _OUT.value)
 

@@ -1,11 +1,14 @@
 """predicted step time of a placement.
 
 usage: tfplace simulate GRAPH --cluster PRESET_OR_JSON
-                        --placement placement.json [--json]
+                        --placement placement.json [--cost_model NAME]
+                        [--calibration calibration.json] [--json]
 
 Reads GRAPH (any form `tfplace.graph.importers.import_graph` reads), costs
-it with the analytical model (or --calibration), simulates the placement and
-prints the step time, the lower bound, memory and busy time per device.
+it with --cost_model (default: analytical, or calibrated when --calibration
+is given; a calibration also calibrates the cluster's links and overheads),
+simulates the placement and prints the step time, the lower bound, memory
+and busy time per device.
 """
 
 import json
@@ -23,13 +26,16 @@ _CLUSTER = flags.DEFINE_string(
 _PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
 _CALIBRATION = flags.DEFINE_string(
     "calibration", None, "optional calibration JSON (tfplace.calibration/1)")
+_COST_MODEL = flags.DEFINE_string(
+    "cost_model", None, "op cost model: analytical, grappler or calibrated "
+    "(default: analytical, or calibrated when --calibration is given)")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 
 
 def main(argv: List[str]) -> None:
   """Runs `tfplace simulate`; see the module docstring."""
   from tfplace.cost import lower_bound, presets, profiled, simulator
-  from tfplace.cost.analytical import AnalyticalCostModel
+  from tfplace.cost.cost_models import get_cost_model
   from tfplace.graph.importers import import_graph
   from tfplace.placement import Placement
   if len(argv) != 2:
@@ -38,11 +44,12 @@ def main(argv: List[str]) -> None:
   if not _CLUSTER.value or not _PLACEMENT.value:
     raise TfplaceError("--cluster and --placement are required")
   cluster = presets.load_cluster(_CLUSTER.value)
-  model = AnalyticalCostModel()
+  name = _COST_MODEL.value or ("calibrated" if _CALIBRATION.value
+                               else "analytical")
+  model = get_cost_model(name, _CALIBRATION.value)
   if _CALIBRATION.value:
     calibration = profiled.Calibration.load(_CALIBRATION.value)
     cluster = profiled.apply_calibration(cluster, calibration)
-    model = profiled.CalibratedCostModel(calibration)
   placement = Placement.load(_PLACEMENT.value)
   graph = import_graph(argv[1])
   ids = placement.to_array(graph, cluster)

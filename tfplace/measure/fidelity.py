@@ -6,11 +6,9 @@ the comm benchmark), then predict and measure many other placements (every
 baseline placer and random group placements) and compare: median absolute
 relative error and Spearman rank correlation.
 
-The simulator has no fixed per-step cost, but a distributed `Session.run`
-has one (client -> master -> workers RPCs), larger when a step spans several
-workers; it is fitted as median(measured - simulated) over the calibration
-runs, separately for one-device and multi-device placements, and added to
-the predictions.
+The simulator misses two real costs: a fixed cost per `Session.run` on one
+device, and gRPC work per cross-device tensor on the pinned cores; both are
+fitted on the calibration runs (`StepOverhead`) and added to predictions.
 """
 
 import dataclasses
@@ -47,14 +45,31 @@ class FidelityRow:
 
 
 @dataclasses.dataclass(frozen=True)
+class StepOverhead:
+  """Real step costs the simulator does not model.
+
+  Attributes:
+    single_device_s: fixed cost of a step on one device.
+    per_transfer_s: added per cross-device tensor (gRPC work on the pinned
+      cores that does not overlap compute).
+  """
+  single_device_s: float
+  per_transfer_s: float
+
+  def __call__(self, num_transfers: int) -> float:
+    if num_transfers == 0:
+      return self.single_device_s
+    return self.per_transfer_s * num_transfers
+
+
+@dataclasses.dataclass(frozen=True)
 class FidelityReport:
   """Fidelity of the simulator on one graph."""
   graph_name: str
   num_ops: int
   rows: Tuple[FidelityRow, ...]
   calibration: Calibration
-  step_overhead_s: float
-  single_device_overhead_s: float
+  overhead: StepOverhead
   median_abs_rel_error: float
   spearman: float
 
@@ -71,6 +86,19 @@ def random_group_placements(graph: OpGraph, cluster: Cluster, count: int,
     out.append((f"random_{k}", Placement.from_array(
         graph, cluster, group_dev[graph.group_of], placer="random")))
   return out
+
+
+def halves_placement(graph: OpGraph, cluster: Cluster) -> Placement:
+  """Colocation groups in topological order, cut into D contiguous parts."""
+  order = graph.topo_order
+  rank = np.empty(graph.num_ops, dtype=np.int64)
+  rank[order] = np.arange(graph.num_ops)
+  first = np.full(graph.num_colocation_groups, graph.num_ops)
+  np.minimum.at(first, graph.group_of, rank)
+  part = (np.argsort(np.argsort(first)) * cluster.num_devices
+          // graph.num_colocation_groups)
+  return Placement.from_array(graph, cluster, part[graph.group_of],
+                              placer="halves")
 
 
 def baseline_placements(graph: OpGraph, cluster: Cluster
@@ -117,7 +145,8 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
              timeout_s=timeout_s, cluster=cluster)
   calib_set = ([("all_on_0", Placement.from_array(
       graph, cluster, np.zeros(graph.num_ops, dtype=np.int32)))]
-               + random_group_placements(graph, cluster, 5, seed=seed + 1000))
+               + [("halves", halves_placement(graph, cluster))]
+               + random_group_placements(graph, cluster, 4, seed=seed + 1000))
   calib_out = measure_batch(graph, [p for _, p in calib_set], **run)
   timings = [o.timing for o in calib_out if o.ok]
   if not timings:
@@ -129,10 +158,11 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
   calibration = calibrate(graph, cluster, clean, link_fits=link_fits)
   measured = [(p, o.timing.median_step_time_s)
               for (_, p), o in zip(calib_set, calib_out) if o.ok]
-  calibration, overheads = tune_latency_and_overhead(graph, cluster,
-                                                     calibration, measured)
+  calibration, overhead = tune_latency_and_overhead(graph, cluster,
+                                                    calibration, measured)
   base = predictor(graph, cluster, calibration)
-  predict = lambda p: base(p) + overheads[_multi(p)]
+  predict = lambda p: base(p) + overhead(
+      cross_transfers(graph, p.to_array(graph, cluster)))
   labelled = _dedupe(baseline_placements(graph, cluster)
                      + random_group_placements(graph, cluster, num_random,
                                                seed=seed))
@@ -143,30 +173,39 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
       for (label, p), o in zip(labelled, outcomes))
   med, rho = summarize(rows)
   return FidelityReport(graph.name, graph.num_ops, rows, calibration,
-                        overheads[True], overheads[False], med, rho)
+                        overhead, med, rho)
 
 
-def _multi(placement: Placement) -> bool:
-  return len(set(placement.devices.values())) > 1
+def cross_transfers(graph: OpGraph, device_ids: np.ndarray) -> int:
+  """Tensors sent between devices: distinct (tensor, destination device)."""
+  producer, _, ptr, consumers = graph.tensors
+  count = 0
+  for t, p in enumerate(producer):
+    dsts = set(device_ids[consumers[ptr[t]:ptr[t + 1]]].tolist())
+    dsts.discard(int(device_ids[p]))
+    count += len(dsts)
+  return count
 
 
 def tune_latency_and_overhead(graph: OpGraph, cluster: Cluster,
                               calibration: Calibration,
                               measured: Sequence[Tuple[Placement, float]]
-                              ) -> Tuple[Calibration, Dict[bool, float]]:
-  """Effective per-transfer latency and fixed step overheads from real runs.
+                              ) -> Tuple[Calibration, StepOverhead]:
+  """Effective per-transfer latency and step overheads from real runs.
 
   The simulator sends one tensor at a time per link; gRPC overlaps many
-  RecvTensor calls, so the benchmark's latency (one transfer alone) is an
+  RecvTensor calls, so the benchmark's latency (one transfer alone) is only a
   rough guide. Candidate latencies from 0 to 3x it (keeping the fitted
-  bandwidth) are tried; for each, the step overhead (multi-device -> s) is
-  the median of measured - simulated (>= 0) over the runs of that kind; the
-  candidate with the smallest median relative error on `measured` wins.
+  bandwidth) are tried; for each, the one-device overhead is the median gap
+  measured - simulated of one-device runs and the per-transfer overhead a
+  least-squares fit (>= 0) of the other runs' gaps to their transfer counts;
+  the candidate with the smallest median relative error on `measured` wins.
   """
   links = dict(calibration.links)
   kind = cluster.default_link.kind
   base = links.get(kind, cluster.default_link)
-  multi = np.array([_multi(p) for p, _ in measured])
+  n = np.array([cross_transfers(graph, p.to_array(graph, cluster))
+                for p, _ in measured], dtype=np.float64)
   meas = np.array([m for _, m in measured])
   best = None
   for latency in [0.0] + list(base.latency_s * np.geomspace(1e-2, 3.0, 16)):
@@ -175,15 +214,16 @@ def tune_latency_and_overhead(graph: OpGraph, cluster: Cluster,
     candidate = dataclasses.replace(calibration, links=dict(links))
     predict = predictor(graph, cluster, candidate)
     gap = meas - np.array([predict(p) for p, _ in measured])
-    overheads = {flag: max(0.0, float(np.median(gap[multi == flag])))
-                 if (multi == flag).any() else 0.0 for flag in (False, True)}
-    shift = np.where(multi, overheads[True], overheads[False])
-    err = float(np.median(np.abs(gap - shift) / meas))
+    single = max(0.0, float(np.median(gap[n == 0]))) if (n == 0).any() else 0.0
+    per = (max(0.0, float(gap[n > 0] @ n[n > 0] / (n[n > 0] @ n[n > 0])))
+           if (n > 0).any() else 0.0)
+    overhead = StepOverhead(single, per)
+    err = float(np.median(np.abs(gap - [overhead(int(k)) for k in n]) / meas))
     if best is None or err < best[0]:
-      best = (err, candidate, overheads)
-  logging.info("%s: link latency %.3g s, step overheads %s (calibration "
-               "error %.1f %%)", graph.name, best[1].links[kind].latency_s,
-               best[2], best[0] * 100)
+      best = (err, candidate, overhead)
+  logging.info("%s: link latency %.3g s, %s (calibration error %.1f %%)",
+               graph.name, best[1].links[kind].latency_s, best[2],
+               best[0] * 100)
   return best[1], best[2]
 
 
@@ -215,8 +255,9 @@ def markdown_table(report: FidelityReport) -> str:
             f"Spearman {report.spearman:.3f}; calibration: compute scale "
             f"{dict(cal.compute_scale)}, overhead {dict(cal.launch_overhead_s)}, "
             f"link latency {_latency_us(cal):.1f} us, "
-            f"step overhead {report.step_overhead_s * 1e3:.2f} ms (one device: "
-            f"{report.single_device_overhead_s * 1e3:.2f} ms)", ""]
+            f"per-transfer overhead {report.overhead.per_transfer_s * 1e6:.1f} us, "
+            f"one-device step overhead "
+            f"{report.overhead.single_device_s * 1e3:.2f} ms", ""]
   return "\n".join(lines)
 
 

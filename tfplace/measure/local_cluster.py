@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 from absl import logging
 
@@ -131,6 +131,10 @@ class RemoteCluster:
                cores_per_worker=cores_per_worker)
 
 
+class _WorkerExited(MeasureError):
+  """A worker process exited before its server came up."""
+
+
 class LocalCluster:
   """TF server processes on 127.0.0.1, one per worker, pinned to cores."""
 
@@ -207,15 +211,30 @@ class LocalCluster:
   def start(self) -> "LocalCluster":
     """Launches the workers and waits until each accepts connections.
 
+    With free ports chosen for us, a worker that exits while starting (its
+    port taken in the meantime) is retried once on new ports.
+
     Raises:
       MeasureError: a port is taken, a worker exits, or the wait times out.
     """
     if self.processes:
       return self
+    attempts = 1 if self.base_port is not None else 2
+    for attempt in range(attempts):
+      try:
+        return self._start_once()
+      except _WorkerExited as e:
+        if attempt + 1 == attempts:
+          raise MeasureError(str(e)) from None
+        logging.warning("%s; retrying on other ports", e)
+    return self
+
+  def _start_once(self) -> "LocalCluster":
     self.ports = self._choose_ports()
     spec = json.dumps(self.cluster_spec)
     log_dir = self.log_dir or tempfile.mkdtemp(prefix="tfplace_cluster_")
     os.makedirs(log_dir, exist_ok=True)
+    self.log_dir = log_dir
     for task, cores in enumerate(self.core_sets()):
       log = open(os.path.join(log_dir, f"worker_{task}.log"), "ab")
       cmd = [sys.executable, "-m", "tfplace.measure.worker_main",
@@ -225,7 +244,6 @@ class LocalCluster:
           cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
           start_new_session=self.detached))
       log.close()
-    self.log_dir = log_dir
     try:
       self._wait_until_up()
     except BaseException:
@@ -251,7 +269,7 @@ class LocalCluster:
       for task in sorted(pending):
         proc = self.processes[task]
         if proc.poll() is not None:
-          raise MeasureError(
+          raise _WorkerExited(
               f"worker {task} exited with status {proc.returncode} while "
               f"starting; see {self.log_dir}/worker_{task}.log")
         if reachable(self.addresses[task]):

@@ -19,6 +19,7 @@ import json
 import os
 import socket
 import statistics
+import threading
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -31,6 +32,8 @@ from tfplace.graph.op_graph import OpGraph
 from tfplace.io_utils import atomic_write
 from tfplace.placement import Placement
 
+# Seconds the watchdog waits past a run's deadline before giving up on it.
+WATCHDOG_GRACE_S = 10.0
 # Nodes TF adds at run time; never graph ops.
 _RUNTIME_PREFIXES = ("_SOURCE", "_SINK", "_retval", "_arg", "_Recv", "_Send",
                      "_HostRecv", "_HostSend")
@@ -223,6 +226,13 @@ def measure(graph: OpGraph, placement: Placement, *,
   graph_def = placed_graph_def(graph, placement, cluster)
   remote = bool(target)
   if remote:
+    local = sorted(d for d in set(placement.devices.values())
+                   if d.startswith("/job:localhost/"))
+    if local:
+      raise MeasureError(
+          f"the placement uses in-process devices (e.g. {local[0]}) but the "
+          f"target {target} is a server cluster, whose devices are "
+          "/job:worker/replica:0/task:I/device:CPU:0")
     check_reachable([target])
   cpus = 1 if remote else num_local_cpus(placement)
   targets, init = step_targets(graph)
@@ -233,14 +243,15 @@ def measure(graph: OpGraph, placement: Placement, *,
       steps=steps, deadline=time.monotonic() + timeout_s, trace_dir=trace_dir)
   collected: List[float] = []
   try:
-    metadata = _run(spec, collected)
+    metadata = _watched(spec, collected)
   except _Transient as e:
     logging.warning("measurement failed (%s); retrying once, keeping %d "
                     "timed step(s)", e, len(collected))
     try:
-      metadata = _run(spec, collected)
+      metadata = _watched(spec, collected)
     except _Transient as e2:
-      raise MeasureError(f"measurement failed twice: {e2}") from None
+      raise MeasureError(f"measurement failed twice: first {e}; then "
+                         f"{e2}") from None
   records = op_records(metadata.step_stats, graph)
   mismatches = device_mismatches(records, placement)
   return timing_from_steps(
@@ -250,6 +261,30 @@ def measure(graph: OpGraph, placement: Placement, *,
 
 class _Transient(MeasureError):
   """A failure worth one retry (unavailable worker, deadline, abort)."""
+
+
+def _watched(spec: _RunSpec, collected: List[float]):
+  """`_run` in a watchdog thread: if TensorFlow ignores its own deadline
+  (a hung RPC), the caller still gets a MeasureError, WATCHDOG_GRACE_S after
+  the deadline; the stuck thread is left behind (daemon)."""
+  box: Dict[str, object] = {}
+
+  def target():
+    try:
+      box["result"] = _run(spec, collected)
+    except BaseException as e:  # pylint: disable=broad-except
+      box["error"] = e
+
+  thread = threading.Thread(target=target, daemon=True, name="tfplace-measure")
+  thread.start()
+  thread.join(max(0.0, spec.deadline - time.monotonic()) + WATCHDOG_GRACE_S)
+  if thread.is_alive():
+    raise MeasureError(f"the run did not return within its deadline plus "
+                       f"{WATCHDOG_GRACE_S:.0f} s (a worker hangs?); "
+                       f"{len(collected)} step(s) were timed")
+  if "error" in box:
+    raise box["error"]
+  return box["result"]
 
 
 def _run_options(spec: _RunSpec, trace: bool = False):

@@ -1,0 +1,67 @@
+"""get_cost_model / list_cost_models, and `--cost_model` on the CLI."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace.cost import cost_models
+from tfplace.cost.analytical import AnalyticalCostModel
+from tfplace.cost.grappler_costs import GrapplerCostModel
+from tfplace.cost.profiled import CalibratedCostModel
+from tfplace.errors import ClusterError, TfplaceError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+GRAPH = os.path.join(ROOT, "testdata", "matmul_relu_sum.pbtxt")
+CLUSTER = os.path.join(ROOT, "testdata", "clusters", "two_cpus.json")
+
+
+def test_list_cost_models():
+  assert cost_models.list_cost_models() == ["analytical", "calibrated",
+                                            "grappler"]
+
+
+def test_get_cost_model_by_name(tmp_path):
+  assert isinstance(cost_models.get_cost_model(), AnalyticalCostModel)
+  assert isinstance(cost_models.get_cost_model("grappler"), GrapplerCostModel)
+  path = tmp_path / "cal.json"
+  path.write_text(json.dumps({"format": "tfplace.calibration/1",
+                              "compute_scale": {"GPU": 2.0}}))
+  model = cost_models.get_cost_model("calibrated", str(path))
+  assert isinstance(model, CalibratedCostModel)
+  assert model.calibration.compute_scale == {"GPU": 2.0}
+
+
+def test_bad_names_and_missing_calibration(tmp_path):
+  with pytest.raises(TfplaceError, match="analytical, calibrated, grappler"):
+    cost_models.get_cost_model("roofline")
+  with pytest.raises(TfplaceError, match="--calibration"):
+    cost_models.get_cost_model("calibrated")
+  with pytest.raises(ClusterError, match="no such calibration file"):
+    cost_models.get_cost_model("calibrated", str(tmp_path / "none.json"))
+
+
+def test_simulate_cli_cost_model_flag(tmp_path):
+  cpu0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+  placement = tmp_path / "p.json"
+  placement.write_text(json.dumps({"placement": {
+      name: cpu0 for name in ("x", "w", "matmul", "relu", "Const", "sum")}}))
+
+  def simulate(name):
+    return subprocess.run(
+        [sys.executable, "-m", "tfplace", "simulate", GRAPH, "--cluster",
+         CLUSTER, "--placement", str(placement), "--cost_model", name,
+         "--json"], capture_output=True, text=True, timeout=120)
+
+  r = simulate("grappler")
+  assert r.returncode == 0, r.stderr
+  out = json.loads(r.stdout)
+  # Busy time = the sum of the 6 ops' times on CPU:0: 6 launch overheads of
+  # 1e-5 s (two_cpus.json) plus grappler's estimates (well under 1 us here).
+  busy = out["device_busy_s"][cpu0]
+  assert 6e-5 <= busy < 6e-5 + 1e-6
+  r = simulate("roofline")
+  assert r.returncode == 2 and "grappler" in r.stderr

@@ -1,0 +1,65 @@
+"""Tests for tfplace.measure.fidelity helpers (no real runs)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import tfplace  # noqa: F401
+from tfplace.measure import fidelity
+from tfplace.measure.local_cluster import make_worker_cluster
+from tfplace.models.registry import build_model
+
+
+@pytest.fixture(scope="module")
+def graph():
+  return build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                     input_size=8, num_layers=1)
+
+
+def test_summary_by_hand():
+  rows = [fidelity.FidelityRow("a", 1.1, 1.0), fidelity.FidelityRow("b", 1.8, 2.0),
+          fidelity.FidelityRow("c", 3.0, 3.0), fidelity.FidelityRow("d", 1.0, None, "x")]
+  med, rho = fidelity.summarize(rows)
+  # errors 10 %, 10 %, 0 % -> median 10 %; ranks agree -> rho 1.
+  assert med == pytest.approx(0.1)
+  assert rho == pytest.approx(1.0)
+  assert rows[3].abs_rel_error is None
+
+
+def test_step_overhead():
+  o = fidelity.StepOverhead(single_device_s=1e-3, per_transfer_s=2e-4)
+  assert o(0) == pytest.approx(1e-3)
+  assert o(10) == pytest.approx(2e-3)
+
+
+def test_cross_transfers_and_halves(graph):
+  cluster = make_worker_cluster(2)
+  zeros = np.zeros(graph.num_ops, dtype=np.int32)
+  assert fidelity.cross_transfers(graph, zeros) == 0
+  halves = fidelity.halves_placement(graph, cluster)
+  halves.validate(graph, cluster)
+  ids = halves.to_array(graph, cluster)
+  assert set(ids.tolist()) == {0, 1}
+  producer, _, ptr, consumers = graph.tensors
+  expected = sum(len(set(ids[consumers[ptr[t]:ptr[t + 1]]]) - {ids[p]})
+                 for t, p in enumerate(producer))
+  assert fidelity.cross_transfers(graph, ids) == expected > 0
+
+
+def test_random_placements_respect_colocation(graph):
+  cluster = make_worker_cluster(2)
+  placements = fidelity.random_group_placements(graph, cluster, 3, seed=1)
+  assert len(placements) == 3
+  for _, p in placements:
+    p.validate(graph, cluster)
+
+
+def test_markdown_table_lists_rows(graph):
+  from tfplace.cost.profiled import Calibration
+  rows = (fidelity.FidelityRow("m_etf", 2e-3, 1e-3),)
+  report = fidelity.FidelityReport("g", 5, rows, Calibration(),
+                                   fidelity.StepOverhead(0.0, 0.0), 1.0,
+                                   math.nan)
+  text = fidelity.markdown_table(report)
+  assert "| m_etf | 2.00 | 1.00 | 100.0 % |" in text
