@@ -24,8 +24,8 @@ _JSON = flags.DEFINE_bool("json", False, "end with a JSON line")
 
 def main(argv):
   del argv
-  from tfplace.measure import comm_benchmark
-  from tfplace.measure.local_cluster import LocalCluster, worker_device
+  from tfplace.measurement import comm_benchmark
+  from tfplace.measurement.local_cluster import LocalCluster, worker_device
   sizes = [int(s) for s in _SIZES.value]
   if _IN_PROCESS.value:
     samples = comm_benchmark.benchmark_transfers(

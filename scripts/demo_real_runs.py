@@ -27,8 +27,8 @@ SIZES = {"mlp_towers": dict(num_towers=4, num_layers=3, hidden=128,
 
 def main(argv):
   del argv
-  from tfplace.measure import comm_benchmark, fidelity, runner
-  from tfplace.measure.local_cluster import LocalCluster, worker_device
+  from tfplace.measurement import comm_benchmark, fidelity, runner
+  from tfplace.measurement.local_cluster import LocalCluster, worker_device
   from tfplace.models.registry import build_model
   graph = build_model(_MODEL.value, **SIZES.get(_MODEL.value, {}))
   with LocalCluster(num_workers=2) as lc:

@@ -41,8 +41,8 @@ SIZES = {
 
 def main(argv):
   del argv
-  from tfplace.measure import comm_benchmark, fidelity
-  from tfplace.measure.local_cluster import LocalCluster, worker_device
+  from tfplace.measurement import comm_benchmark, fidelity
+  from tfplace.measurement.local_cluster import LocalCluster, worker_device
   from tfplace.models.registry import build_model
   reports = []
   with LocalCluster(num_workers=2, cores_per_worker=1) as lc:

@@ -34,7 +34,13 @@ _API = {
     "simulate": "tfplace.cost.simulator",
     "Simulator": "tfplace.cost.simulator",
     "place": "tfplace.placers.registry",
-    "measure": "tfplace.measure.runner",
+    "measure": "tfplace.measurement.runner",
+    "measure_batch": "tfplace.measurement.batch",
+    "LocalCluster": "tfplace.measurement.local_cluster",
+    "get_cost_model": "tfplace.cost.cost_models",
+    "lower_bound": "tfplace.cost.lower_bound",
+    "load_trace": "tfplace.trace.reader",
+    "summarize": "tfplace.trace.summary",
     "build_model": "tfplace.models.registry",
 }
 

@@ -53,6 +53,16 @@ class Placement:
   devices: Mapping[str, str]
   metadata: PlacementMetadata = PlacementMetadata()
 
+  def __post_init__(self):
+    """Stores every device string in full form; raises PlacementError."""
+    devices: Dict[str, str] = {}
+    for op_name, device in self.devices.items():
+      try:
+        devices[op_name] = canonical_device(device)
+      except (ClusterError, TypeError) as e:
+        raise PlacementError(f"op {op_name!r}: {e}") from None
+    object.__setattr__(self, "devices", devices)
+
   # ---- construction ------------------------------------------------------
 
   @classmethod
@@ -153,16 +163,10 @@ class Placement:
     if not isinstance(data, dict) or not isinstance(data.get("placement"), dict):
       raise PlacementError("placement JSON must be an object whose "
                            "'placement' maps op names to device strings")
-    devices: Dict[str, str] = {}
-    for op_name, device in data["placement"].items():
-      try:
-        devices[op_name] = canonical_device(device)
-      except ClusterError as e:
-        raise PlacementError(f"op {op_name!r}: {e}") from None
     meta = dict(data.get("metadata") or {})
     known = {f.name for f in dataclasses.fields(PlacementMetadata)} - {"extra"}
     extra = {k: meta.pop(k) for k in list(meta) if k not in known}
-    return cls(devices=devices,
+    return cls(devices=data["placement"],
                metadata=PlacementMetadata(**meta, extra=extra))
 
   @classmethod

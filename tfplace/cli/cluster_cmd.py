@@ -53,12 +53,12 @@ def _is_our_worker(pid: int) -> bool:
       cmdline = f.read()
   except OSError:
     return False
-  return b"tfplace.measure.worker_main" in cmdline
+  return b"tfplace.measurement.worker_main" in cmdline
 
 
 def _up() -> None:
   from tfplace.io_utils import atomic_write
-  from tfplace.measure.local_cluster import LocalCluster
+  from tfplace.measurement.local_cluster import LocalCluster
   if os.path.exists(_STATE.value):
     state = _read_state(_STATE.value)
     if any(_is_our_worker(p) for p in state.get("pids", [])):
@@ -92,7 +92,7 @@ def _down() -> None:
 
 
 def _status() -> None:
-  from tfplace.measure.local_cluster import RemoteCluster, reachable
+  from tfplace.measurement.local_cluster import RemoteCluster, reachable
   if _SPEC.value:
     addresses, pids = RemoteCluster.from_json(_SPEC.value).addresses, []
   else:

@@ -51,7 +51,7 @@ def load_graph(source: str):
 
 def target_from_cluster_flag(value: str) -> str:
   """The grpc target named by a state file or a cluster spec."""
-  from tfplace.measure.local_cluster import RemoteCluster
+  from tfplace.measurement.local_cluster import RemoteCluster
   text = value
   if os.path.exists(value):
     with open(value) as f:
@@ -67,7 +67,7 @@ def target_from_cluster_flag(value: str) -> str:
 
 def main(argv: List[str]) -> None:
   """Runs `tfplace measure`; see the module docstring."""
-  from tfplace.measure.local_cluster import LocalCluster
+  from tfplace.measurement.local_cluster import LocalCluster
   from tfplace.placement import Placement
   if len(argv) != 2:
     raise TfplaceError("expected exactly one GRAPH argument: tfplace measure "
@@ -92,7 +92,7 @@ def main(argv: List[str]) -> None:
 
 
 def _measure(graph, placement, target: str):
-  from tfplace.measure.runner import measure
+  from tfplace.measurement.runner import measure
   return measure(graph, placement, target=target, warmup=_WARMUP.value,
                  steps=_STEPS.value, trace_dir=_TRACE_DIR.value,
                  timeout_s=_TIMEOUT.value)

@@ -33,6 +33,7 @@ _DEVICE_RE = re.compile(
     r"^/job:[\w.-]+/replica:\d+/task:\d+/device:([A-Za-z_]+):(\d+)$")
 
 
+@functools.lru_cache(maxsize=4096)
 def canonical_device(name: str) -> str:
   """Returns the full TF device string for `name`, or raises ClusterError.
 

@@ -1,6 +1,6 @@
 """Measured op times and calibrations of the analytical model.
 
-Two seams for real measurements (`tfplace/measure/` fills them):
+Two seams for real measurements (`tfplace/measurement/` fills them):
 
 * `ProfiledCostModel`: per-op measured seconds (op name -> device type ->
   seconds) override a fallback model for the ops that were measured.

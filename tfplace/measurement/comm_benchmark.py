@@ -15,7 +15,7 @@ from typing import List, Sequence
 import numpy as np
 
 from tfplace.errors import MeasureError
-from tfplace.measure.runner import session_config
+from tfplace.measurement.runner import session_config
 
 DEFAULT_SIZES = (4 << 10, 64 << 10, 512 << 10, 2 << 20, 8 << 20)
 

@@ -25,7 +25,7 @@ from tfplace.cost.cluster import Cluster
 from tfplace.errors import TfplaceError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.io_utils import atomic_write
-from tfplace.measure.runner import StepTiming, measure
+from tfplace.measurement.runner import StepTiming, measure
 from tfplace.placement import Placement
 
 CACHE_FORMAT = "tfplace.measure_cache/1"

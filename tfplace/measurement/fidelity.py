@@ -23,9 +23,9 @@ from tfplace.cost.profiled import (Calibration, CalibratedCostModel,
                                    apply_calibration)
 from tfplace.errors import TfplaceError
 from tfplace.graph.op_graph import OpGraph
-from tfplace.measure.batch import measure_batch
-from tfplace.measure.calibration import calibrate
-from tfplace.measure.comm_benchmark import LinkFit
+from tfplace.measurement.batch import measure_batch
+from tfplace.measurement.calibration import calibrate
+from tfplace.measurement.comm_benchmark import LinkFit
 from tfplace.placement import Placement
 
 

@@ -1,4 +1,4 @@
-"""Tests for tfplace.measure.runner: in-process timed steps and op records."""
+"""Tests for tfplace.measurement.runner: in-process timed steps and op records."""
 
 import os
 import time
@@ -7,7 +7,7 @@ import pytest
 
 import tfplace  # noqa: F401  (before TensorFlow)
 from tfplace.errors import MeasureError
-from tfplace.measure import runner
+from tfplace.measurement import runner
 from tfplace.models.registry import build_model
 from tfplace.placement import Placement
 
@@ -73,7 +73,7 @@ def test_remote_device_in_process_is_an_error(graph):
 
 
 def test_unreachable_target_fails_fast(graph):
-  from tfplace.measure.local_cluster import free_ports
+  from tfplace.measurement.local_cluster import free_ports
   port = free_ports(1)[0]
   placement = Placement({op.name: "/job:worker/replica:0/task:0/device:CPU:0"
                          for op in graph.ops})

@@ -1,4 +1,4 @@
-"""Tests for tfplace.measure.local_cluster: real TF server processes (slow)."""
+"""Tests for tfplace.measurement.local_cluster: real TF server processes (slow)."""
 
 import os
 import socket
@@ -8,9 +8,9 @@ import pytest
 
 import tfplace  # noqa: F401
 from tfplace.errors import MeasureError
-from tfplace.measure.local_cluster import (LocalCluster, RemoteCluster,
+from tfplace.measurement.local_cluster import (LocalCluster, RemoteCluster,
                                            worker_device)
-from tfplace.measure.runner import measure
+from tfplace.measurement.runner import measure
 from tfplace.models.registry import build_model
 from tfplace.placement import Placement
 

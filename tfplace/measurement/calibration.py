@@ -25,8 +25,8 @@ from tfplace.cost.cluster import Cluster, LinkSpec
 from tfplace.cost.profiled import Calibration
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
-from tfplace.measure.comm_benchmark import LinkFit
-from tfplace.measure.runner import StepTiming
+from tfplace.measurement.comm_benchmark import LinkFit
+from tfplace.measurement.runner import StepTiming
 
 
 @dataclasses.dataclass(frozen=True)

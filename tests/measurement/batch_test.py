@@ -1,11 +1,11 @@
-"""Tests for tfplace.measure.batch: cache and per-placement failures."""
+"""Tests for tfplace.measurement.batch: cache and per-placement failures."""
 
 import os
 
 import pytest
 
 import tfplace  # noqa: F401
-from tfplace.measure.batch import measure_batch, placement_key
+from tfplace.measurement.batch import measure_batch, placement_key
 from tfplace.models.registry import build_model
 from tfplace.placement import Placement
 

@@ -1,4 +1,4 @@
-"""Tests for tfplace.measure.fidelity helpers (no real runs)."""
+"""Tests for tfplace.measurement.fidelity helpers (no real runs)."""
 
 import math
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
-from tfplace.measure import fidelity
-from tfplace.measure.local_cluster import make_worker_cluster
+from tfplace.measurement import fidelity
+from tfplace.measurement.local_cluster import make_worker_cluster
 from tfplace.models.registry import build_model
 
 

@@ -2,7 +2,7 @@
 
 Logical CPU devices of one process share its cores, so a placement cannot
 change their step time. `LocalCluster` starts one `tf.distribute.Server`
-process per worker (`python -m tfplace.measure.worker_main`), each pinned to
+process per worker (`python -m tfplace.measurement.worker_main`), each pinned to
 its own core(s), on free 127.0.0.1 ports:
 
     with LocalCluster(num_workers=2) as lc:
@@ -237,7 +237,7 @@ class LocalCluster:
     self.log_dir = log_dir
     for task, cores in enumerate(self.core_sets()):
       log = open(os.path.join(log_dir, f"worker_{task}.log"), "ab")
-      cmd = [sys.executable, "-m", "tfplace.measure.worker_main",
+      cmd = [sys.executable, "-m", "tfplace.measurement.worker_main",
              "--task", str(task), "--spec", spec,
              "--cores", ",".join(map(str, cores))]
       self.processes.append(subprocess.Popen(

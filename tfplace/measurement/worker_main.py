@@ -1,6 +1,6 @@
 """One TensorFlow server process of a local (or multi-host) cluster.
 
-Run as `python -m tfplace.measure.worker_main --task I --spec JSON
+Run as `python -m tfplace.measurement.worker_main --task I --spec JSON
 [--job worker] [--cores 0,1] [--ready_file PATH]`. The process pins itself to
 the given CPU cores (`os.sched_setaffinity`), sizes TensorFlow's intra- and
 inter-op thread pools to that many cores, starts a `tf.distribute.Server` for
@@ -19,7 +19,7 @@ from typing import List, Optional
 
 
 def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(prog="tfplace.measure.worker_main")
+  parser = argparse.ArgumentParser(prog="tfplace.measurement.worker_main")
   parser.add_argument("--task", type=int, required=True)
   parser.add_argument("--spec", required=True,
                       help='cluster spec JSON, e.g. {"worker": ["127.0.0.1:2222"]}')

@@ -1,12 +1,12 @@
-"""Tests for calibration fits (tfplace.measure.calibration, comm_benchmark)."""
+"""Tests for calibration fits (tfplace.measurement.calibration, comm_benchmark)."""
 
 import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
 from tfplace.errors import MeasureError
-from tfplace.measure.calibration import OpSample, fit_calibration
-from tfplace.measure.comm_benchmark import CommSample, fit_link
+from tfplace.measurement.calibration import OpSample, fit_calibration
+from tfplace.measurement.comm_benchmark import CommSample, fit_link
 
 
 def test_link_fit_recovers_latency_and_bandwidth():
@@ -63,7 +63,7 @@ def test_calibration_op_type_factor():
 
 def test_calibration_round_trips_through_json(tmp_path):
   from tfplace.cost.profiled import Calibration
-  from tfplace.measure.comm_benchmark import LinkFit
+  from tfplace.measurement.comm_benchmark import LinkFit
   cal = fit_calibration(_samples(2.0, 1e-6),
                         link_fits={"loopback": LinkFit(1e-4, 1e9, 1.0, 4)})
   path = str(tmp_path / "cal.json")
