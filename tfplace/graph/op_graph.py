@@ -248,6 +248,35 @@ class OpGraph:
           f"{self.name}: the graph has a cycle that is not a TF loop")
     return np.array(order, dtype=np.int32)
 
+  @functools.cached_property
+  def step_mask(self) -> np.ndarray:
+    """bool [M]: the ops one training step runs.
+
+    Those are the train ops, the loss and all their ancestors (over data and
+    control edges); the variable-initialization subgraph is not among them.
+    Every op is still placed (the placed GraphDef sets every device), but
+    only these cost time in a step. All True when no train op or loss is
+    known.
+    """
+    roots = [self.index[n] for n in self.fetches.train_ops if n in self.index]
+    if self.fetches.loss:
+      loss_op = self.fetches.loss.split(":")[0]
+      if loss_op in self.index:
+        roots.append(self.index[loss_op])
+    if not roots:
+      return np.ones(self.num_ops, dtype=bool)
+    ptr, pred = self.predecessors_csr
+    seen = np.zeros(self.num_ops, dtype=bool)
+    seen[roots] = True
+    stack = list(roots)
+    while stack:
+      i = stack.pop()
+      for j in pred[ptr[i]:ptr[i + 1]]:
+        if not seen[j]:
+          seen[j] = True
+          stack.append(j)
+    return seen
+
   # ---- tensors (what the simulator transfers) ----------------------------
 
   @functools.cached_property
