@@ -64,3 +64,17 @@ def test_functional_conv_batchnorm_model_runs_with_its_updates():
   # The moving-average updates of the training call run in the step.
   assert any("AssignMovingAvg" in op.name for op in g.ops)
   assert run_training_step(g.graph_def, g.fetches, steps=2).loss > 0
+
+
+@pytest.mark.parametrize("loss, label_shape, label_dtype", [
+    (tf_keras.losses.SparseCategoricalCrossentropy(), (8,), "int32"),
+    ("sparse_categorical_crossentropy", (8,), "int32"),
+    (tf_keras.losses.CategoricalCrossentropy(), (8, 2), "float32"),
+    (tf_keras.losses.MeanSquaredError(), (8, 2), "float32"),
+])
+def test_random_labels_fit_the_loss_in_either_form(loss, label_shape,
+                                                   label_dtype):
+  g = import_graph(_model(), loss=loss, optimizer="sgd", batch_size=8)
+  assert g.op("y").output_shapes == (label_shape,)
+  assert g.op("y").output_dtypes == (label_dtype,)
+  assert np.isfinite(run_training_step(g.graph_def, g.fetches).loss)

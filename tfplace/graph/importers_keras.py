@@ -185,8 +185,8 @@ def _data(model, loss_fn, batch_size: int, x, y, unknown_dim: int,
   if y is not None:
     return x, np.asarray(y)
   out = _concrete_shape(model.output_shape, len(x), unknown_dim)
-  kind = getattr(loss_fn, "__name__", type(loss_fn).__name__).lower()
-  if "sparse_categorical" in kind:
+  kind = _loss_kind(loss_fn)
+  if "sparsecategorical" in kind:
     y = rng.randint(0, out[-1], size=out[:-1]).astype(np.int32)
   elif "categorical" in kind:
     y = np.eye(out[-1], dtype=np.float32)[rng.randint(0, out[-1],
@@ -196,6 +196,15 @@ def _data(model, loss_fn, batch_size: int, x, y, unknown_dim: int,
   else:
     y = rng.randn(*out).astype(np.float32)
   return x, y
+
+
+def _loss_kind(loss_fn) -> str:
+  """The loss's name, lower case without underscores, for either form: a
+  function (`sparse_categorical_crossentropy`) or a Loss object
+  (`SparseCategoricalCrossentropy(...)`, whose `name` is the function's)."""
+  name = (getattr(loss_fn, "name", None) or getattr(loss_fn, "__name__", None)
+          or type(loss_fn).__name__)
+  return str(name).lower().replace("_", "")
 
 
 def _concrete_shape(shape, batch: int, unknown_dim: int) -> Tuple[int, ...]:
