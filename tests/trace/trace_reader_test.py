@@ -172,3 +172,14 @@ def test_gpu_streams_and_memcpy(tmp_path):
       (gpu, "edge_3_x", TRANSFER), (gpu, "conv", "op")]
   copy = t.transfers()[0]
   assert (copy.src_device, copy.dst_device, copy.nbytes) == (L0, gpu, 4096)
+
+
+def test_measure_trace_dir_reads_its_step_stats(tmp_path):
+  # A `tfplace measure --trace_dir` directory: a profile and step_stats.pb.
+  shutil.copytree(os.path.join(DATA, "profile_2cpu"), tmp_path / "trace")
+  shutil.copy(os.path.join(DATA, "run_metadata_2workers.pb"),
+              tmp_path / "trace" / "step_stats.pb")
+  trace = load_trace(str(tmp_path / "trace"))
+  assert set(trace.devices()) >= {W0, W1}
+  assert trace.events == load_trace(
+      os.path.join(DATA, "run_metadata_2workers.pb")).events

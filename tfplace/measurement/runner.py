@@ -31,6 +31,7 @@ from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.io_utils import atomic_write
 from tfplace.placement import Placement
+from tfplace.trace.reader import STEP_STATS_FILE
 
 # Seconds the watchdog waits past a run's deadline before giving up on it.
 WATCHDOG_GRACE_S = 10.0
@@ -341,7 +342,7 @@ def _traced_step(session, spec: _RunSpec):
               run_metadata=metadata)
   if spec.trace_dir:
     os.makedirs(spec.trace_dir, exist_ok=True)
-    atomic_write(os.path.join(spec.trace_dir, "step_stats.pb"),
+    atomic_write(os.path.join(spec.trace_dir, STEP_STATS_FILE),
                  metadata.step_stats.SerializeToString())
     _profiled_step(session, spec)
   return metadata

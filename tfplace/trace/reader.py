@@ -5,7 +5,10 @@
     `tf.profiler.experimental.start(logdir)` / `stop()`
     (`<logdir>/plugins/profile/<run>/*.xplane.pb`; the newest run is read), a
     run directory, or one `.xplane.pb` file. It is converted with TF's bundled
-    trace-viewer converter and read as a Chrome trace;
+    trace-viewer converter and read as a Chrome trace. A directory written by
+    `tfplace measure --trace_dir` also holds `step_stats.pb` (the per-op,
+    per-device timeline of a FULL_TRACE step); that file is read instead, as
+    the client-side profiler cannot see ops that ran in server processes;
   * a Chrome-trace JSON (`.json` or `.json.gz`): complete ("X") events, whose
     device is the process name (or `args.device`);
   * a saved `StepStats` or `RunMetadata` proto, binary (`.pb`) or text
@@ -27,6 +30,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from tfplace.errors import TraceError
 from tfplace.trace.trace import OP, TRANSFER, TraceEvent, Trace, is_transfer_op, make_trace
 
+# The step stats file `tfplace measure --trace_dir` writes beside the profile.
+STEP_STATS_FILE = "step_stats.pb"
 _SKIPPED_NODES = ("_SOURCE", "_SINK")
 _DEVICE_IN_TEXT = re.compile(r"(/job:[^\s,;()@]+|/device:[^\s,;()@]+)")
 _LABEL_OP_TYPE = re.compile(r"(\S+) = ([\w.>-]+)\(")
@@ -51,6 +56,9 @@ def load_trace(path: str) -> Trace:
   if not os.path.exists(path):
     raise TraceError(f"{path}: no such file or directory")
   if os.path.isdir(path):
+    step_stats = os.path.join(path, STEP_STATS_FILE)
+    if os.path.isfile(step_stats):
+      return load_trace(step_stats)
     return _load_xplanes(_xplane_files(path), path)
   if os.path.getsize(path) == 0:
     raise TraceError(f"{path}: the file is empty")
