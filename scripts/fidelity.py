@@ -2,8 +2,12 @@
 
 Starts a 2-worker local TF server cluster (one core each), fits the link
 (comm benchmark), and for each benchmark graph at reduced sizes calibrates
-the simulator on 3 runs, then predicts and measures every baseline placer and
-random group placements. Prints a Markdown table per graph and a summary;
+the simulator on 10 placements (op times, compute correction, step and
+per-transfer overheads, link model; see `tfplace.measurement.calibration`)
+and predicts every baseline placer and 16 random group placements with the
+calibrated simulator alone; calibration and evaluated placements are
+measured interleaved in one batch, and no calibration placement is
+evaluated. Prints a Markdown table per graph and a summary;
 with --json the last stdout line is a JSON object with `median_abs_rel_error`
 and `spearman` (the mean of the per-graph Spearman rho).
 

@@ -84,3 +84,42 @@ def test_malformed_calibration_raises(tmp_path, data):
   path.write_text(json.dumps(data))
   with pytest.raises(ClusterError):
     Calibration.load(str(path))
+
+
+def test_calibration_overheads_round_trip_and_apply(tmp_path):
+  cal = Calibration(compute_scale={"CPU": 2.0},
+                    transfer_overhead_s={"CPU": 2e-4}, step_overhead_s=1.5e-3)
+  path = str(tmp_path / "cal.json")
+  cal.save(path)
+  back = Calibration.load(path)
+  assert back.transfer_overhead_s == {"CPU": 2e-4}
+  assert back.step_overhead_s == 1.5e-3
+  c = apply_calibration(cluster(), back)
+  assert [d.transfer_overhead_s for d in c.devices] == [2e-4, 0.0]
+  assert c.step_overhead_s == 1.5e-3
+
+
+def test_old_calibration_json_loads_with_zero_overheads(tmp_path):
+  path = tmp_path / "old.json"
+  path.write_text(json.dumps({"format": "tfplace.calibration/1",
+                              "compute_scale": {"CPU": 2.0},
+                              "launch_overhead_s": {"CPU": 1e-5},
+                              "notes": "written before the overheads"}))
+  cal = Calibration.load(str(path))
+  assert cal.transfer_overhead_s == {} and cal.step_overhead_s == 0.0
+  c = apply_calibration(cluster(), cal)
+  assert c.step_overhead_s == 0.0
+  assert [d.transfer_overhead_s for d in c.devices] == [0.0, 0.0]
+  assert c.devices[0].launch_overhead_s == 1e-5
+
+
+@pytest.mark.parametrize("field,value", [
+    ("transfer_overhead_s", {"CPU": -1e-6}),
+    ("transfer_overhead_s", {"CPU": float("nan")}),
+    ("step_overhead_s", -1.0), ("step_overhead_s", float("nan"))])
+def test_bad_calibration_overheads_raise(field, value):
+  data = {"format": "tfplace.calibration/1", field: value}
+  with pytest.raises(ClusterError):
+    Calibration.from_dict(data)
+  with pytest.raises(ClusterError):
+    Calibration(**{field: value})

@@ -76,3 +76,47 @@ def test_calibration_round_trips_through_json(tmp_path):
 def test_calibration_needs_samples():
   with pytest.raises(MeasureError):
     fit_calibration([])
+
+
+def test_fit_overheads_recovers_step_and_transfer_overheads():
+  from tfplace.cost.profiled import Calibration
+  from tfplace.measurement.calibration import (OverheadSearch,
+                                               calibrated_simulator,
+                                               fit_overheads)
+  from tfplace.measurement.local_cluster import make_worker_cluster
+  from tfplace.models.registry import build_model
+  graph = build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                      input_size=8, num_layers=1)
+  cluster = make_worker_cluster(2)
+  rng = np.random.default_rng(0)
+  runs = [np.zeros(graph.num_ops, np.int32)] + [
+      rng.integers(0, 2, size=graph.num_colocation_groups)[graph.group_of]
+      .astype(np.int32) for _ in range(4)]
+  # "Measured" = the simulator with known overheads: 1 ms per step and
+  # 300 us per transfer on each end.
+  truth = Calibration(compute_scale={"CPU": 2.0}, step_overhead_s=1e-3,
+                      transfer_overhead_s={"CPU": 3e-4})
+  sim = calibrated_simulator(graph, cluster, truth)
+  measured = [(d, sim.simulate(d).step_time_s) for d in runs]
+  search = OverheadSearch(transfer_overheads_s=(0.0, 1e-4, 3e-4, 1e-3),
+                          latency_factors=(1.0,), overlap_latency=(False, True),
+                          compute_factors=(0.25, 0.5, 1.0))
+  # The op-record fit overstates compute 2x: the factor 0.5 corrects it.
+  fit = fit_overheads(graph, cluster, Calibration(compute_scale={"CPU": 4.0}),
+                      measured, search)
+  assert fit.compute_scale == {"CPU": 2.0}
+  assert fit.step_overhead_s == pytest.approx(1e-3)
+  assert fit.transfer_overhead_s == {"CPU": 3e-4}
+  assert not fit.overlap_latency
+  # The one-device run has no transfers: its prediction is unchanged by them.
+  fitted = calibrated_simulator(graph, cluster, fit)
+  for d, m in measured:
+    assert fitted.simulate(d).step_time_s == pytest.approx(m)
+
+
+def test_fit_overheads_needs_runs():
+  from tfplace.cost.profiled import Calibration
+  from tfplace.measurement.calibration import fit_overheads
+  from tfplace.measurement.local_cluster import make_worker_cluster
+  with pytest.raises(MeasureError):
+    fit_overheads(None, make_worker_cluster(2), Calibration(), [])

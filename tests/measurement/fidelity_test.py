@@ -27,12 +27,6 @@ def test_summary_by_hand():
   assert rows[3].abs_rel_error is None
 
 
-def test_step_overhead():
-  o = fidelity.StepOverhead(single_device_s=1e-3, per_transfer_s=2e-4)
-  assert o(0) == pytest.approx(1e-3)
-  assert o(10) == pytest.approx(2e-3)
-
-
 def test_cross_transfers_and_halves(graph):
   cluster = make_worker_cluster(2)
   zeros = np.zeros(graph.num_ops, dtype=np.int32)
@@ -57,9 +51,24 @@ def test_random_placements_respect_colocation(graph):
 
 def test_markdown_table_lists_rows(graph):
   from tfplace.cost.profiled import Calibration
-  rows = (fidelity.FidelityRow("m_etf", 2e-3, 1e-3),)
-  report = fidelity.FidelityReport("g", 5, rows, Calibration(),
-                                   fidelity.StepOverhead(0.0, 0.0), 1.0,
-                                   math.nan)
+  rows = (fidelity.FidelityRow("m_etf", 2e-3, 1e-3, num_transfers=7),)
+  cal = Calibration(transfer_overhead_s={"CPU": 2e-4}, step_overhead_s=1e-3)
+  report = fidelity.FidelityReport("g", 5, rows, cal, 1.0, math.nan)
   text = fidelity.markdown_table(report)
-  assert "| m_etf | 2.00 | 1.00 | 100.0 % |" in text
+  assert "| m_etf | 7 | 2.00 | 1.00 | 100.0 % |" in text
+  assert "CPU 200.0 us" in text and "step overhead 1.000 ms" in text
+
+
+def test_calibration_placements_are_distinct(graph):
+  cluster = make_worker_cluster(2)
+  placements = fidelity.calibration_placements(graph, cluster)
+  labels = [label for label, _ in placements]
+  assert labels[:2] == ["all_on_1", "halves"] and len(placements) == 10
+  assert set(placements[0][1].devices.values()) == {cluster.device_names[1]}
+
+
+def test_interleave_spreads_the_short_list():
+  # a = [0, 1], b = [2, 3, 4, 5]: fractions a 0.25, 0.75; b .125 .375 .625 .875
+  assert fidelity.interleave(2, 4) == [2, 0, 3, 4, 1, 5]
+  assert fidelity.interleave(0, 2) == [0, 1]
+  assert sorted(fidelity.interleave(3, 7)) == list(range(10))

@@ -9,7 +9,7 @@ import pytest
 import tfplace  # noqa: F401
 from tfplace.errors import MeasureError
 from tfplace.measurement.local_cluster import (LocalCluster, RemoteCluster,
-                                           worker_device)
+                                               free_ports, worker_device)
 from tfplace.measurement.runner import measure
 from tfplace.models.registry import build_model
 from tfplace.placement import Placement
@@ -68,3 +68,34 @@ def test_remote_cluster_spec_parsing():
   assert rc.to_cluster().num_devices == 2
   with pytest.raises(MeasureError):
     RemoteCluster.from_json('{"ps": []}')
+
+
+def test_trace_dir_has_an_xplane_per_worker(tmp_path):
+  from tfplace.trace.reader import load_trace
+  graph = build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                      input_size=8, num_layers=1)
+  placement = Placement({op.name: worker_device(int(graph.group_of[i]) % 2)
+                         for i, op in enumerate(graph.ops)})
+  with LocalCluster(num_workers=2) as lc:
+    assert all(lc.profiler_ports)
+    assert lc.state()["profiler_ports"] == lc.profiler_ports
+    timing = measure(graph, placement, target=lc.target, warmup=1, steps=2,
+                     trace_dir=str(tmp_path / "ok"), timeout_s=60)
+    # A profiler nobody serves: reported, and the step stats are still kept.
+    dead, = free_ports(1)
+    bad = measure(graph, placement, target=lc.target, warmup=0, steps=1,
+                  trace_dir=str(tmp_path / "bad"), timeout_s=60,
+                  profiler_addresses=[f"127.0.0.1:{dead}"])
+  assert timing.profile_error is None
+  trace = load_trace(str(tmp_path / "ok" / "plugins" / "profile"))
+  hosts = [f"127.0.0.1_{p}/host:CPU" for p in lc.profiler_ports]
+  assert set(trace.devices()) == set(hosts)
+  for task, host in enumerate(hosts):
+    ran = {e.name for e in trace.events_on(host)} & set(placement.devices)
+    placed = {n for n, d in placement.devices.items()
+              if d == worker_device(task)}
+    assert ran and ran <= placed, (task, sorted(ran - placed)[:5])
+  assert bad.profile_error and str(dead) in bad.profile_error
+  assert len(bad.step_times_s) == 1
+  assert set(load_trace(str(tmp_path / "bad")).devices()) >= {
+      worker_device(0), worker_device(1)}

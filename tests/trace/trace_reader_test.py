@@ -183,3 +183,67 @@ def test_measure_trace_dir_reads_its_step_stats(tmp_path):
   assert set(trace.devices()) >= {W0, W1}
   assert trace.events == load_trace(
       os.path.join(DATA, "run_metadata_2workers.pb")).events
+
+
+def _xspace(path, line_start_ns, events):
+  """Writes an XSpace: one /host:CPU line starting at `line_start_ns`, with
+  (offset ns, duration ns, event name, {stat: value}) events."""
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  space = xplane_pb2.XSpace()
+  plane = space.planes.add(name="/host:CPU")
+  line = plane.lines.add(timestamp_ns=line_start_ns)
+  for k, (offset_ns, dur_ns, name, stats) in enumerate(events, start=1):
+    plane.event_metadata[k].id, plane.event_metadata[k].name = k, name
+    ev = line.events.add(metadata_id=k, offset_ps=offset_ns * 1000,
+                         duration_ps=dur_ns * 1000)
+    for j, (stat, value) in enumerate(stats.items(), start=100 * k):
+      plane.stat_metadata[j].id, plane.stat_metadata[j].name = j, stat
+      ev.stats.add(metadata_id=j, str_value=value)
+  space.planes.add(name="Task Environment")
+  path.write_bytes(space.SerializeToString())
+
+
+def test_xplanes_of_two_hosts_by_hand(tmp_path):
+  run = tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00"
+  run.mkdir(parents=True)
+  key = f"{W0};1;{W1};edge_1_a;0:0"
+  _xspace(run / "h0_1.xplane.pb", 10**18, [
+      (100, 10, "a:MatMul", {}), (90, 50, "ExecutorState::Process", {}),
+      (115, 4, "a_S1:_Send", {"key": key})])
+  _xspace(run / "h1_2.xplane.pb", 10**18 + 5, [(100, 5, "b:AddV2", {}),
+                                                (1, 500, "RunStep/Server:3", {})])
+  t = load_trace(str(tmp_path))
+  # One clock (absolute ns): a at 10**18 + 100 ns is time 0; b starts 5 ns
+  # later; runtime events (no "name:Type") are dropped.
+  assert [(e.device, e.name, e.op_type, e.kind) for e in t.events] == [
+      ("h0_1/host:CPU", "a", "MatMul", "op"),
+      ("h1_2/host:CPU", "b", "AddV2", "op"),
+      ("h0_1/host:CPU", "a_S1", "_Send", TRANSFER)]
+  assert [e.start_s for e in t.events] == pytest.approx([0, 5e-9, 15e-9])
+  assert [e.duration_s for e in t.events] == pytest.approx([1e-8, 5e-9, 4e-9])
+  send = t.transfers()[0]
+  assert (send.src_device, send.dst_device) == (W0, W1)
+  # One file alone: no host prefix.
+  one = load_trace(str(run / "h1_2.xplane.pb"))
+  assert [(e.device, e.name) for e in one.events] == [("/host:CPU", "b")]
+
+
+def test_run_with_one_xplane_per_host_is_merged(tmp_path):
+  src = os.path.join(DATA, "profile_2cpu", "plugins", "profile")
+  single = os.path.join(src, os.listdir(src)[0], "host.xplane.pb")
+  run = tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00"
+  run.mkdir(parents=True)
+  for host in ("10.0.0.1_6009", "10.0.0.2_6009"):
+    shutil.copy(single, run / f"{host}.xplane.pb")
+  one = load_trace(single)
+  both = load_trace(str(tmp_path / "plugins" / "profile"))
+  assert both.devices() == ("10.0.0.1_6009/host:CPU", "10.0.0.2_6009/host:CPU")
+  # Two copies of one host: each host's events are the single file's.
+  expect = sorted((e.name, e.start_s, e.duration_s) for e in one.events)
+  for device in both.devices():
+    got = sorted((e.name, e.start_s, e.duration_s)
+                 for e in both.events_on(device))
+    assert [g[0] for g in got] == [x[0] for x in expect]
+    for g, x in zip(got, expect):
+      assert g[1:] == pytest.approx(x[1:], abs=1e-9)
+  assert load_trace(str(run)).events == both.events

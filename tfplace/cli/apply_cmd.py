@@ -36,8 +36,8 @@ def apply(graph_path: str, placement_path: str, out: str,
   placement = Placement.load(placement_path)
   cluster = None
   if cluster_name:
-    from tfplace.cost.presets import load_cluster
-    cluster = load_cluster(cluster_name)
+    from tfplace.cli.cluster_arg import load_cluster_arg
+    cluster = load_cluster_arg(cluster_name)
   placed = apply_lib.placed_graph_def(graph, placement, cluster)
   if meta is not None:
     proto = type(meta)()

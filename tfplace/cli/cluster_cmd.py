@@ -6,7 +6,8 @@ usage: tfplace cluster up [--workers 2] [--cores_per_worker 1]
        tfplace cluster status [--state FILE | --cluster_spec JSON] [--json]
 
 `up` starts detached `tf.distribute.Server` processes on 127.0.0.1, each
-pinned to its own core(s), and writes their pids and ports to the state file;
+pinned to its own core(s), and writes their pids, ports and profiler ports
+(`tf.profiler.experimental.client.trace` targets) to the state file;
 `tfplace measure --cluster FILE` then runs on them. `down` stops exactly the
 processes the state file lists. `status` tells which workers are alive and
 reachable; with --cluster_spec it checks servers on real hosts.
@@ -73,7 +74,9 @@ def _up() -> None:
     lc.stop()
     raise
   sys.stdout.write(f"cluster up: {', '.join(lc.addresses)} (target "
-                   f"{lc.target}); state in {_STATE.value}\n")
+                   f"{lc.target}; profilers "
+                   f"{','.join(lc.profiler_addresses)}); state in "
+                   f"{_STATE.value}\n")
 
 
 def _down() -> None:

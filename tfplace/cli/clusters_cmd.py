@@ -21,12 +21,13 @@ _JSON = flags.DEFINE_bool("json", False, "print the list as one JSON object")
 
 def main(argv: List[str]) -> None:
   """Runs `tfplace clusters`; see the module docstring."""
+  from tfplace.cli.cluster_arg import load_cluster_arg
   from tfplace.cost import presets
   if len(argv) != 1:
     raise TfplaceError(f"unexpected arguments {argv[1:]}; usage: tfplace "
                        "clusters [--show NAME] [--json]")
   if _SHOW.value:
-    sys.stdout.write(presets.load_cluster(_SHOW.value).to_json() + "\n")
+    sys.stdout.write(load_cluster_arg(_SHOW.value).to_json() + "\n")
     return
   rows = []
   for name in presets.list_presets():

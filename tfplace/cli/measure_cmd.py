@@ -13,10 +13,11 @@ in this process on logical CPU devices (/job:localhost/.../CPU:i).
 ({"worker": ["host:port", ...]}, inline or a file); --target names a server.
 """
 
+import contextlib
 import json
 import os
 import sys
-from typing import List
+from typing import List, Optional, Tuple
 
 from absl import flags
 
@@ -49,25 +50,25 @@ def load_graph(source: str):
                      f"({', '.join(registry.list_models())})")
 
 
-def target_from_cluster_flag(value: str) -> str:
-  """The grpc target named by a state file or a cluster spec."""
-  from tfplace.measurement.local_cluster import RemoteCluster
-  text = value
-  if os.path.exists(value):
-    with open(value) as f:
-      text = f.read()
-  try:
-    data = json.loads(text)
-  except json.JSONDecodeError as e:
-    raise TfplaceError(f"--cluster {value!r} is not JSON: {e}") from None
-  if isinstance(data, dict) and "cluster_spec" in data:
-    data = data["cluster_spec"]
-  return RemoteCluster.from_json(json.dumps(data)).target
+def cluster_from_flag(value: str) -> Tuple[str, Optional[List[str]]]:
+  """The grpc target and profiler addresses named by --cluster.
+
+  A `tfplace cluster up` state file lists each worker's profiler address; a
+  plain cluster spec does not, so its workers' server ports are used.
+  """
+  from tfplace.cli.cluster_arg import read_server_spec
+  spec = read_server_spec(value)
+  if spec is None:
+    raise TfplaceError(f"--cluster {value!r} is neither a `tfplace cluster "
+                       "up` state file nor a cluster spec JSON "
+                       '({"worker": ["host:port", ...]})')
+  remote = spec.remote()
+  return remote.target, list(spec.profiler_addresses or
+                             remote.profiler_addresses)
 
 
 def main(argv: List[str]) -> None:
   """Runs `tfplace measure`; see the module docstring."""
-  from tfplace.measurement.local_cluster import LocalCluster
   from tfplace.placement import Placement
   if len(argv) != 2:
     raise TfplaceError("expected exactly one GRAPH argument: tfplace measure "
@@ -81,21 +82,43 @@ def main(argv: List[str]) -> None:
                        "--target")
   placement = Placement.load(_PLACEMENT.value)
   graph = load_graph(argv[1])
-  if _LOCAL_WORKERS.value:
-    with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
-      timing = _measure(graph, placement, lc.target)
-  else:
-    target = (target_from_cluster_flag(_CLUSTER.value) if _CLUSTER.value
-              else _TARGET.value)
-    timing = _measure(graph, placement, target)
+  with _native_stdout_to_stderr():
+    timing = _run(graph, placement)
   _report(timing)
 
 
-def _measure(graph, placement, target: str):
+@contextlib.contextmanager
+def _native_stdout_to_stderr():
+  """Sends what TF's C++ prints on stdout (e.g. the profiler's "Starting to
+  trace ...") to stderr, so stdout holds only the result (`--json`)."""
+  sys.stdout.flush()
+  saved = os.dup(1)
+  os.dup2(2, 1)
+  try:
+    yield
+  finally:
+    sys.stdout.flush()
+    os.dup2(saved, 1)
+    os.close(saved)
+
+
+def _run(graph, placement):
+  from tfplace.measurement.local_cluster import LocalCluster
+  if _LOCAL_WORKERS.value:
+    with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
+      return _measure(graph, placement, lc.target, lc.profiler_addresses)
+  if _CLUSTER.value:
+    return _measure(graph, placement, *cluster_from_flag(_CLUSTER.value))
+  return _measure(graph, placement, _TARGET.value)
+
+
+def _measure(graph, placement, target: str,
+             profiler_addresses: Optional[List[str]] = None):
   from tfplace.measurement.runner import measure
   return measure(graph, placement, target=target, warmup=_WARMUP.value,
                  steps=_STEPS.value, trace_dir=_TRACE_DIR.value,
-                 timeout_s=_TIMEOUT.value)
+                 timeout_s=_TIMEOUT.value,
+                 profiler_addresses=profiler_addresses)
 
 
 def _report(timing) -> None:

@@ -40,7 +40,7 @@ def main(argv: List[str]) -> None:
   """Runs `tfplace place`; see the module docstring."""
   from tfplace.cost import profiled
   from tfplace.cost.cost_models import get_cost_model
-  from tfplace.cost.presets import load_cluster
+  from tfplace.cli.cluster_arg import load_cluster_arg
   from tfplace.graph.importers import import_graph
   from tfplace.placers import registry
   if len(argv) != 2:
@@ -52,7 +52,7 @@ def main(argv: List[str]) -> None:
     raise TfplaceError("--out is required (the placement JSON to write)")
   if _PLACER.value not in registry.list_placers():
     registry.get_placer(_PLACER.value)  # Raises, listing the names.
-  cluster = load_cluster(_CLUSTER.value)
+  cluster = load_cluster_arg(_CLUSTER.value)
   cost_model = get_cost_model(
       _COST_MODEL.value or ("calibrated" if _CALIBRATION.value
                             else "analytical"), _CALIBRATION.value)

@@ -34,7 +34,8 @@ _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 
 def main(argv: List[str]) -> None:
   """Runs `tfplace simulate`; see the module docstring."""
-  from tfplace.cost import lower_bound, presets, profiled, simulator
+  from tfplace.cli.cluster_arg import load_cluster_arg
+  from tfplace.cost import lower_bound, profiled, simulator
   from tfplace.cost.cost_models import get_cost_model
   from tfplace.graph.importers import import_graph
   from tfplace.placement import Placement
@@ -43,7 +44,7 @@ def main(argv: List[str]) -> None:
                        "GRAPH --cluster C --placement placement.json")
   if not _CLUSTER.value or not _PLACEMENT.value:
     raise TfplaceError("--cluster and --placement are required")
-  cluster = presets.load_cluster(_CLUSTER.value)
+  cluster = load_cluster_arg(_CLUSTER.value)
   name = _COST_MODEL.value or ("calibrated" if _CALIBRATION.value
                                else "analytical")
   model = get_cost_model(name, _CALIBRATION.value)

@@ -7,15 +7,20 @@ JSON form (all numbers SI: seconds, bytes, bytes/s, FLOP/s):
       "devices": [
         {"name": "/job:localhost/replica:0/task:0/device:GPU:0", "type": "GPU",
          "peak_flops": 4.4e12, "memory_bandwidth": 2.4e11,
-         "memory_bytes": 12e9, "launch_overhead_s": 1e-5, "slots": 1}
+         "memory_bytes": 12e9, "launch_overhead_s": 1e-5, "slots": 1,
+         "transfer_overhead_s": 0.0}
       ],
       "links": [{"src": "...GPU:0", "dst": "...GPU:1", "latency_s": 1e-5,
                  "bandwidth": 8e9, "kind": "pcie"}],
-      "default_link": {"latency_s": 1e-5, "bandwidth": 8e9, "kind": "pcie"}
+      "default_link": {"latency_s": 1e-5, "bandwidth": 8e9, "kind": "pcie"},
+      "step_overhead_s": 0.0, "overlap_latency": false
     }
 
 Links are directed; a link listed once applies to both directions unless the
 reverse is listed too. Pairs with no link use `default_link`.
+`transfer_overhead_s` (per device) and `step_overhead_s` (per cluster) are
+optional and default to 0, `overlap_latency` (per cluster) to false (see
+`Device` and `Cluster`).
 """
 
 import dataclasses
@@ -99,6 +104,9 @@ class Device:
     memory_bytes: memory available to the training step, bytes.
     launch_overhead_s: fixed cost per op execution (kernel launch, dispatch).
     slots: ops the device can run at once (CPU cores given to inter-op work).
+    transfer_overhead_s: host time the device spends per tensor it sends to
+      or receives from another device (serialization, RPC handling); it
+      blocks the device's compute (see `tfplace.cost.simulator`).
   """
   name: str
   type: str
@@ -107,6 +115,7 @@ class Device:
   memory_bytes: float
   launch_overhead_s: float = 5e-6
   slots: int = 1
+  transfer_overhead_s: float = 0.0
 
   def __post_init__(self):
     full = canonical_device(self.name)
@@ -116,6 +125,8 @@ class Device:
     _positive(self.memory_bandwidth, f"{full}: memory_bandwidth")
     _positive(self.memory_bytes, f"{full}: memory_bytes")
     _non_negative(self.launch_overhead_s, f"{full}: launch_overhead_s")
+    object.__setattr__(self, "transfer_overhead_s", _non_negative(
+        self.transfer_overhead_s, f"{full}: transfer_overhead_s"))
     if int(self.slots) != self.slots or self.slots < 1:
       raise ClusterError(f"{full}: slots must be a positive integer")
 
@@ -150,17 +161,36 @@ class LinkSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
-  """Devices and links. Device order defines device indices 0..D-1."""
+  """Devices and links. Device order defines device indices 0..D-1.
+
+  Attributes:
+    name: cluster name.
+    devices: the devices, in index order.
+    links: explicit links (others use `default_link`).
+    default_link: latency and bandwidth of pairs without an explicit link.
+    step_overhead_s: fixed cost added to every step (the runtime's per-run
+      dispatch work), whatever the placement.
+    overlap_latency: False (default): a transfer holds its link for
+      latency + bytes / bandwidth, one transfer at a time. True: it holds
+      the link for bytes / bandwidth only and arrives `latency` later, so
+      the latencies of queued transfers overlap (many RPCs in flight, as in
+      TF's gRPC runtime).
+  """
   name: str
   devices: Tuple[Device, ...]
   links: Tuple[Link, ...] = ()
   default_link: LinkSpec = LinkSpec(latency_s=1e-5, bandwidth=8e9)
+  step_overhead_s: float = 0.0
+  overlap_latency: bool = False
 
   def __post_init__(self):
     object.__setattr__(self, "devices", tuple(self.devices))
     object.__setattr__(self, "links", tuple(self.links))
     if not self.devices:
       raise ClusterError(f"cluster {self.name!r} has no devices")
+    object.__setattr__(self, "step_overhead_s", _non_negative(
+        self.step_overhead_s, f"cluster {self.name!r}: step_overhead_s"))
+    _flag(self.overlap_latency, f"cluster {self.name!r}: overlap_latency")
     names = [d.name for d in self.devices]
     if len(set(names)) != len(names):
       raise ClusterError(f"cluster {self.name!r} lists a device twice")
@@ -225,6 +255,8 @@ class Cluster:
         "devices": [dataclasses.asdict(d) for d in self.devices],
         "links": [dataclasses.asdict(l) for l in self.links],
         "default_link": dataclasses.asdict(self.default_link),
+        "step_overhead_s": self.step_overhead_s,
+        "overlap_latency": self.overlap_latency,
     }
 
   def to_json(self) -> str:
@@ -245,7 +277,11 @@ class Cluster:
         links=tuple(_build(Link, l, "link") for l in data.get("links", [])),
         default_link=_build(LinkSpec, data.get(
             "default_link", {"latency_s": 1e-5, "bandwidth": 8e9}),
-                            "default_link"))
+                            "default_link"),
+        step_overhead_s=_non_negative(data.get("step_overhead_s", 0.0),
+                                      "step_overhead_s"),
+        overlap_latency=_flag(data.get("overlap_latency", False),
+                              "overlap_latency"))
 
   @classmethod
   def from_json_file(cls, path: str) -> "Cluster":
@@ -257,6 +293,12 @@ class Cluster:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
       raise ClusterError(f"{path} is not valid JSON: {e}") from None
     return cls.from_dict(data, name=path)
+
+
+def _flag(value, what: str) -> bool:
+  if not isinstance(value, bool):
+    raise ClusterError(f"{what} must be true or false, got {value!r}")
+  return value
 
 
 def _build(kind, fields, what: str):
@@ -275,7 +317,9 @@ def _build(kind, fields, what: str):
 
 def make_cluster(name: str, devices: Sequence[Device],
                  links: Sequence[Link] = (),
-                 default_link: Optional[LinkSpec] = None) -> Cluster:
+                 default_link: Optional[LinkSpec] = None,
+                 step_overhead_s: float = 0.0) -> Cluster:
   """Convenience constructor used by presets and tests."""
   return Cluster(name=name, devices=tuple(devices), links=tuple(links),
-                 default_link=default_link or LinkSpec(1e-5, 8e9))
+                 default_link=default_link or LinkSpec(1e-5, 8e9),
+                 step_overhead_s=step_overhead_s)

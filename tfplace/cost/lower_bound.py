@@ -1,7 +1,10 @@
 """A lower bound on the step time of any placement.
 
-`lower_bound` = max(critical path, work bound), both with transfers and
-memory ignored (so no placement can beat it under the simulator's model):
+`lower_bound` = max(critical path, work bound) + the cluster's fixed
+`step_overhead_s`, with transfers (and their host overheads) and memory
+ignored, so no placement can beat it under the simulator's model (every
+simulated step pays the step overhead; a placement on one device pays no
+transfer cost):
 
   * critical path: the longest path through the graph (data and control
     edges) where each op takes its time on its fastest device.
@@ -60,6 +63,7 @@ def work_bound(costs: OpCosts, cluster: Cluster) -> float:
 
 
 def lower_bound(graph: OpGraph, cluster: Cluster, costs: OpCosts) -> float:
-  """max(critical path on fastest devices, work bound); see module doc."""
+  """max(critical path on fastest devices, work bound) + step overhead; see
+  module doc."""
   return max(critical_path(graph, fastest_cost(costs)),
-             work_bound(costs, cluster))
+             work_bound(costs, cluster)) + cluster.step_overhead_s

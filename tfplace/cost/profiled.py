@@ -13,6 +13,9 @@ Two seams for real measurements (`tfplace/measurement/` fills them):
         "op_type_scale": {"Conv2D": 1.2},
         "launch_overhead_s": {"GPU": 8e-6},
         "links": {"pcie": {"latency_s": 2e-5, "bandwidth": 9e9}},
+        "transfer_overhead_s": {"CPU": 2e-4},
+        "step_overhead_s": 1e-3,
+        "overlap_latency": true,
         "notes": "fitted from 12 runs of inception_v3 on k80x2"
       }
 
@@ -20,7 +23,12 @@ Two seams for real measurements (`tfplace/measurement/` fills them):
   analytical time (overhead included) of every op on devices of that type;
   `op_type_scale` multiplies the time of ops of that type (on top);
   `launch_overhead_s` replaces the devices' per-op overhead by type; `links`
-  replaces latency and bandwidth of links (and the default link) of that kind.
+  replaces latency and bandwidth of links (and the default link) of that kind;
+  `transfer_overhead_s` replaces the devices' per-transfer host cost by type
+  `step_overhead_s` sets the cluster's fixed step cost and
+  `overlap_latency` its link model (see `tfplace.cost.cluster.Cluster`).
+  Files written before these three existed load with no transfer overheads,
+  a step overhead of 0 and `overlap_latency` false (the old behaviour).
 """
 
 import dataclasses
@@ -83,6 +91,19 @@ class Calibration:
       default_factory=dict)
   links: Mapping[str, LinkSpec] = dataclasses.field(default_factory=dict)
   notes: str = ""
+  transfer_overhead_s: Mapping[str, float] = dataclasses.field(
+      default_factory=dict)
+  step_overhead_s: float = 0.0
+  overlap_latency: bool = False
+
+  def __post_init__(self):
+    _check_factors(self.transfer_overhead_s, "transfer_overhead_s",
+                   allow_zero=True)
+    _check_factors({"": self.step_overhead_s}, "step_overhead_s",
+                   allow_zero=True)
+    if not isinstance(self.overlap_latency, bool):
+      raise ClusterError("calibration overlap_latency must be true or false, "
+                         f"got {self.overlap_latency!r}")
 
   def to_dict(self) -> dict:
     return {"format": FORMAT, "compute_scale": dict(self.compute_scale),
@@ -90,7 +111,9 @@ class Calibration:
             "launch_overhead_s": dict(self.launch_overhead_s),
             "links": {k: {"latency_s": v.latency_s, "bandwidth": v.bandwidth}
                       for k, v in self.links.items()},
-            "notes": self.notes}
+            "transfer_overhead_s": dict(self.transfer_overhead_s),
+            "step_overhead_s": self.step_overhead_s,
+            "overlap_latency": self.overlap_latency, "notes": self.notes}
 
   def save(self, path: str) -> None:
     """Writes the JSON form atomically."""
@@ -109,7 +132,11 @@ class Calibration:
                  op_type_scale=_factors(data, "op_type_scale"),
                  launch_overhead_s=_factors(data, "launch_overhead_s",
                                             allow_zero=True),
-                 links=links, notes=str(data.get("notes", "")))
+                 links=links, notes=str(data.get("notes", "")),
+                 transfer_overhead_s=_factors(data, "transfer_overhead_s",
+                                              allow_zero=True),
+                 step_overhead_s=float(data.get("step_overhead_s", 0.0)),
+                 overlap_latency=data.get("overlap_latency", False))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
       raise ClusterError(f"malformed calibration: {e!r}") from None
 
@@ -127,20 +154,29 @@ class Calibration:
 
 def _factors(data: dict, key: str, allow_zero: bool = False) -> dict:
   out = {str(k): float(v) for k, v in data.get(key, {}).items()}
-  for k, v in out.items():
+  _check_factors(out, key, allow_zero)
+  return out
+
+
+def _check_factors(values: Mapping[str, float], key: str,
+                   allow_zero: bool) -> None:
+  for k, v in values.items():
+    try:
+      v = float(v)
+    except (TypeError, ValueError):
+      raise ClusterError(f"calibration {key}[{k!r}] must be a number, "
+                         f"got {v!r}") from None
     if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
       raise ClusterError(f"calibration {key}[{k!r}] must be a "
                          f"{'non-negative' if allow_zero else 'positive'} "
                          f"finite number, got {v}")
-  return out
 
 
 def apply_calibration(cluster: Cluster, calibration: Calibration) -> Cluster:
-  """The cluster with calibrated link figures and launch overheads."""
-  overheads = calibration.launch_overhead_s
-  devices = tuple(
-      dataclasses.replace(d, launch_overhead_s=overheads[d.type])
-      if d.type in overheads else d for d in cluster.devices)
+  """The cluster with the calibration's step overhead and link model, and
+  its links, launch and transfer overheads where the calibration has figures
+  for their kind or device type."""
+  devices = tuple(_calibrated_device(d, calibration) for d in cluster.devices)
   links = tuple(
       dataclasses.replace(l, latency_s=calibration.links[l.kind].latency_s,
                           bandwidth=calibration.links[l.kind].bandwidth)
@@ -150,7 +186,19 @@ def apply_calibration(cluster: Cluster, calibration: Calibration) -> Cluster:
     spec = calibration.links[default.kind]
     default = LinkSpec(spec.latency_s, spec.bandwidth, default.kind)
   return dataclasses.replace(cluster, devices=devices, links=links,
-                             default_link=default)
+                             default_link=default,
+                             step_overhead_s=calibration.step_overhead_s,
+                             overlap_latency=calibration.overlap_latency)
+
+
+def _calibrated_device(device, calibration: Calibration):
+  changes = {}
+  if device.type in calibration.launch_overhead_s:
+    changes["launch_overhead_s"] = calibration.launch_overhead_s[device.type]
+  if device.type in calibration.transfer_overhead_s:
+    changes["transfer_overhead_s"] = calibration.transfer_overhead_s[
+        device.type]
+  return dataclasses.replace(device, **changes) if changes else device
 
 
 class CalibratedCostModel(CostModel):

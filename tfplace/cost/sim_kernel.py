@@ -17,6 +17,11 @@ Arrays (M ops, D devices, T tensors, C consumer entries, K transfers):
     each op, i.e. the tensors each op reads.
   lat, bw [D, D]: link latency (s) and bandwidth (bytes/s).
   mem_cap [D], slots [D], param_mem [D] (persistent bytes per device).
+  ctrl_ptr [M+1], ctrl_dst: control-edge successors of each op (unique).
+  xfer_ovh [D]: host seconds a device spends per message it sends or
+    receives (added to the producing op and to the receiving op).
+  step_ovh: fixed seconds added to every step time.
+  overlap_lat: if True, latency does not hold the link (see _send_outputs).
 
 Status codes returned: 0 ok, 1 out of memory (only when stopping early),
 2 an op has no kernel on its device (infinite cost), 3 deadlock (a cycle).
@@ -114,22 +119,76 @@ def plan_transfers(dev, t_prod, t_bytes, c_ptr, cons, num_ops, num_devices,
   return nx
 
 
+@njit(cache=True)
+def add_transfer_overheads(dur, dev, rank, t_prod, cons, entry_x, x_tensor,
+                           x_dst, nx, ctrl_ptr, ctrl_dst, xfer_ovh):
+  """Charges the host cost of cross-device messages to the ops around them.
+
+  Transfer k of tensor t from device s to device d lengthens the producer's
+  execution by xfer_ovh[s] (serialization before the send) and the execution
+  of t's first consumer on d in topological order by xfer_ovh[d]
+  (deserialization before its compute): once per transfer, so a tensor read
+  by several ops on one remote device is paid for once on each end. Control
+  edges from op p to ops on another device d are one dummy message per
+  (p, d), charged the same way (no link time).
+  """
+  recv = np.full(nx, -1, np.int64)
+  for e in range(cons.shape[0]):
+    k = entry_x[e]
+    if k >= 0 and (recv[k] < 0 or rank[cons[e]] < rank[recv[k]]):
+      recv[k] = cons[e]
+  for k in range(nx):
+    p = t_prod[x_tensor[k]]
+    dur[p] += xfer_ovh[dev[p]]
+    dur[recv[k]] += xfer_ovh[x_dst[k]]
+  nd = xfer_ovh.shape[0]
+  stamp = np.full(nd, -1, np.int64)
+  first = np.zeros(nd, np.int64)
+  for p in range(ctrl_ptr.shape[0] - 1):
+    sp = dev[p]
+    for n in range(ctrl_ptr[p], ctrl_ptr[p + 1]):
+      c = ctrl_dst[n]
+      d = dev[c]
+      if d == sp:
+        continue
+      if stamp[d] != p:
+        stamp[d] = p
+        first[d] = c
+        dur[p] += xfer_ovh[sp]
+      elif rank[c] < rank[first[d]]:
+        first[d] = c
+    for d in range(nd):
+      if stamp[d] == p:
+        dur[first[d]] += xfer_ovh[d]
+        stamp[d] = -2
+
+
+@njit(cache=True)
+def _any_positive(values):
+  for v in values:
+    if v > 0:
+      return True
+  return False
+
+
 # ---- event handlers -------------------------------------------------------
 
 @njit(cache=True)
 def _send_outputs(i, now, dev, t_bytes, x_tensor, x_dst, x_first, x_count,
-                  lat, bw, link_free, x_start, x_end, mem, peak,
+                  lat, bw, overlap_lat, link_free, x_start, x_end, mem, peak,
                   ev_t, ev_k, ev_size, num_ops):
   """Queues op i's outgoing transfers on their links (FIFO); returns
-  (events size, bytes sent)."""
+  (events size, bytes sent). With `overlap_lat` a transfer holds its link
+  for bytes / bandwidth only (its latency overlaps later transfers)."""
   s = dev[i]
   sent = 0
   for k in range(x_first[i], x_first[i] + x_count[i]):
     d = x_dst[k]
     nbytes = t_bytes[x_tensor[k]]
     start = max(now, link_free[s, d])
+    busy_until = start + nbytes / bw[s, d]
     end = start + lat[s, d] + nbytes / bw[s, d]
-    link_free[s, d] = end
+    link_free[s, d] = busy_until if overlap_lat else end
     x_start[k] = start
     x_end[k] = end
     mem[d] += nbytes
@@ -258,14 +317,16 @@ def _ref_arrays(m, num_entries):
 @njit(cache=True)
 def run_one(dev, topo, rank, succ_ptr, succ, pred_count, t_prod, t_bytes,
             c_ptr, cons, in_ptr, in_entry, entry_tensor, cost, out_bytes,
-            param_bytes, lat, bw, mem_cap, slots, stop_on_oom,
-            start, end, busy, peak, x_tensor, x_dst, x_start, x_end):
+            param_bytes, lat, bw, mem_cap, slots, ctrl_ptr, ctrl_dst,
+            xfer_ovh, step_ovh, overlap_lat, stop_on_oom, start, end, busy,
+            peak, x_tensor, x_dst, x_start, x_end):
   """Simulates one placement `dev`.
 
   Fills start/end [M], busy/peak [D] and the transfer arrays [C].
 
   Returns:
-    (step time, status, number of transfers K, bytes moved).
+    (step time, status, number of transfers K, bytes moved); the step time
+    is the makespan plus `step_ovh`.
   """
   m = dev.shape[0]
   nd = lat.shape[0]
@@ -282,6 +343,9 @@ def run_one(dev, topo, rank, succ_ptr, succ, pred_count, t_prod, t_bytes,
   nx = plan_transfers(dev, t_prod, t_bytes, c_ptr, cons, m, nd, pending,
                       src_ref, entry_x, x_tensor, x_dst, x_first, x_count,
                       copy_ref)
+  if _any_positive(xfer_ovh):
+    add_transfer_overheads(dur, dev, rank, t_prod, cons, entry_x, x_tensor,
+                           x_dst, nx, ctrl_ptr, ctrl_dst, xfer_ovh)
   rq_t, rq_k, rq_size = np.empty(m), np.empty(m, np.int64), np.zeros(nd, np.int64)
   ev_t = np.empty(m + nx + 1, np.float64)
   ev_k = np.empty(m + nx + 1, np.int64)
@@ -308,7 +372,8 @@ def run_one(dev, topo, rank, succ_ptr, succ, pred_count, t_prod, t_bytes,
       step = now
       free[dev[key]] += 1
       ev_size, sent = _send_outputs(key, now, dev, t_bytes, x_tensor, x_dst,
-                                    x_first, x_count, lat, bw, link_free,
+                                    x_first, x_count, lat, bw, overlap_lat,
+                                    link_free,
                                     x_start, x_end, mem, peak, ev_t, ev_k,
                                     ev_size, m)
       moved += sent
@@ -325,13 +390,14 @@ def run_one(dev, topo, rank, succ_ptr, succ, pred_count, t_prod, t_bytes,
     return np.inf, DEADLOCK, nx, moved
   if _over(peak, mem_cap):
     return np.inf, OOM, nx, moved
-  return step, OK, nx, moved
+  return step + step_ovh, OK, nx, moved
 
 
 @njit(cache=True)
 def run_batch(devs, topo, rank, succ_ptr, succ, pred_count, t_prod, t_bytes,
               c_ptr, cons, in_ptr, in_entry, entry_tensor, cost, out_bytes,
-              param_bytes, lat, bw, mem_cap, slots):
+              param_bytes, lat, bw, mem_cap, slots, ctrl_ptr, ctrl_dst,
+              xfer_ovh, step_ovh, overlap_lat):
   """Step time per row of `devs` [B, M]; inf where infeasible."""
   b, m = devs.shape
   nd = lat.shape[0]
@@ -349,7 +415,8 @@ def run_batch(devs, topo, rank, succ_ptr, succ, pred_count, t_prod, t_bytes,
     step, _, _, _ = run_one(
         devs[r], topo, rank, succ_ptr, succ, pred_count, t_prod, t_bytes,
         c_ptr, cons, in_ptr, in_entry, entry_tensor, cost, out_bytes,
-        param_bytes, lat, bw, mem_cap, slots, True, start, end, busy, peak,
-        x_tensor, x_dst, x_start, x_end)
+        param_bytes, lat, bw, mem_cap, slots, ctrl_ptr, ctrl_dst, xfer_ovh,
+        step_ovh, overlap_lat, True, start, end, busy, peak, x_tensor, x_dst,
+        x_start, x_end)
     out[r] = step
   return out

@@ -31,7 +31,8 @@ class SimResult:
   """Predicted behaviour of a placement.
 
   Attributes:
-    step_time_s: makespan of one training step (inf if infeasible).
+    step_time_s: makespan of one training step plus the cluster's
+      `step_overhead_s` (inf if infeasible).
     feasible: False if some device runs out of memory.
     device_busy_s: float64 [D], compute seconds per device.
     peak_memory_bytes: int64 [D], peak memory per device.

@@ -9,7 +9,10 @@ Semantics (one training step):
   * A tensor needed on another device is sent once per destination device,
     when its producer finishes. The transfer occupies the directed link
     src->dst for `latency + bytes / bandwidth`; each link carries one transfer
-    at a time, first come first served. Transfers overlap compute.
+    at a time, first come first served. Transfers overlap compute. With
+    `Cluster.overlap_latency` a transfer holds its link for
+    `bytes / bandwidth` only and arrives `latency` after that (many RPCs in
+    flight at once, as in TF's gRPC runtime).
   * Memory per device: parameters (`OpCosts.param_bytes`) are resident all
     step. An op's outputs (`OpCosts.output_bytes`) are allocated when it
     starts and freed when its last local consumer has finished and all its
@@ -19,11 +22,28 @@ Semantics (one training step):
     its `memory_bytes` makes the placement infeasible.
   * An op placed on a device whose type has no kernel (infinite cost) makes
     the placement infeasible too.
+  * Host cost of transfers (`Device.transfer_overhead_s`, default 0): in
+    TF's distributed runtime each cross-device tensor costs CPU work on both
+    ends (serialization, RecvTensor handling) that blocks a single-core
+    worker's compute. Each transfer (one per tensor and remote device)
+    lengthens its producer's execution by the sender's overhead (so the
+    transfer starts that much later) and the execution of the tensor's first
+    consumer (topological order) on the destination by the receiver's
+    overhead. A tensor read by several ops on one remote device is paid for
+    once per end. TF's graph partitioner turns a cross-device control edge
+    into a Send/Recv of a dummy tensor: control edges from one op to ops on
+    another device cost one such message (host overhead on both ends, charged
+    the same way; no link time, so with zero overheads a control edge only
+    orders). Device busy time includes these costs.
+  * Fixed cost per step (`Cluster.step_overhead_s`, default 0): added to the
+    step time of every feasible placement (the schedule's times are not
+    shifted; `step_time_s` = makespan + step overhead).
 
 The event loop is compiled with numba (`sim_kernel`); `simulate_batch`
 evaluates many placements in one call, which is what the learned placers use.
 """
 
+import copy
 from typing import Optional
 
 import numpy as np
@@ -57,10 +77,8 @@ class Simulator:
     Raises:
       ValueError: if the costs do not match the graph and cluster sizes.
     """
-    m, d = graph.num_ops, cluster.num_devices
-    if costs.compute_s.shape != (m, d):
-      raise ValueError(f"costs are {costs.compute_s.shape}, expected ({m}, {d})")
-    self.graph, self.cluster, self.costs = graph, cluster, costs
+    m = graph.num_ops
+    self.graph = graph
     self._topo = graph.topo_order.astype(np.int64)
     self._rank = np.empty(m, np.int64)
     self._rank[self._topo] = np.arange(m, dtype=np.int64)
@@ -68,6 +86,31 @@ class Simulator:
     self._succ_ptr, self._succ = succ_ptr.astype(np.int64), succ.astype(np.int64)
     self._pred_count = np.diff(graph.predecessors_csr[0]).astype(np.int64)
     self._prepare_tensors(graph)
+    self._prepare_control(graph)
+    self._set_cluster(cluster, costs)
+
+  def with_cluster(self, cluster: Cluster,
+                   costs: Optional[OpCosts] = None) -> "Simulator":
+    """This graph on another cluster (or with other costs), sharing the
+    graph arrays: cheap, for searches over cluster figures.
+
+    Args:
+      cluster: the devices and links (any number of devices).
+      costs: per-op costs on `cluster`; default: this simulator's.
+
+    Raises:
+      ValueError: if the costs do not match the graph and cluster sizes.
+    """
+    other = copy.copy(self)
+    other._set_cluster(cluster, self.costs if costs is None else costs)
+    return other
+
+  def _set_cluster(self, cluster: Cluster, costs: OpCosts) -> None:
+    """The arrays that depend on the cluster and the op costs."""
+    m, d = self.graph.num_ops, cluster.num_devices
+    if costs.compute_s.shape != (m, d):
+      raise ValueError(f"costs are {costs.compute_s.shape}, expected ({m}, {d})")
+    self.cluster, self.costs = cluster, costs
     self._cost = np.ascontiguousarray(costs.compute_s, dtype=np.float64)
     self._out_bytes = np.asarray(costs.output_bytes, dtype=np.float64)
     self._param_bytes = np.asarray(costs.param_bytes, dtype=np.float64)
@@ -76,6 +119,10 @@ class Simulator:
     self._mem_cap = np.array([dv.memory_bytes for dv in cluster.devices],
                              dtype=np.float64)
     self._slots = np.array([dv.slots for dv in cluster.devices], dtype=np.int64)
+    self._xfer_ovh = np.array([dv.transfer_overhead_s for dv in cluster.devices],
+                              dtype=np.float64)
+    self._step_ovh = float(cluster.step_overhead_s)
+    self._overlap_lat = bool(cluster.overlap_latency)
 
   def _prepare_tensors(self, graph: OpGraph) -> None:
     """Tensors sorted by producer (loop back edges dropped) and, per op, the
@@ -101,12 +148,25 @@ class Simulator:
               out=self._in_ptr[1:])
     self._in_entry = by_consumer.astype(np.int64)
 
+  def _prepare_control(self, graph: OpGraph) -> None:
+    """Unique control-edge successors per op (CSR; loop back edges dropped)."""
+    back = set(np.flatnonzero([t in _BACK_EDGE_OPS for t in graph.op_types]))
+    pairs = sorted({(e.src, e.dst) for e in graph.edges
+                    if e.is_control and e.src not in back})
+    src = np.array([p[0] for p in pairs], dtype=np.int64)
+    self._ctrl_dst = np.array([p[1] for p in pairs], dtype=np.int64)
+    self._ctrl_ptr = np.zeros(graph.num_ops + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=graph.num_ops),
+              out=self._ctrl_ptr[1:])
+
   def _static_args(self):
     return (self._topo, self._rank, self._succ_ptr, self._succ,
             self._pred_count, self._t_prod, self._t_bytes, self._c_ptr,
             self._cons, self._in_ptr, self._in_entry, self._entry_tensor,
             self._cost, self._out_bytes, self._param_bytes, self._lat,
-            self._bw, self._mem_cap, self._slots)
+            self._bw, self._mem_cap, self._slots, self._ctrl_ptr,
+            self._ctrl_dst, self._xfer_ovh, self._step_ovh,
+            self._overlap_lat)
 
   def _check_ids(self, ids: np.ndarray) -> np.ndarray:
     ids = np.ascontiguousarray(ids, dtype=np.int32)

@@ -12,17 +12,29 @@ a = s_T so that summed a * r + c * k matches the summed measured time of the
 other ops (the sums are what a step time depends on). Op types with enough
 samples then get f_t = sum(measured) / sum(s_T (r + k o'_T)). Link
 figures come from the comm benchmark (`fit_link`).
+
+`fit_overheads` then fits what op records cannot show, from whole-step
+times of calibration placements, by re-simulating them (a grid search that
+minimizes the mean |log(predicted / measured)| over the runs): a correction
+of the compute scale, the fixed step overhead (median measured - simulated
+step of the one-device runs), the host overhead per transfer, an effective
+link latency and whether latency holds the link
+(`Cluster.overlap_latency`). The transfer overhead changes the schedule, so
+it is simulated rather than fitted by a linear regression on transfer counts.
 """
 
 import dataclasses
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
 
 from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
 from tfplace.cost.cluster import Cluster, LinkSpec
-from tfplace.cost.profiled import Calibration
+from tfplace.cost.op_costs import OpCosts
+from tfplace.cost.profiled import (Calibration, CalibratedCostModel,
+                                   apply_calibration)
+from tfplace.cost.simulator import Simulator
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.comm_benchmark import LinkFit
@@ -158,3 +170,123 @@ def calibrate(graph: OpGraph, cluster: Cluster,
       samples, link_fits=link_fits, min_samples_per_type=min_samples_per_type,
       notes=f"fitted from {len(samples)} op records of {graph.name} "
             f"({len(timings)} runs) on {cluster.name}")
+
+
+def calibrated_simulator(graph: OpGraph, cluster: Cluster,
+                         calibration: Calibration,
+                         costs: Optional[OpCosts] = None) -> Simulator:
+  """The simulator of `graph` on `cluster` with `calibration` applied to the
+  op costs and the cluster (links, overheads).
+
+  Args:
+    graph: the op graph.
+    cluster: the uncalibrated cluster.
+    calibration: the calibration.
+    costs: the calibrated op costs if already computed (they depend only on
+      the compute factors and launch overheads).
+  """
+  calibrated = apply_calibration(cluster, calibration)
+  if costs is None:
+    costs = CalibratedCostModel(calibration).op_costs(graph, calibrated)
+  return Simulator(graph, calibrated, costs)
+
+
+@dataclasses.dataclass(frozen=True)
+class OverheadSearch:
+  """Candidates tried by `fit_overheads`.
+
+  Attributes:
+    transfer_overheads_s: per-transfer host overheads tried (seconds).
+    latency_factors: multiples of the calibration's link latency tried.
+    overlap_latency: link models tried (see `Cluster.overlap_latency`).
+    compute_factors: multipliers of the fitted compute scales tried.
+  """
+  transfer_overheads_s: Tuple[float, ...] = (0.0,) + tuple(
+      float(x) for x in np.geomspace(5e-6, 2e-3, 27))
+  latency_factors: Tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)
+  overlap_latency: Tuple[bool, ...] = (False, True)
+  compute_factors: Tuple[float, ...] = tuple(
+      float(x) for x in np.geomspace(0.5, 1.25, 9))
+
+
+def fit_overheads(graph: OpGraph, cluster: Cluster, calibration: Calibration,
+                  measured: Sequence[Tuple[np.ndarray, float]],
+                  search: OverheadSearch = OverheadSearch()) -> Calibration:
+  """Fits compute factor, step and transfer overheads and the link model.
+
+  For each candidate compute factor k (multiplying the op-record fit's
+  compute scales: summed traced op times overstate a step's compute when
+  ops overlap on one core, and tracing slows the traced step), the step
+  overhead is the median measured - simulated step of the one-device runs
+  (>= 0); the link model, latency and per-transfer overhead are then
+  searched; the candidate with the smallest mean |log(predicted /
+  measured)| over all runs wins.
+
+  Args:
+    graph: the measured graph.
+    cluster: the cluster the runs used (uncalibrated).
+    calibration: the op-time calibration (e.g. from `calibrate`).
+    measured: (device ids [M], measured step seconds) per calibration run.
+    search: the candidate values.
+
+  Returns:
+    `calibration` with the chosen compute scales, `step_overhead_s`,
+    `transfer_overhead_s` for every device type of `cluster`,
+    `overlap_latency` and (if it has links) link latency.
+
+  Raises:
+    MeasureError: no measured runs.
+  """
+  if not measured:
+    raise MeasureError("fit_overheads needs measured calibration runs")
+  ids = np.stack([np.asarray(d, dtype=np.int32) for d, _ in measured])
+  meas = np.array([t for _, t in measured], dtype=np.float64)
+  single = np.array([len(np.unique(row)) == 1 for row in ids])
+  types = sorted({d.type for d in cluster.devices})
+  best = None
+  for k in search.compute_factors:
+    base = dataclasses.replace(
+        calibration, step_overhead_s=0.0,
+        transfer_overhead_s={t: 0.0 for t in types},
+        compute_scale={t: calibration.compute_scale.get(t, 1.0) * k
+                       for t in types})
+    sim = calibrated_simulator(graph, cluster, base)
+    step = 0.0
+    if single.any():
+      gap = meas[single] - sim.simulate_batch(ids[single])
+      step = max(0.0, float(np.median(gap)))
+    base = dataclasses.replace(base, step_overhead_s=step)
+    cands = ([base] if single.all() else
+             _overhead_candidates(base, cluster, types, search))
+    for cand in cands:
+      pred = sim.with_cluster(apply_calibration(cluster, cand)).simulate_batch(
+          ids)
+      err = float(np.mean(np.abs(np.log(pred / meas))))
+      if best is None or err < best[0] - 1e-12:
+        best = (err, cand)
+  err, fitted = best
+  logging.info("%s: compute scale %s, step overhead %.3g s, transfer "
+               "overhead %s, link latency %s, overlapped %s (mean |log "
+               "ratio| %.3f on %d runs)", graph.name,
+               dict(fitted.compute_scale), fitted.step_overhead_s,
+               dict(fitted.transfer_overhead_s),
+               {k: v.latency_s for k, v in fitted.links.items()},
+               fitted.overlap_latency, err, len(meas))
+  return fitted
+
+
+def _overhead_candidates(base: Calibration, cluster: Cluster,
+                         types: Sequence[str], search: OverheadSearch):
+  """Calibrations with every (link model, latency factor, transfer
+  overhead) triple."""
+  kind = cluster.default_link.kind
+  link = base.links.get(kind, cluster.default_link)
+  factors = search.latency_factors if base.links else (1.0,)
+  for overlap in search.overlap_latency:
+    for factor in factors:
+      links = dict(base.links)
+      if links:
+        links[kind] = LinkSpec(link.latency_s * factor, link.bandwidth, kind)
+      for h in search.transfer_overheads_s:
+        yield dataclasses.replace(base, links=links, overlap_latency=overlap,
+                                  transfer_overhead_s={t: h for t in types})

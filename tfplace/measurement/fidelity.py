@@ -6,9 +6,14 @@ the comm benchmark), then predict and measure many other placements (every
 baseline placer and random group placements) and compare: median absolute
 relative error and Spearman rank correlation.
 
-The simulator misses two real costs: a fixed cost per `Session.run` on one
-device, and gRPC work per cross-device tensor on the pinned cores; both are
-fitted on the calibration runs (`StepOverhead`) and added to predictions.
+Predictions are the calibrated simulator's step times and nothing else: the
+fixed cost per step and the host work per cross-device tensor are part of
+the simulator's model (`Cluster.step_overhead_s`,
+`Device.transfer_overhead_s`), fitted on the calibration runs only
+(`tfplace.measurement.calibration.fit_overheads`); the evaluated placements
+never include a calibration placement. Calibration and evaluated placements
+are measured in one interleaved batch, so a shared machine's load drifting
+during the run biases neither side.
 """
 
 import dataclasses
@@ -19,23 +24,25 @@ from absl import logging
 import numpy as np
 
 from tfplace.cost.cluster import Cluster
-from tfplace.cost.profiled import (Calibration, CalibratedCostModel,
-                                   apply_calibration)
+from tfplace.cost.profiled import Calibration
 from tfplace.errors import TfplaceError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.batch import measure_batch
-from tfplace.measurement.calibration import calibrate
+from tfplace.measurement.calibration import (calibrate, calibrated_simulator,
+                                             fit_overheads)
 from tfplace.measurement.comm_benchmark import LinkFit
 from tfplace.placement import Placement
 
 
 @dataclasses.dataclass(frozen=True)
 class FidelityRow:
-  """One placement: predicted vs measured step time (seconds)."""
+  """One placement: predicted vs measured step time (seconds), and its
+  number of cross-device transfers."""
   label: str
   predicted_s: float
   measured_s: Optional[float]
   error: Optional[str] = None
+  num_transfers: int = 0
 
   @property
   def abs_rel_error(self) -> Optional[float]:
@@ -45,31 +52,12 @@ class FidelityRow:
 
 
 @dataclasses.dataclass(frozen=True)
-class StepOverhead:
-  """Real step costs the simulator does not model.
-
-  Attributes:
-    single_device_s: fixed cost of a step on one device.
-    per_transfer_s: added per cross-device tensor (gRPC work on the pinned
-      cores that does not overlap compute).
-  """
-  single_device_s: float
-  per_transfer_s: float
-
-  def __call__(self, num_transfers: int) -> float:
-    if num_transfers == 0:
-      return self.single_device_s
-    return self.per_transfer_s * num_transfers
-
-
-@dataclasses.dataclass(frozen=True)
 class FidelityReport:
   """Fidelity of the simulator on one graph."""
   graph_name: str
   num_ops: int
   rows: Tuple[FidelityRow, ...]
   calibration: Calibration
-  overhead: StepOverhead
   median_abs_rel_error: float
   spearman: float
 
@@ -114,66 +102,123 @@ def baseline_placements(graph: OpGraph, cluster: Cluster
   return out
 
 
+def _key(placement: Placement) -> Tuple:
+  return tuple(sorted(placement.devices.items()))
+
+
 def _dedupe(labelled: Sequence[Tuple[str, Placement]]):
-  seen: Dict[Tuple, str] = {}
+  seen = set()
   out = []
   for label, p in labelled:
-    key = tuple(sorted(p.devices.items()))
-    if key in seen:
+    if _key(p) in seen:
       continue
-    seen[key] = label
+    seen.add(_key(p))
     out.append((label, p))
   return out
 
 
 def predictor(graph: OpGraph, cluster: Cluster, calibration: Calibration):
   """A function Placement -> calibrated simulated step time (seconds)."""
-  from tfplace.cost.simulator import Simulator
-  calibrated = apply_calibration(cluster, calibration)
-  costs = CalibratedCostModel(calibration).op_costs(graph, calibrated)
-  sim = Simulator(graph, calibrated, costs)
-  return lambda p: float(sim.simulate(p.to_array(graph, calibrated)).step_time_s)
+  sim = calibrated_simulator(graph, cluster, calibration)
+  return lambda p: float(sim.simulate(p.to_array(graph, cluster)).step_time_s)
+
+
+def calibration_placements(graph: OpGraph, cluster: Cluster, seed: int = 0,
+                           num_random: int = 8
+                           ) -> List[Tuple[str, Placement]]:
+  """All ops on the last device (not device 0, so that a baseline's
+  all-on-device-0 placement can still be evaluated), the topological halves,
+  and `num_random` random group placements (seeded apart from the evaluated
+  ones)."""
+  last = np.full(graph.num_ops, cluster.num_devices - 1, dtype=np.int32)
+  return ([(f"all_on_{cluster.num_devices - 1}",
+            Placement.from_array(graph, cluster, last))]
+          + [("halves", halves_placement(graph, cluster))]
+          + [(f"calib_{label}", p) for label, p in random_group_placements(
+              graph, cluster, num_random, seed=seed + 1000)])
+
+
+def fit_from_runs(graph: OpGraph, cluster: Cluster,
+                  labelled: Sequence[Tuple[str, Placement]], outcomes,
+                  link_fits: Optional[Dict[str, LinkFit]] = None
+                  ) -> Calibration:
+  """Op-time calibration, then step and transfer overheads, from runs."""
+  timings = [o.timing for o in outcomes if o.ok]
+  if not timings:
+    raise TfplaceError(f"{graph.name}: no calibration run succeeded: "
+                       f"{outcomes[0].error}")
+  # Op times come from the one-device runs when there are some: on
+  # multi-worker runs gRPC work shares the pinned cores and inflates op
+  # durations (that work is the transfer overhead, fitted next).
+  single = [o.timing for (_, p), o in zip(labelled, outcomes)
+            if o.ok and len(set(p.devices.values())) == 1]
+  calibration = calibrate(graph, cluster, single or timings,
+                          link_fits=link_fits)
+  measured = [(p.to_array(graph, cluster), o.timing.median_step_time_s)
+              for (_, p), o in zip(labelled, outcomes) if o.ok]
+  return fit_overheads(graph, cluster, calibration, measured)
 
 
 def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
-                 num_random: int = 16, warmup: int = 2, steps: int = 5,
+                 num_random: int = 16, num_calibration_random: int = 8,
+                 warmup: int = 2, steps: int = 5,
                  link_fits: Optional[Dict[str, LinkFit]] = None,
                  cache_dir: Optional[str] = None, seed: int = 0,
                  timeout_s: float = 120.0) -> FidelityReport:
-  """Calibrates on a few runs, then predicts and measures many placements."""
+  """Calibrates on a few runs, then predicts and measures other placements.
+
+  Args:
+    graph: the graph to place.
+    cluster: the (uncalibrated) cluster of the running servers.
+    target: the session target of the servers.
+    num_random: random group placements evaluated besides the baselines.
+    num_calibration_random: random placements among the calibration runs.
+    warmup: untimed steps per placement.
+    steps: timed steps per placement (the median is used).
+    link_fits: link kind -> fitted latency/bandwidth (comm benchmark).
+    cache_dir: measurement cache directory.
+    seed: seed of the random placements.
+    timeout_s: limit per measured placement.
+
+  Returns:
+    The report over the evaluated placements, none of which is a
+    calibration placement.
+  """
   run = dict(target=target, warmup=warmup, steps=steps, cache_dir=cache_dir,
              timeout_s=timeout_s, cluster=cluster)
-  calib_set = ([("all_on_0", Placement.from_array(
-      graph, cluster, np.zeros(graph.num_ops, dtype=np.int32)))]
-               + [("halves", halves_placement(graph, cluster))]
-               + random_group_placements(graph, cluster, 4, seed=seed + 1000))
-  calib_out = measure_batch(graph, [p for _, p in calib_set], **run)
-  timings = [o.timing for o in calib_out if o.ok]
-  if not timings:
-    raise TfplaceError(f"{graph.name}: no calibration run succeeded: "
-                       f"{calib_out[0].error}")
-  # Op times come from the one-device run when it succeeded: on multi-worker
-  # runs gRPC work shares the pinned cores and inflates op durations.
-  clean = timings[:1] if calib_out[0].ok else timings
-  calibration = calibrate(graph, cluster, clean, link_fits=link_fits)
-  measured = [(p, o.timing.median_step_time_s)
-              for (_, p), o in zip(calib_set, calib_out) if o.ok]
-  calibration, overhead = tune_latency_and_overhead(graph, cluster,
-                                                    calibration, measured)
-  base = predictor(graph, cluster, calibration)
-  predict = lambda p: base(p) + overhead(
-      cross_transfers(graph, p.to_array(graph, cluster)))
-  labelled = _dedupe(baseline_placements(graph, cluster)
-                     + random_group_placements(graph, cluster, num_random,
-                                               seed=seed))
-  outcomes = measure_batch(graph, [p for _, p in labelled], **run)
+  calib_set = calibration_placements(graph, cluster, seed,
+                                     num_calibration_random)
+  fitted_on = {_key(p) for _, p in calib_set}
+  labelled = [(label, p) for label, p in _dedupe(
+      baseline_placements(graph, cluster)
+      + random_group_placements(graph, cluster, num_random, seed=seed))
+              if _key(p) not in fitted_on]
+  # One batch, calibration runs spread among the evaluated ones, so a
+  # machine that slows down or speeds up mid-way biases neither side.
+  order = interleave(len(calib_set), len(labelled))
+  everything = list(calib_set) + list(labelled)
+  measured = measure_batch(graph, [everything[i][1] for i in order], **run)
+  by_index = dict(zip(order, measured))
+  calib_out = [by_index[i] for i in range(len(calib_set))]
+  outcomes = [by_index[len(calib_set) + j] for j in range(len(labelled))]
+  calibration = fit_from_runs(graph, cluster, calib_set, calib_out, link_fits)
+  predict = predictor(graph, cluster, calibration)
   rows = tuple(
       FidelityRow(label, predict(p),
-                  o.timing.median_step_time_s if o.ok else None, o.error)
+                  o.timing.median_step_time_s if o.ok else None, o.error,
+                  cross_transfers(graph, p.to_array(graph, cluster)))
       for (label, p), o in zip(labelled, outcomes))
   med, rho = summarize(rows)
-  return FidelityReport(graph.name, graph.num_ops, rows, calibration,
-                        overhead, med, rho)
+  return FidelityReport(graph.name, graph.num_ops, rows, calibration, med,
+                        rho)
+
+
+def interleave(num_a: int, num_b: int) -> List[int]:
+  """Indices 0..num_a-1 (list a) and num_a.. (list b) merged evenly: item i
+  of a list of n sits at fraction (i + 0.5) / n of the order."""
+  keys = ([((i + 0.5) / num_a, 0, i) for i in range(num_a)]
+          + [((j + 0.5) / num_b, 1, num_a + j) for j in range(num_b)])
+  return [k[2] for k in sorted(keys)]
 
 
 def cross_transfers(graph: OpGraph, device_ids: np.ndarray) -> int:
@@ -185,46 +230,6 @@ def cross_transfers(graph: OpGraph, device_ids: np.ndarray) -> int:
     dsts.discard(int(device_ids[p]))
     count += len(dsts)
   return count
-
-
-def tune_latency_and_overhead(graph: OpGraph, cluster: Cluster,
-                              calibration: Calibration,
-                              measured: Sequence[Tuple[Placement, float]]
-                              ) -> Tuple[Calibration, StepOverhead]:
-  """Effective per-transfer latency and step overheads from real runs.
-
-  The simulator sends one tensor at a time per link; gRPC overlaps many
-  RecvTensor calls, so the benchmark's latency (one transfer alone) is only a
-  rough guide. Candidate latencies from 0 to 3x it (keeping the fitted
-  bandwidth) are tried; for each, the one-device overhead is the median gap
-  measured - simulated of one-device runs and the per-transfer overhead a
-  least-squares fit (>= 0) of the other runs' gaps to their transfer counts;
-  the candidate with the smallest median relative error on `measured` wins.
-  """
-  links = dict(calibration.links)
-  kind = cluster.default_link.kind
-  base = links.get(kind, cluster.default_link)
-  n = np.array([cross_transfers(graph, p.to_array(graph, cluster))
-                for p, _ in measured], dtype=np.float64)
-  meas = np.array([m for _, m in measured])
-  best = None
-  for latency in [0.0] + list(base.latency_s * np.geomspace(1e-2, 3.0, 16)):
-    links[kind] = dataclasses.replace(base, latency_s=float(latency),
-                                      kind=kind)
-    candidate = dataclasses.replace(calibration, links=dict(links))
-    predict = predictor(graph, cluster, candidate)
-    gap = meas - np.array([predict(p) for p, _ in measured])
-    single = max(0.0, float(np.median(gap[n == 0]))) if (n == 0).any() else 0.0
-    per = (max(0.0, float(gap[n > 0] @ n[n > 0] / (n[n > 0] @ n[n > 0])))
-           if (n > 0).any() else 0.0)
-    overhead = StepOverhead(single, per)
-    err = float(np.median(np.abs(gap - [overhead(int(k)) for k in n]) / meas))
-    if best is None or err < best[0]:
-      best = (err, candidate, overhead)
-  logging.info("%s: link latency %.3g s, %s (calibration error %.1f %%)",
-               graph.name, best[1].links[kind].latency_s, best[2],
-               best[0] * 100)
-  return best[1], best[2]
 
 
 def summarize(rows: Sequence[FidelityRow]) -> Tuple[float, float]:
@@ -244,21 +249,27 @@ def summarize(rows: Sequence[FidelityRow]) -> Tuple[float, float]:
 def markdown_table(report: FidelityReport) -> str:
   """The per-placement table, predicted vs measured, in milliseconds."""
   lines = [f"### {report.graph_name} ({report.num_ops} ops)", "",
-           "| placement | predicted ms | measured ms | abs error |",
-           "|---|---:|---:|---:|"]
+           "| placement | transfers | predicted ms | measured ms | abs error |",
+           "|---|---:|---:|---:|---:|"]
   for r in report.rows:
     measured = f"{r.measured_s * 1e3:.2f}" if r.measured_s else f"failed: {r.error}"
     err = f"{r.abs_rel_error * 100:.1f} %" if r.abs_rel_error is not None else "-"
-    lines.append(f"| {r.label} | {r.predicted_s * 1e3:.2f} | {measured} | {err} |")
+    lines.append(f"| {r.label} | {r.num_transfers} | "
+                 f"{r.predicted_s * 1e3:.2f} | {measured} | {err} |")
   cal = report.calibration
   lines += ["", f"median abs error {report.median_abs_rel_error * 100:.1f} %, "
             f"Spearman {report.spearman:.3f}; calibration: compute scale "
             f"{dict(cal.compute_scale)}, overhead {dict(cal.launch_overhead_s)}, "
-            f"link latency {_latency_us(cal):.1f} us, "
-            f"per-transfer overhead {report.overhead.per_transfer_s * 1e6:.1f} us, "
-            f"one-device step overhead "
-            f"{report.overhead.single_device_s * 1e3:.2f} ms", ""]
+            f"link latency {_latency_us(cal):.1f} us, per-transfer host "
+            f"overhead {_per_type_us(cal.transfer_overhead_s)}, "
+            f"step overhead {cal.step_overhead_s * 1e3:.3f} ms, latency "
+            f"{'overlapped' if cal.overlap_latency else 'holds the link'}",
+            ""]
   return "\n".join(lines)
+
+
+def _per_type_us(values) -> str:
+  return ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in sorted(values.items()))
 
 
 def _latency_us(calibration: Calibration) -> float:

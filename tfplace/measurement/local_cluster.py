@@ -8,9 +8,13 @@ its own core(s), on free 127.0.0.1 ports:
     with LocalCluster(num_workers=2) as lc:
       timing = measure(graph, placement, target=lc.target)
 
-Devices are `/job:worker/replica:0/task:I/device:CPU:0`. `RemoteCluster`
-describes servers someone else started (several hosts); both give a session
-`target` and a `to_cluster()` for the simulator.
+Devices are `/job:worker/replica:0/task:I/device:CPU:0`. Each worker also
+runs a TF profiler server on a port of its own (`profiler_addresses`), from
+which `measure(..., trace_dir=...)` captures the workers' op timelines; a
+worker whose profiler port is unusable falls back to its server port (TF
+servers answer profiler requests too). `RemoteCluster` describes servers
+someone else started (several hosts); both give a session `target`, the
+`profiler_addresses` and a `to_cluster()` for the simulator.
 """
 
 import dataclasses
@@ -21,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from absl import logging
 
@@ -34,6 +38,16 @@ JOB = "worker"
 CORE_PEAK_FLOPS = 2e10
 CORE_MEMORY_BANDWIDTH = 1e10
 LOOPBACK_LINK = LinkSpec(latency_s=2e-4, bandwidth=1e9, kind="loopback")
+
+# Session target -> profiler addresses of the LocalClusters running in this
+# process, so that `measure(target=lc.target, trace_dir=...)` finds them.
+_PROFILERS: Dict[str, Tuple[str, ...]] = {}
+
+
+def profiler_addresses_for(target: str) -> Tuple[str, ...]:
+  """Profiler "host:port"s of the running LocalCluster whose target this is
+  (empty if none in this process)."""
+  return _PROFILERS.get(target, ())
 
 
 def worker_device(task: int, job: str = JOB) -> str:
@@ -111,6 +125,12 @@ class RemoteCluster:
                          f"{self.cluster_spec}")
     return "grpc://" + self.addresses[0]
 
+  @property
+  def profiler_addresses(self) -> List[str]:
+    """Where to send profiler requests: the servers themselves (a TF server
+    serves the profiler service on its own port)."""
+    return self.addresses
+
   def to_cluster(self) -> Cluster:
     return make_worker_cluster(len(self.addresses), self.cores_per_worker,
                                name="tf_servers")
@@ -147,7 +167,8 @@ class LocalCluster:
       num_workers: server processes.
       cores_per_worker: cores each is pinned to (round robin over the cores
         this process may use; shared when there are too few).
-      base_port: first port (workers use base_port + i); None picks free ones.
+      base_port: first port (workers use base_port + i, their profiler
+        servers base_port + num_workers + i); None picks free ones.
       start_timeout_s: how long to wait for every server to accept
         connections.
       detached: start workers in their own session (they outlive us; the
@@ -163,6 +184,7 @@ class LocalCluster:
     self.detached = detached
     self.log_dir = log_dir
     self.ports: List[int] = []
+    self.profiler_ports: List[Optional[int]] = []
     self.processes: List[subprocess.Popen] = []
 
   # ---- description -------------------------------------------------------
@@ -180,6 +202,12 @@ class LocalCluster:
     if not self.ports:
       raise MeasureError("the local cluster is not started")
     return "grpc://" + self.addresses[0]
+
+  @property
+  def profiler_addresses(self) -> List[str]:
+    """Each worker's profiler server, or its TF server where it has none."""
+    return [f"127.0.0.1:{p}" if p else a
+            for p, a in zip(self.profiler_ports, self.addresses)]
 
   @property
   def pids(self) -> List[int]:
@@ -230,37 +258,53 @@ class LocalCluster:
     return self
 
   def _start_once(self) -> "LocalCluster":
-    self.ports = self._choose_ports()
+    self.ports, self.profiler_ports = self._choose_ports()
     spec = json.dumps(self.cluster_spec)
     log_dir = self.log_dir or tempfile.mkdtemp(prefix="tfplace_cluster_")
     os.makedirs(log_dir, exist_ok=True)
     self.log_dir = log_dir
     for task, cores in enumerate(self.core_sets()):
       log = open(os.path.join(log_dir, f"worker_{task}.log"), "ab")
+      ready = self._ready_file(task)
+      if os.path.exists(ready):
+        os.remove(ready)
       cmd = [sys.executable, "-m", "tfplace.measurement.worker_main",
              "--task", str(task), "--spec", spec,
-             "--cores", ",".join(map(str, cores))]
+             "--cores", ",".join(map(str, cores)),
+             "--profiler_port", str(self.profiler_ports[task] or 0),
+             "--ready_file", ready]
       self.processes.append(subprocess.Popen(
           cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
           start_new_session=self.detached))
       log.close()
     try:
       self._wait_until_up()
+      self._check_profilers()
     except BaseException:
       self.stop()
       raise
-    logging.info("local cluster up: %s (logs in %s)", self.addresses, log_dir)
+    _PROFILERS[self.target] = tuple(self.profiler_addresses)
+    logging.info("local cluster up: %s, profilers %s (logs in %s)",
+                 self.addresses, self.profiler_addresses, log_dir)
     return self
 
-  def _choose_ports(self) -> List[int]:
+  def _choose_ports(self) -> Tuple[List[int], List[Optional[int]]]:
+    """(server ports, profiler ports); a busy profiler port becomes None."""
+    n = self.num_workers
     if self.base_port is None:
-      return free_ports(self.num_workers)
-    ports = [self.base_port + i for i in range(self.num_workers)]
+      ports = free_ports(2 * n)
+      return ports[:n], list(ports[n:])
+    ports = [self.base_port + i for i in range(n)]
     busy = [p for p in ports if port_in_use(p)]
     if busy:
       raise MeasureError(f"port(s) {busy} on 127.0.0.1 are in use; choose "
                          "another --base_port or leave it unset")
-    return ports
+    profiler = [self.base_port + n + i for i in range(n)]
+    for p in profiler:
+      if port_in_use(p):
+        logging.warning("profiler port %d on 127.0.0.1 is in use; that "
+                        "worker is profiled through its server port", p)
+    return ports, [None if port_in_use(p) else p for p in profiler]
 
   def _wait_until_up(self) -> None:
     deadline = time.monotonic() + self.start_timeout_s
@@ -281,8 +325,32 @@ class LocalCluster:
       if pending:
         time.sleep(0.2)
 
+  def _ready_file(self, task: int) -> str:
+    return os.path.join(self.log_dir, f"worker_{task}.ready.json")
+
+  def _check_profilers(self, timeout_s: float = 5.0) -> None:
+    """Drops the profiler port of a worker that reports it has none (its
+    port was taken meanwhile); it is then profiled through its server."""
+    deadline = time.monotonic() + timeout_s
+    for task, port in enumerate(self.profiler_ports):
+      path = self._ready_file(task)
+      while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+      try:
+        with open(path) as f:
+          started = json.load(f).get("profiler_port")
+      except (OSError, ValueError):
+        continue  # no word from the worker: keep the port we gave it
+      if port and not started:
+        logging.warning("worker %d has no profiler server on port %d (see "
+                        "its log); it is profiled through its server port",
+                        task, port)
+        self.profiler_ports[task] = None
+
   def stop(self, timeout_s: float = 10.0) -> None:
     """Terminates the workers this object started and waits for them."""
+    if self.ports:
+      _PROFILERS.pop(self.target, None)
     for proc in self.processes:
       if proc.poll() is None:
         proc.terminate()
@@ -302,6 +370,8 @@ class LocalCluster:
     """What `tfplace cluster up` saves: pids, ports, spec, cores."""
     return {"format": "tfplace.local_cluster/1", "pids": self.pids,
             "ports": self.ports, "cluster_spec": self.cluster_spec,
+            "profiler_ports": self.profiler_ports,
+            "profiler_addresses": self.profiler_addresses,
             "target": self.target, "cores": self.core_sets(),
             "cores_per_worker": self.cores_per_worker,
             "log_dir": self.log_dir}

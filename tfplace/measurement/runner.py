@@ -9,6 +9,15 @@ op records (device, start, duration) and the devices ops actually ran on.
 Grappler's meta-optimizer and graph-level constant folding are off, so the
 executed node names are the graph's op names.
 
+With a `trace_dir`, the FULL_TRACE step's `step_stats.pb` is written there,
+then one more step runs under the TF profiler: in process with
+`tf.profiler.experimental.start/stop`; on a server cluster the ops run in the
+worker processes, so the client asks each worker's profiler server for its
+timeline (`tf.profiler.experimental.client.trace`, in a thread while the step
+runs), giving `trace_dir/plugins/profile/<run>/<host>_<port>.xplane.pb`, one
+per worker. A failed or incomplete capture is logged and reported in
+`StepTiming.profile_error`; it never fails the measurement.
+
 A run that fails or passes its deadline raises `MeasureError`; transient
 failures (worker unavailable, deadline exceeded, aborted) are retried once,
 keeping the step times measured before the failure.
@@ -80,6 +89,8 @@ class StepTiming:
     mismatches: the ops that did not.
     trace_path: directory with the profiler trace and step_stats.pb, if any.
     target: the session target ("" for in process).
+    profile_error: why the TF profiler trace is missing or incomplete (None
+      when it was captured, or not asked for).
   """
   median_step_time_s: float
   min_step_time_s: float
@@ -92,6 +103,7 @@ class StepTiming:
   mismatches: Tuple[DeviceMismatch, ...] = ()
   trace_path: Optional[str] = None
   target: str = ""
+  profile_error: Optional[str] = None
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -194,13 +206,15 @@ class _RunSpec:
   steps: int
   deadline: float
   trace_dir: Optional[str]
+  profiler_addresses: Tuple[str, ...] = ()
 
 
 def measure(graph: OpGraph, placement: Placement, *,
             cluster: Optional[Cluster] = None, target: str = "",
             warmup: int = 2, steps: int = 10,
             trace_dir: Optional[str] = None,
-            timeout_s: float = 300.0) -> StepTiming:
+            timeout_s: float = 300.0,
+            profiler_addresses: Optional[Sequence[str]] = None) -> StepTiming:
   """Times real training steps of `graph` placed by `placement`.
 
   Args:
@@ -214,6 +228,10 @@ def measure(graph: OpGraph, placement: Placement, *,
     trace_dir: if given, a TF profiler trace of the traced step and its
       `step_stats.pb` are written there.
     timeout_s: deadline for the whole measurement (each run gets what is left).
+    profiler_addresses: on a server target, the "host:port" profiler servers
+      to capture the trace from (one per worker; on other hosts `trace_dir`
+      must be a path they share). None: those of the running `LocalCluster`
+      with this target, else the target's own server.
 
   Returns:
     The step time statistics, op records and device check.
@@ -241,15 +259,16 @@ def measure(graph: OpGraph, placement: Placement, *,
       graph_def=graph_def, targets=tuple(targets),
       init_ops=tuple(init), target=target,
       config=session_config(cpus, remote, timeout_s), warmup=warmup,
-      steps=steps, deadline=time.monotonic() + timeout_s, trace_dir=trace_dir)
+      steps=steps, deadline=time.monotonic() + timeout_s, trace_dir=trace_dir,
+      profiler_addresses=_profilers(target, profiler_addresses))
   collected: List[float] = []
   try:
-    metadata = _watched(spec, collected)
+    metadata, profile_error = _watched(spec, collected)
   except _Transient as e:
     logging.warning("measurement failed (%s); retrying once, keeping %d "
                     "timed step(s)", e, len(collected))
     try:
-      metadata = _watched(spec, collected)
+      metadata, profile_error = _watched(spec, collected)
     except _Transient as e2:
       raise MeasureError(f"measurement failed twice: first {e}; then "
                          f"{e2}") from None
@@ -257,7 +276,20 @@ def measure(graph: OpGraph, placement: Placement, *,
   mismatches = device_mismatches(records, placement)
   return timing_from_steps(
       collected, op_records=tuple(records), devices_match=not mismatches,
-      mismatches=tuple(mismatches), trace_path=trace_dir, target=target)
+      mismatches=tuple(mismatches), trace_path=trace_dir, target=target,
+      profile_error=profile_error)
+
+
+def _profilers(target: str,
+               addresses: Optional[Sequence[str]]) -> Tuple[str, ...]:
+  """The profiler servers to capture from ("" target: none, in process)."""
+  if not target:
+    return ()
+  if addresses is None:
+    from tfplace.measurement.local_cluster import profiler_addresses_for
+    addresses = profiler_addresses_for(target) or (
+        target.replace("grpc://", ""),)
+  return tuple(a.replace("grpc://", "") for a in addresses)
 
 
 class _Transient(MeasureError):
@@ -299,7 +331,11 @@ def _run_options(spec: _RunSpec, trace: bool = False):
 
 
 def _run(spec: _RunSpec, collected: List[float]):
-  """Opens a session, runs init/warmup/timed/traced steps; returns metadata."""
+  """Opens a session, runs init/warmup/timed/traced steps.
+
+  Returns:
+    (RunMetadata of the traced step, profile error or None).
+  """
   import tensorflow as tf
   tf_graph = tf.Graph()
   with tf_graph.as_default():
@@ -316,7 +352,7 @@ def _run(spec: _RunSpec, collected: List[float]):
       start = time.perf_counter()
       session.run(list(spec.targets), options=options)
       collected.append(time.perf_counter() - start)
-    return _traced_step(session, spec)
+    return _traced_step(session, spec, statistics.median(collected))
   except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
           tf.errors.AbortedError, tf.errors.CancelledError) as e:
     raise _Transient(f"{type(e).__name__}: {_first_line(e)}") from None
@@ -333,33 +369,49 @@ def _first_line(error: Exception) -> str:
   return " ".join(lines[:3])[:400]
 
 
-def _traced_step(session, spec: _RunSpec):
+def _traced_step(session, spec: _RunSpec, step_s: float):
   """One FULL_TRACE step (its step_stats); with a trace_dir, one more step
-  under the TF profiler (the two cannot trace the same run)."""
+  under the TF profiler (the two cannot trace the same run).
+
+  Returns:
+    (RunMetadata of the FULL_TRACE step, profile error or None).
+  """
   import tensorflow as tf
   metadata = tf.compat.v1.RunMetadata()
   session.run(list(spec.targets), options=_run_options(spec, trace=True),
               run_metadata=metadata)
-  if spec.trace_dir:
-    os.makedirs(spec.trace_dir, exist_ok=True)
-    atomic_write(os.path.join(spec.trace_dir, STEP_STATS_FILE),
-                 metadata.step_stats.SerializeToString())
-    _profiled_step(session, spec)
-  return metadata
+  if not spec.trace_dir:
+    return metadata, None
+  os.makedirs(spec.trace_dir, exist_ok=True)
+  atomic_write(os.path.join(spec.trace_dir, STEP_STATS_FILE),
+               metadata.step_stats.SerializeToString())
+  if spec.profiler_addresses:
+    from tfplace.measurement import remote_profile
+    error = remote_profile.capture_remote(
+        lambda: session.run(list(spec.targets), options=_run_options(spec)),
+        spec.profiler_addresses, spec.trace_dir, step_s,
+        time_left_s=spec.deadline - time.monotonic())
+  else:
+    error = _profiled_step(session, spec)
+  if error:
+    logging.warning("no complete TF profiler trace in %s: %s (the "
+                    "step_stats.pb trace is there)", spec.trace_dir, error)
+  return metadata, error
 
 
-def _profiled_step(session, spec: _RunSpec) -> None:
-  """Runs one step under `tf.profiler` (an .xplane.pb under trace_dir)."""
+def _profiled_step(session, spec: _RunSpec) -> Optional[str]:
+  """Runs one step under `tf.profiler` in this process (an .xplane.pb under
+  trace_dir); returns why there is no profile, or None."""
   import tensorflow as tf
   try:
     tf.profiler.experimental.start(spec.trace_dir)
   except (tf.errors.OpError, RuntimeError) as e:
-    logging.warning("TF profiler not started: %s", e)
-    return
+    return f"TF profiler not started: {e}"
   try:
     session.run(list(spec.targets), options=_run_options(spec))
   finally:
     tf.profiler.experimental.stop()
+  return None
 
 
 def op_records(step_stats, graph: Optional[OpGraph] = None) -> List[OpRecord]:

@@ -4,8 +4,11 @@
   * a TF profiler log directory, as written by
     `tf.profiler.experimental.start(logdir)` / `stop()`
     (`<logdir>/plugins/profile/<run>/*.xplane.pb`; the newest run is read), a
-    run directory, or one `.xplane.pb` file. It is converted with TF's bundled
-    trace-viewer converter and read as a Chrome trace. A directory written by
+    run directory, or one `.xplane.pb` file, read by `tfplace.trace.xplane`.
+    A run with one file per host (`<host>.xplane.pb`, as
+    `tf.profiler.experimental.client.trace` writes for the workers of a TF
+    server cluster) is merged; each device is then prefixed with the file's
+    host, e.g. "127.0.0.1_6009/host:CPU". A directory written by
     `tfplace measure --trace_dir` also holds `step_stats.pb` (the per-op,
     per-device timeline of a FULL_TRACE step); that file is read instead, as
     the client-side profiler cannot see ops that ran in server processes;
@@ -102,19 +105,11 @@ def _xplane_files(directory: str) -> List[str]:
 
 
 def _load_xplanes(files: List[str], source: str) -> Trace:
+  from tfplace.trace.xplane import read_xplanes
   for f in files:
     if os.path.getsize(f) == 0:
       raise TraceError(f"{f}: the file is empty")
-  import tfplace  # noqa: F401  (env before TF)
-  from tensorflow.python.profiler.internal import _pywrap_profiler_plugin
-  try:
-    data, ok = _pywrap_profiler_plugin.xspace_to_tools_data(
-        files, "trace_viewer@", {})
-  except Exception as e:  # pylint: disable=broad-except  (C++ status errors)
-    raise TraceError(f"{source}: not a readable TF profiler xplane ({e})") from None
-  if not ok or not data:
-    raise TraceError(f"{source}: not a readable TF profiler xplane")
-  return chrome_trace_to_trace(_parse_json(data, source), source)
+  return read_xplanes(files, source, _transfer_fields)
 
 
 # ---- Chrome trace JSON ----------------------------------------------------

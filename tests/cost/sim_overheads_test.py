@@ -1,0 +1,208 @@
+"""Transfer host overheads and the fixed step overhead, worked by hand."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import tfplace  # noqa: F401
+from tfplace.cost.cluster import Cluster, Device
+from tfplace.cost.lower_bound import lower_bound
+from tfplace.cost.op_costs import OpCosts
+from tfplace.cost.presets import cpu_cluster
+from tfplace.cost.simulator import Simulator
+from tfplace.errors import ClusterError
+from tfplace.graph.op_graph import Edge, Op, OpGraph
+
+
+def make_graph(num_ops, edges, num_outputs=1):
+  """edges: (src, dst, bytes, src_output)."""
+  ops = [Op(name=f"op{i}", type="MatMul",
+            output_bytes=(1000,) * num_outputs) for i in range(num_ops)]
+  return OpGraph(ops, [Edge(s, d, o, b) for s, d, b, o in edges],
+                 graph_def=None, name="tiny")
+
+
+def make_costs(seconds, num_devices):
+  s = np.repeat(np.asarray(seconds, dtype=np.float64)[:, None], num_devices,
+                axis=1)
+  m = s.shape[0]
+  return OpCosts(s, np.zeros(m, np.int64), np.full(m, 1000, np.int64))
+
+
+def with_overheads(cluster, transfer=(0.0, 0.0), step=0.0):
+  devices = tuple(dataclasses.replace(d, transfer_overhead_s=h)
+                  for d, h in zip(cluster.devices, transfer))
+  return dataclasses.replace(cluster, devices=devices, step_overhead_s=step)
+
+
+def run(graph, cluster, costs, ids):
+  return Simulator(graph, cluster, costs).simulate(np.array(ids), True)
+
+
+# A fork: op0 -> op1 (local), op0 -> op2 (remote); 1000 B over a link of
+# 0.5 s latency and 100 B/s takes 10.5 s. Without overheads the step is
+# 1 + 10.5 + 1 = 12.5 s.
+FORK = [(0, 1, 1000, 0), (0, 2, 1000, 0)]
+
+
+def test_one_remote_tensor_costs_overhead_on_both_ends():
+  g = make_graph(3, FORK)
+  c = with_overheads(cpu_cluster(2, latency_s=0.5, bandwidth=100.0),
+                     transfer=(0.25, 0.25))
+  r = run(g, c, make_costs([1.0, 1.0, 1.0], 2), [0, 0, 1])
+  # op0 runs 1.25 s; the transfer 1.25 -> 11.75; op2 runs 1.25 s -> 13.0.
+  assert r.step_time_s == pytest.approx(13.0)
+  (t,) = r.transfers
+  assert (t.start_s, t.end_s) == pytest.approx((1.25, 11.75))
+  # op0 1.25 + op1 1 on device 0; op2 1.25 on device 1: 2 x 0.25 extra.
+  np.testing.assert_allclose(r.device_busy_s, [2.25, 1.25])
+  assert r.device_busy_s.sum() == pytest.approx(3.0 + 2 * 0.25)
+
+
+def test_sender_and_receiver_pay_their_own_overhead():
+  g = make_graph(3, FORK)
+  c = with_overheads(cpu_cluster(2, latency_s=0.5, bandwidth=100.0),
+                     transfer=(0.25, 2.0))
+  r = run(g, c, make_costs([1.0, 1.0, 1.0], 2), [0, 0, 1])
+  assert r.step_time_s == pytest.approx(1.25 + 10.5 + 3.0)
+  np.testing.assert_allclose(r.device_busy_s, [2.25, 3.0])
+
+
+def test_no_transfer_no_overhead():
+  g = make_graph(3, FORK)
+  c = with_overheads(cpu_cluster(2), transfer=(0.25, 0.25))
+  r = run(g, c, make_costs([1.0, 1.0, 1.0], 2), [1, 1, 1])
+  assert r.step_time_s == pytest.approx(3.0)
+
+
+def test_tensor_read_twice_on_one_remote_device_is_paid_once():
+  # op0 (device 0) -> op1, op2 (device 1): one transfer; the receive cost
+  # goes to op1 (first in topological order). Zero-cost link.
+  g = make_graph(3, [(0, 1, 1000, 0), (0, 2, 1000, 0)])
+  c = with_overheads(cpu_cluster(2, latency_s=0.0, bandwidth=1e30),
+                     transfer=(0.5, 0.25))
+  r = run(g, c, make_costs([1.0, 1.0, 1.0], 2), [0, 1, 1])
+  np.testing.assert_allclose(r.device_busy_s, [1.5, 2.25])
+  assert r.step_time_s == pytest.approx(1.5 + 1.25 + 1.0)
+  op1 = [s for s in r.schedule if s.op == 1][0]
+  assert op1.end_s - op1.start_s == pytest.approx(1.25)
+
+
+def test_two_output_tensors_to_one_device_are_two_transfers():
+  # op0's outputs 0 and 1 are both read on device 1: two sends, two receives.
+  g = make_graph(3, [(0, 1, 1000, 0), (0, 2, 1000, 1)], num_outputs=2)
+  c = with_overheads(cpu_cluster(2, latency_s=0.0, bandwidth=1e30),
+                     transfer=(0.5, 0.25))
+  r = run(g, c, make_costs([1.0, 1.0, 1.0], 2), [0, 1, 1])
+  np.testing.assert_allclose(r.device_busy_s, [2.0, 2.5])
+  assert r.step_time_s == pytest.approx(2.0 + 2.5)
+
+
+def test_step_overhead_adds_exactly_its_value():
+  g = make_graph(3, FORK)
+  base = cpu_cluster(2, latency_s=0.5, bandwidth=100.0)
+  costs = make_costs([1.0, 1.0, 1.0], 2)
+  c = with_overheads(base, step=0.125)
+  for ids, plain in (([0, 0, 1], 12.5), ([0, 0, 0], 3.0)):
+    r = run(g, c, costs, ids)
+    assert r.step_time_s == pytest.approx(plain + 0.125)
+    # The schedule itself is not shifted.
+    assert max(s.end_s for s in r.schedule) == pytest.approx(plain)
+  assert lower_bound(g, c, costs) == pytest.approx(2.0 + 0.125)
+  assert lower_bound(g, base, costs) == pytest.approx(2.0)
+
+
+def test_batch_matches_single_with_overheads():
+  g = make_graph(4, [(0, 1, 1000, 0), (0, 2, 1000, 0), (2, 3, 1000, 0),
+                     (1, 3, 1000, 0)])
+  c = with_overheads(cpu_cluster(2, latency_s=0.01, bandwidth=1e5),
+                     transfer=(0.1, 0.2), step=0.05)
+  costs = make_costs([1.0, 2.0, 3.0, 0.5], 2)
+  sim = Simulator(g, c, costs)
+  ids = np.array([[0, 0, 0, 0], [0, 1, 0, 1], [1, 0, 1, 0], [0, 1, 1, 0]],
+                 dtype=np.int32)
+  batch = sim.simulate_batch(ids)
+  single = [sim.simulate(row).step_time_s for row in ids]
+  np.testing.assert_allclose(batch, single)
+  assert batch[0] == pytest.approx(6.5 + 0.05)
+  bound = lower_bound(g, c, costs)
+  assert np.all(batch >= bound - 1e-12)
+
+
+@pytest.mark.parametrize("value", [-1e-6, float("nan"), float("inf"), "x"])
+def test_bad_overheads_raise(value):
+  name = "/job:localhost/replica:0/task:0/device:CPU:0"
+  with pytest.raises(ClusterError):
+    Device(name, "CPU", 1e9, 1e9, 1e9, transfer_overhead_s=value)
+  dev = Device(name, "CPU", 1e9, 1e9, 1e9)
+  with pytest.raises(ClusterError):
+    Cluster("c", (dev,), step_overhead_s=value)
+  with pytest.raises(ClusterError):
+    Cluster.from_dict({"devices": [dataclasses.asdict(dev)],
+                       "step_overhead_s": value})
+
+
+def test_cluster_json_round_trip_and_old_files():
+  c = with_overheads(cpu_cluster(2), transfer=(1e-4, 2e-4), step=3e-3)
+  back = Cluster.from_dict(json.loads(c.to_json()))
+  assert back.step_overhead_s == 3e-3
+  assert [d.transfer_overhead_s for d in back.devices] == [1e-4, 2e-4]
+  old = json.loads(cpu_cluster(2).to_json())
+  del old["step_overhead_s"]
+  for d in old["devices"]:
+    del d["transfer_overhead_s"]
+  back = Cluster.from_dict(old)
+  assert back.step_overhead_s == 0.0
+  assert [d.transfer_overhead_s for d in back.devices] == [0.0, 0.0]
+
+
+def test_cross_device_control_edges_cost_one_message_per_device():
+  # op0 (device 0) -ctrl-> op1, op2 (device 1) and -ctrl-> op3 (device 0):
+  # one dummy message 0 -> 1 (TF's Send/Recv for control edges), no link
+  # time even on a 0.5 s link; its receive cost goes to op1.
+  g = make_graph(4, [])
+  g = OpGraph(g.ops, [Edge(0, 1, -1, 0), Edge(0, 2, -1, 0),
+                      Edge(0, 3, -1, 0)], graph_def=None, name="ctrl")
+  c = with_overheads(cpu_cluster(2, latency_s=0.5, bandwidth=100.0),
+                     transfer=(0.25, 0.5))
+  r = run(g, c, make_costs([1.0, 1.0, 1.0, 1.0], 2), [0, 1, 1, 0])
+  np.testing.assert_allclose(r.device_busy_s, [2.25, 2.5])
+  assert r.step_time_s == pytest.approx(1.25 + 1.5 + 1.0)
+  assert r.bytes_moved == 0 and not r.transfers
+  # Without overheads a control edge only orders.
+  r = run(g, cpu_cluster(2, latency_s=0.5, bandwidth=100.0),
+          make_costs([1.0, 1.0, 1.0, 1.0], 2), [0, 1, 1, 0])
+  assert r.step_time_s == pytest.approx(3.0)
+
+
+def test_overlapped_latency_does_not_hold_the_link():
+  # Two 1000 B tensors from op0 to device 1 over 0.5 s + 100 B/s: FIFO sends
+  # them 1.0-11.5 and 11.5-22.0; overlapped, the link is held 10 s each
+  # (1-11, 11-21) and each arrives 0.5 s later (11.5, 21.5).
+  g = make_graph(3, [(0, 1, 1000, 0), (0, 2, 1000, 1)], num_outputs=2)
+  base = cpu_cluster(2, latency_s=0.5, bandwidth=100.0)
+  costs = make_costs([1.0, 1.0, 1.0], 2)
+  r = run(g, base, costs, [0, 1, 1])
+  assert r.step_time_s == pytest.approx(23.0)
+  c = dataclasses.replace(base, overlap_latency=True)
+  r = run(g, c, costs, [0, 1, 1])
+  times = [x for t in r.transfers for x in (t.start_s, t.end_s)]
+  assert times == pytest.approx([1.0, 11.5, 11.0, 21.5])
+  assert r.step_time_s == pytest.approx(22.5)
+  assert Cluster.from_dict(json.loads(c.to_json())).overlap_latency
+  with pytest.raises(ClusterError):
+    dataclasses.replace(base, overlap_latency="yes")
+
+
+def test_with_cluster_matches_a_fresh_simulator():
+  g = make_graph(3, FORK)
+  costs = make_costs([1.0, 1.0, 1.0], 2)
+  sim = Simulator(g, cpu_cluster(2), costs)
+  other = with_overheads(cpu_cluster(2, latency_s=0.5, bandwidth=100.0),
+                         transfer=(0.25, 0.25), step=0.5)
+  ids = np.array([0, 0, 1])
+  assert sim.with_cluster(other).simulate(ids).step_time_s == pytest.approx(
+      Simulator(g, other, costs).simulate(ids).step_time_s) == 13.5
+  assert sim.simulate(ids).step_time_s < 13.5

@@ -1,0 +1,60 @@
+"""The --cluster argument of the CLI verbs, in every form a user has.
+
+A preset name (`tfplace clusters`), a cluster JSON file, the state file that
+`tfplace cluster up` writes, or a TF cluster spec (`{"worker": [...]}`, a file
+or inline JSON) of servers started elsewhere: the last two describe the
+servers' workers (`/job:worker/replica:0/task:i/device:CPU:0`) as a cluster.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Dict, List, Optional
+
+from tfplace.cost.cluster import Cluster
+from tfplace.cost.presets import load_cluster
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerSpec:
+  """TF servers to run on: from a `tfplace cluster up` state or a spec."""
+  cluster_spec: Dict[str, List[str]]
+  cores_per_worker: int = 1
+  profiler_addresses: Optional[List[str]] = None
+
+  def remote(self):
+    from tfplace.measurement.local_cluster import RemoteCluster
+    return RemoteCluster.from_json(json.dumps(self.cluster_spec),
+                                   self.cores_per_worker)
+
+
+def read_server_spec(value: str) -> Optional[ServerSpec]:
+  """The servers `value` (a file path or inline JSON) names, or None."""
+  text = value
+  if os.path.isfile(value):
+    try:
+      with open(value) as f:
+        text = f.read()
+    except OSError:
+      return None
+  try:
+    data = json.loads(text)
+  except ValueError:
+    return None
+  if not isinstance(data, dict):
+    return None
+  if "cluster_spec" in data:  # `tfplace cluster up` state.
+    return ServerSpec(data["cluster_spec"],
+                      int(data.get("cores_per_worker", 1)),
+                      data.get("profiler_addresses"))
+  if "worker" in data and "devices" not in data:
+    return ServerSpec(data)
+  return None
+
+
+def load_cluster_arg(value: str) -> Cluster:
+  """The cluster `value` names; raises ClusterError (or MeasureError)."""
+  spec = read_server_spec(value)
+  if spec is None:
+    return load_cluster(value)
+  return spec.remote().to_cluster()
