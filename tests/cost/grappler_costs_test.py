@@ -64,7 +64,7 @@ def test_costs_finite_positive_above_overhead_inf_without_kernel():
   cluster = make_cluster("c", [_device("CPU", overhead=1e-5),
                                _device("GPU", 1e13, 9e11, 5e-6)])
   model = GrapplerCostModel()
-  costs = model.op_costs(graph, cluster).compute_s
+  costs = model.estimate(graph, cluster).compute_s
   no_gpu = np.array([op.type == "ReluGrad" for op in graph.ops])
   assert no_gpu.sum() == 2
   assert np.all(np.isinf(costs[no_gpu, 1]))
@@ -72,7 +72,7 @@ def test_costs_finite_positive_above_overhead_inf_without_kernel():
   assert np.all(np.isfinite(costs[:, 0]))
   assert np.all(costs[:, 0] >= 1e-5) and np.all(costs[~no_gpu, 1] >= 5e-6)
   # Every op of the graph was reported by grappler (matched by name).
-  estimate = model.estimate(graph, model.figures(cluster.devices[0]))
+  estimate = model.estimate_on(graph, model.figures(cluster.devices[0]))
   assert estimate.num_matched == graph.num_ops == 59
 
 

@@ -23,7 +23,7 @@ BASELINES = ["critical_path", "expert", "hash", "metis", "round_robin",
 class FixedCosts(CostModel):
   """Op i takes (i+1) ms on the CPU and (i+1)/10 ms on the GPU."""
 
-  def op_costs(self, graph, cluster):
+  def estimate(self, graph, cluster):
     base = (np.arange(graph.num_ops) + 1.0) * 1e-3
     compute = np.stack([base, base / 10], axis=1)
     return OpCosts(compute, graph.param_bytes, graph.output_bytes)

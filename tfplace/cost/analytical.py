@@ -61,7 +61,7 @@ class AnalyticalCostModel(CostModel):
   def __init__(self, config: AnalyticalConfig = AnalyticalConfig()):
     self.config = config
 
-  def op_costs(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
+  def estimate(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
     """Returns compute seconds [M, D], parameter and output bytes [M]."""
     cfg = self.config
     flops = graph.flops[:, None]

@@ -126,22 +126,22 @@ class GrapplerCostModel(CostModel):
             float(device.memory_bandwidth * cfg.memory_efficiency
                   / device.slots))
 
-  def estimate(self, graph: OpGraph, figures: FigureSet) -> GrapplerEstimate:
+  def estimate_on(self, graph: OpGraph, figures: FigureSet) -> GrapplerEstimate:
     """Grappler's per-op times of `graph` on one device (cached)."""
     key = (graph_key(graph), figures)
     if key not in self._cache:
       self._cache[key] = estimate_op_times(graph, *figures)
     return self._cache[key]
 
-  def op_costs(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
+  def estimate(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
     """Returns compute seconds [M, D] (grappler + overhead), bytes [M]."""
-    base = self.fallback.op_costs(graph, cluster)
+    base = self.fallback.estimate(graph, cluster)
     seconds = base.compute_s.copy()
     by_figures: Dict[FigureSet, list] = {}
     for j, device in enumerate(cluster.devices):
       by_figures.setdefault(self.figures(device), []).append(j)
     for figures, cols in by_figures.items():
-      est = self.estimate(graph, figures)
+      est = self.estimate_on(graph, figures)
       known = ~np.isnan(est.seconds)
       for j in cols:
         overhead = (cluster.devices[j].launch_overhead_s

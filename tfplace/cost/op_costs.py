@@ -38,10 +38,39 @@ class OpCosts:
 
 
 class CostModel(abc.ABC):
-  """Estimates `OpCosts` for a graph on a cluster."""
+  """Estimates `OpCosts` for a graph on a cluster.
+
+  Subclasses implement `estimate` (what each op would cost if it ran);
+  `op_costs` gives the costs of one training step, where ops the step does
+  not run (`OpGraph.step_mask`: the variable-initialization subgraph) cost
+  nothing.
+  """
 
   name: str = "cost_model"
 
-  @abc.abstractmethod
   def op_costs(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
-    """Returns the costs of every op of `graph` on every device of `cluster`."""
+    """The costs of one training step of `graph` on every device."""
+    return step_costs(graph, self.estimate(graph, cluster))
+
+  @abc.abstractmethod
+  def estimate(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
+    """The cost of every op of `graph` on every device of `cluster`."""
+
+
+def step_costs(graph: OpGraph, costs: OpCosts) -> OpCosts:
+  """`costs` with the ops outside the training step made free.
+
+  Those ops take no compute time and hold no activation memory; an infinite
+  cost (no kernel for the device type) stays infinite, since the op must
+  still be placed where it can run.
+  """
+  outside = ~graph.step_mask
+  if not outside.any():
+    return costs
+  compute = np.array(costs.compute_s, dtype=np.float64, copy=True)
+  rows = compute[outside]
+  compute[outside] = np.where(np.isfinite(rows), 0.0, rows)
+  output_bytes = np.array(costs.output_bytes, copy=True)
+  output_bytes[outside] = 0
+  return OpCosts(compute_s=compute, param_bytes=costs.param_bytes,
+                 output_bytes=output_bytes)

@@ -65,8 +65,8 @@ class ProfiledCostModel(CostModel):
     self.fallback = fallback
     self.scale = dict(scale or {})
 
-  def op_costs(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
-    base = self.fallback.op_costs(graph, cluster)
+  def estimate(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
+    base = self.fallback.estimate(graph, cluster)
     seconds = base.compute_s.copy()
     columns = {}
     for j, d in enumerate(cluster.devices):
@@ -215,8 +215,8 @@ class CalibratedCostModel(CostModel):
     self.calibration = calibration
     self.base = AnalyticalCostModel(config or AnalyticalConfig())
 
-  def op_costs(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
-    base = self.base.op_costs(graph, cluster)
+  def estimate(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
+    base = self.base.estimate(graph, cluster)
     cal = self.calibration
     col = np.array([cal.compute_scale.get(d.type, 1.0) for d in cluster.devices])
     row = np.array([cal.op_type_scale.get(t, 1.0) for t in graph.op_types])

@@ -125,23 +125,31 @@ class Simulator:
     self._overlap_lat = bool(cluster.overlap_latency)
 
   def _prepare_tensors(self, graph: OpGraph) -> None:
-    """Tensors sorted by producer (loop back edges dropped) and, per op, the
-    consumer entries it reads."""
+    """Tensors sorted by producer and, per op, the consumer entries it reads.
+
+    Loop back edges are dropped, and so is everything outside the training
+    step (`OpGraph.step_mask`): a tensor whose producer the step does not run,
+    and a consumer entry of an op the step does not run (e.g. a variable's
+    handle read by its initializer) cause no transfer.
+    """
     producer, nbytes, ptr, consumers = graph.tensors
+    step = graph.step_mask
     is_back_op = np.array([t in _BACK_EDGE_OPS for t in graph.op_types],
                           dtype=bool)
-    back = is_back_op[producer]
     order = np.argsort(producer, kind="stable")
-    order = order[~back[order]]
-    counts = (ptr[1:] - ptr[:-1])[order]
+    order = order[~is_back_op[producer[order]] & step[producer[order]]]
+    rank = np.full(len(producer), -1, np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    entry_rank = np.repeat(rank, np.diff(ptr))
+    kept = np.flatnonzero((entry_rank >= 0) & step[consumers])
+    kept = kept[np.argsort(entry_rank[kept], kind="stable")]
     self._t_prod = producer[order].astype(np.int64)
     self._t_bytes = nbytes[order].astype(np.float64)
     self._c_ptr = np.zeros(len(order) + 1, np.int64)
-    np.cumsum(counts, out=self._c_ptr[1:])
-    starts = np.repeat(ptr[order] - self._c_ptr[:-1], counts)
-    self._cons = consumers[starts + np.arange(self._c_ptr[-1])].astype(np.int64)
-    self._entry_tensor = np.repeat(np.arange(len(order), dtype=np.int64),
-                                   counts)
+    np.cumsum(np.bincount(entry_rank[kept], minlength=len(order)),
+              out=self._c_ptr[1:])
+    self._cons = consumers[kept].astype(np.int64)
+    self._entry_tensor = entry_rank[kept]
     by_consumer = np.argsort(self._cons, kind="stable")
     self._in_ptr = np.zeros(graph.num_ops + 1, np.int64)
     np.cumsum(np.bincount(self._cons, minlength=graph.num_ops),
@@ -149,10 +157,13 @@ class Simulator:
     self._in_entry = by_consumer.astype(np.int64)
 
   def _prepare_control(self, graph: OpGraph) -> None:
-    """Unique control-edge successors per op (CSR; loop back edges dropped)."""
+    """Unique control-edge successors per op (CSR; loop back edges and
+    edges outside the training step dropped)."""
     back = set(np.flatnonzero([t in _BACK_EDGE_OPS for t in graph.op_types]))
+    step = graph.step_mask
     pairs = sorted({(e.src, e.dst) for e in graph.edges
-                    if e.is_control and e.src not in back})
+                    if e.is_control and e.src not in back and step[e.src]
+                    and step[e.dst]})
     src = np.array([p[0] for p in pairs], dtype=np.int64)
     self._ctrl_dst = np.array([p[1] for p in pairs], dtype=np.int64)
     self._ctrl_ptr = np.zeros(graph.num_ops + 1, np.int64)
