@@ -96,3 +96,26 @@ def test_single_gpu_and_tiny_graphs(name):
   p = get_placer(name).place(tiny, make_cluster(),
                              make_costs(tiny, make_cluster()))
   assert p.devices == {"x": GPU0}
+
+
+def test_scotch_is_deterministic_across_calls():
+  import numpy as np
+  from tfplace.placers.min_cut import ScotchPlacer
+  rng = np.random.RandomState(0)
+  # A ring of 200 vertices with random chords and weights.
+  n = 200
+  pairs = {(i, (i + 1) % n) for i in range(n)}
+  pairs |= {tuple(sorted(p)) for p in rng.randint(0, n, (300, 2)) if p[0] != p[1]}
+  adj = [[] for _ in range(n)]
+  for a, b in pairs:
+    adj[a].append(b)
+    adj[b].append(a)
+  ptr = np.cumsum([0] + [len(a) for a in adj])
+  nbr = np.array([x for a in adj for x in a])
+  vweight = rng.randint(1, 100, n)
+  eweight = np.ones(len(nbr), dtype=np.int64)
+  placer = ScotchPlacer()
+  runs = [placer._partition(ptr, nbr, vweight, eweight, 4, seed=0).tolist()
+          for _ in range(5)]
+  assert all(run == runs[0] for run in runs)
+  assert sorted(set(runs[0])) == [0, 1, 2, 3]

@@ -106,6 +106,12 @@ class MetisPlacer(_MinCutPlacer):
     return np.asarray(parts)
 
 
+# Scotch 7's context options (scotch.h: SCOTCH_OPTIONNUMDETERMINISTIC and
+# SCOTCH_OPTIONNUMRANDOMFIXEDSEED).
+_SCOTCH_OPTION_DETERMINISTIC = 0
+_SCOTCH_OPTION_RANDOM_FIXED_SEED = 1
+
+
 @register_placer("scotch")
 class ScotchPlacer(_MinCutPlacer):
   """k-way mapping with Scotch (Pellegrini & Roman, 1996), the "Scotch"
@@ -114,14 +120,22 @@ class ScotchPlacer(_MinCutPlacer):
   def _partition(self, ptr, nbr, vweight, eweight, nparts, seed):
     if len(nbr) == 0:
       return np.arange(len(vweight)) % nparts
-    # pyscotch prints a banner to stderr when it loads the library.
-    with contextlib.redirect_stderr(io.StringIO()):
+    # pyscotch prints a banner when it first loads the library.
+    with contextlib.redirect_stderr(io.StringIO()), \
+        contextlib.redirect_stdout(io.StringIO()):
       import pyscotch  # Lazy: only this placer needs it.
-      pyscotch.random_seed(int(seed or 0))
-      pyscotch.random_reset()
-      graph = pyscotch.Graph()
+      # Scotch 7 runs threaded and seeds from the clock unless its context
+      # asks for determinism and a fixed seed.
+      context, graph, bound = pyscotch.Context(), pyscotch.Graph(), None
     try:
+      context.option_set(_SCOTCH_OPTION_DETERMINISTIC, 1)
+      context.option_set(_SCOTCH_OPTION_RANDOM_FIXED_SEED, 1)
+      context.random_seed(int(seed or 0))
       graph.build(ptr, nbr, velotab=vweight, edlotab=eweight)
-      return np.asarray(graph.partition(nparts))
+      bound = context.bind_graph(graph)
+      return np.asarray(bound.partition(nparts))
     finally:
+      if bound is not None:
+        bound.close()
       graph.close()
+      context.close()
