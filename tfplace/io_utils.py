@@ -1,8 +1,9 @@
 """Atomic file output: a file is either fully written or left untouched."""
 
+import json
 import os
 import tempfile
-from typing import Union
+from typing import Type, Union
 
 
 def atomic_write(path: str, data: Union[bytes, str]) -> None:
@@ -31,3 +32,22 @@ def atomic_write(path: str, data: Union[bytes, str]) -> None:
     if os.path.exists(tmp):
       os.remove(tmp)
     raise
+
+
+def read_json(path: str, what: str, error: Type[Exception]):
+  """Parses the JSON file at `path`, raising `error` with a clear message.
+
+  Args:
+    path: the file.
+    what: what the file should be, for messages (e.g. "placement").
+    error: the exception class to raise (a TfplaceError subclass).
+  """
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except FileNotFoundError:
+    raise error(f"no such {what} file: {path}") from None
+  except IsADirectoryError:
+    raise error(f"{path} is a directory, not a {what} file") from None
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise error(f"{path} is not valid JSON: {e}") from None

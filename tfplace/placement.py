@@ -25,7 +25,7 @@ import numpy as np
 from tfplace.cost.cluster import Cluster, canonical_device, device_type_of
 from tfplace.errors import ClusterError, PlacementError
 from tfplace.graph.op_graph import OpGraph
-from tfplace.io_utils import atomic_write
+from tfplace.io_utils import atomic_write, read_json
 
 FORMAT = "tfplace.placement/1"
 
@@ -171,14 +171,7 @@ class Placement:
 
   @classmethod
   def load(cls, path: str) -> "Placement":
-    try:
-      with open(path) as f:
-        data = json.load(f)
-    except FileNotFoundError:
-      raise PlacementError(f"no such placement file: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-      raise PlacementError(f"{path} is not valid JSON: {e}") from None
-    return cls.from_dict(data)
+    return cls.from_dict(read_json(path, "placement", PlacementError))
 
   def device_counts(self) -> Dict[str, int]:
     counts: Dict[str, int] = {}

@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tfplace.errors import ClusterError
+from tfplace.io_utils import read_json
 
 _DEVICE_RE = re.compile(
     r"^/job:[\w.-]+/replica:\d+/task:\d+/device:([A-Za-z_]+):(\d+)$")
@@ -285,14 +286,7 @@ class Cluster:
 
   @classmethod
   def from_json_file(cls, path: str) -> "Cluster":
-    try:
-      with open(path) as f:
-        data = json.load(f)
-    except FileNotFoundError:
-      raise ClusterError(f"no such cluster file: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-      raise ClusterError(f"{path} is not valid JSON: {e}") from None
-    return cls.from_dict(data, name=path)
+    return cls.from_dict(read_json(path, "cluster", ClusterError), name=path)
 
 
 def _flag(value, what: str) -> bool:

@@ -42,7 +42,7 @@ from tfplace.cost.cluster import Cluster, LinkSpec
 from tfplace.cost.op_costs import CostModel, OpCosts
 from tfplace.errors import ClusterError
 from tfplace.graph.op_graph import OpGraph
-from tfplace.io_utils import atomic_write
+from tfplace.io_utils import atomic_write, read_json
 
 FORMAT = "tfplace.calibration/1"
 
@@ -142,14 +142,7 @@ class Calibration:
 
   @classmethod
   def load(cls, path: str) -> "Calibration":
-    try:
-      with open(path) as f:
-        data = json.load(f)
-    except FileNotFoundError:
-      raise ClusterError(f"no such calibration file: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-      raise ClusterError(f"{path} is not valid JSON: {e}") from None
-    return cls.from_dict(data)
+    return cls.from_dict(read_json(path, "calibration", ClusterError))
 
 
 def _factors(data: dict, key: str, allow_zero: bool = False) -> dict:
