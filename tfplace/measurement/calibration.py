@@ -21,6 +21,18 @@ step of the one-device runs), the host overhead per transfer, an effective
 link latency and whether latency holds the link
 (`Cluster.overlap_latency`). The transfer overhead changes the schedule, so
 it is simulated rather than fitted by a linear regression on transfer counts.
+
+`calibrate_on_cluster` is the whole flow on a running TF server cluster
+(what `tfplace calibrate` runs): the link benchmark between two workers, the
+calibration placements (`calibration_placements`: all ops on one device, the
+topological halves, random colocation-group placements) measured with
+`measure_batch`, the fits above (`fit_from_runs`), and the fitted
+simulator's in-sample error on those same runs.
+
+A calibration is usable with any graph: `compute_scale`, the overheads and
+the links describe the devices; `op_type_scale` holds factors only for op
+types with enough samples, and applies to any graph's ops of those types,
+while ops of other types get the device-type scale alone.
 """
 
 import dataclasses
@@ -28,6 +40,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
+from tqdm.auto import tqdm
 
 from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
 from tfplace.cost.cluster import Cluster, LinkSpec
@@ -37,8 +50,11 @@ from tfplace.cost.profiled import (Calibration, CalibratedCostModel,
 from tfplace.cost.simulator import Simulator
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
+from tfplace.measurement import comm_benchmark
+from tfplace.measurement.batch import measure_batch
 from tfplace.measurement.comm_benchmark import LinkFit
 from tfplace.measurement.runner import StepTiming
+from tfplace.placement import Placement
 
 
 @dataclasses.dataclass(frozen=True)
