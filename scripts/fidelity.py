@@ -7,7 +7,8 @@ per-transfer overheads, link model; see `tfplace.measurement.calibration`)
 and predicts every baseline placer and 16 random group placements with the
 calibrated simulator alone; calibration and evaluated placements are
 measured interleaved in one batch, and no calibration placement is
-evaluated. Prints a Markdown table per graph and a summary;
+evaluated. Prints a Markdown table per graph and a summary (with
+--calibration_out DIR, each graph's calibration is saved there too);
 with --json the last stdout line is a JSON object with `median_abs_rel_error`
 and `spearman` (the mean of the per-graph Spearman rho).
 
@@ -19,6 +20,7 @@ Sizes (chosen so the script runs in well under 15 minutes on 2 cores):
 
 import json
 import math
+import os
 import sys
 
 from absl import app
@@ -33,6 +35,9 @@ _NUM_RANDOM = flags.DEFINE_integer("num_random", 16,
 _STEPS = flags.DEFINE_integer("steps", 5, "timed steps per placement")
 _CACHE = flags.DEFINE_string("cache_dir", None, "measurement cache directory")
 _JSON = flags.DEFINE_bool("json", False, "end with a JSON summary line")
+_CALIBRATION_OUT = flags.DEFINE_string(
+    "calibration_out", None, "write each graph's fitted calibration as "
+    "DIR/<graph>.calibration.json (for `tfplace simulate --calibration`)")
 
 SIZES = {
     "mlp_towers": dict(num_towers=4, num_layers=3, hidden=128, batch_size=64,
@@ -45,6 +50,8 @@ SIZES = {
 
 def main(argv):
   del argv
+  if _CALIBRATION_OUT.value:
+    os.makedirs(_CALIBRATION_OUT.value, exist_ok=True)
   from tfplace.measurement import comm_benchmark, fidelity
   from tfplace.measurement.local_cluster import LocalCluster, worker_device
   from tfplace.models.registry import build_model
@@ -63,6 +70,11 @@ def main(argv):
           steps=_STEPS.value, link_fits={"loopback": link},
           cache_dir=_CACHE.value)
       print(fidelity.markdown_table(report))
+      if _CALIBRATION_OUT.value:
+        path = os.path.join(_CALIBRATION_OUT.value,
+                            f"{name}.calibration.json")
+        report.calibration.save(path)
+        print(f"calibration written to {path}\n")
       sys.stdout.flush()
       reports.append(report)
   rows = [r for rep in reports for r in rep.rows]

@@ -18,6 +18,7 @@ VERBS = {
     "place": ("tfplace.cli.place_cmd", "place a graph on a cluster with a placer"),
     "simulate": ("tfplace.cli.simulate_cmd", "predicted step time of a placement"),
     "measure": ("tfplace.cli.measure_cmd", "time real training steps of a placement"),
+    "calibrate": ("tfplace.cli.calibrate_cmd", "fit the simulator to a real cluster -> calibration JSON"),
     "cluster": ("tfplace.cli.cluster_cmd", "start/stop a local TensorFlow server cluster"),
     "trace": ("tfplace.cli.trace_cmd", "inspect, export, plot or compare profiler traces"),
 }

@@ -10,8 +10,9 @@ Predictions are the calibrated simulator's step times and nothing else: the
 fixed cost per step and the host work per cross-device tensor are part of
 the simulator's model (`Cluster.step_overhead_s`,
 `Device.transfer_overhead_s`), fitted on the calibration runs only
-(`tfplace.measurement.calibration.fit_overheads`); the evaluated placements
-never include a calibration placement. Calibration and evaluated placements
+(`tfplace.measurement.calibration.report_from_runs`, the fit that
+`tfplace calibrate` runs too); the evaluated placements never include a
+calibration placement. Calibration and evaluated placements
 are measured in one interleaved batch, so a shared machine's load drifting
 during the run biases neither side.
 """
@@ -28,8 +29,10 @@ from tfplace.cost.profiled import Calibration
 from tfplace.errors import TfplaceError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.batch import measure_batch
-from tfplace.measurement.calibration import (calibrate, calibrated_simulator,
-                                             fit_overheads)
+from tfplace.measurement.calibration import (  # pylint: disable=unused-import
+    CalibrationReport, calibrated_simulator, calibration_placements,
+    fit_from_runs, halves_placement, random_group_placements,
+    report_from_runs)
 from tfplace.measurement.comm_benchmark import LinkFit
 from tfplace.placement import Placement
 
@@ -60,33 +63,7 @@ class FidelityReport:
   calibration: Calibration
   median_abs_rel_error: float
   spearman: float
-
-
-def random_group_placements(graph: OpGraph, cluster: Cluster, count: int,
-                            seed: int = 0) -> List[Tuple[str, Placement]]:
-  """Colocation groups sent to random devices, with a random bias each."""
-  rng = np.random.default_rng(seed)
-  out = []
-  d = cluster.num_devices
-  for k in range(count):
-    weights = rng.dirichlet(np.ones(d) * 0.7)
-    group_dev = rng.choice(d, size=graph.num_colocation_groups, p=weights)
-    out.append((f"random_{k}", Placement.from_array(
-        graph, cluster, group_dev[graph.group_of], placer="random")))
-  return out
-
-
-def halves_placement(graph: OpGraph, cluster: Cluster) -> Placement:
-  """Colocation groups in topological order, cut into D contiguous parts."""
-  order = graph.topo_order
-  rank = np.empty(graph.num_ops, dtype=np.int64)
-  rank[order] = np.arange(graph.num_ops)
-  first = np.full(graph.num_colocation_groups, graph.num_ops)
-  np.minimum.at(first, graph.group_of, rank)
-  part = (np.argsort(np.argsort(first)) * cluster.num_devices
-          // graph.num_colocation_groups)
-  return Placement.from_array(graph, cluster, part[graph.group_of],
-                              placer="halves")
+  calibration_report: Optional[CalibrationReport] = None
 
 
 def baseline_placements(graph: OpGraph, cluster: Cluster
@@ -121,42 +98,6 @@ def predictor(graph: OpGraph, cluster: Cluster, calibration: Calibration):
   """A function Placement -> calibrated simulated step time (seconds)."""
   sim = calibrated_simulator(graph, cluster, calibration)
   return lambda p: float(sim.simulate(p.to_array(graph, cluster)).step_time_s)
-
-
-def calibration_placements(graph: OpGraph, cluster: Cluster, seed: int = 0,
-                           num_random: int = 8
-                           ) -> List[Tuple[str, Placement]]:
-  """All ops on the last device (not device 0, so that a baseline's
-  all-on-device-0 placement can still be evaluated), the topological halves,
-  and `num_random` random group placements (seeded apart from the evaluated
-  ones)."""
-  last = np.full(graph.num_ops, cluster.num_devices - 1, dtype=np.int32)
-  return ([(f"all_on_{cluster.num_devices - 1}",
-            Placement.from_array(graph, cluster, last))]
-          + [("halves", halves_placement(graph, cluster))]
-          + [(f"calib_{label}", p) for label, p in random_group_placements(
-              graph, cluster, num_random, seed=seed + 1000)])
-
-
-def fit_from_runs(graph: OpGraph, cluster: Cluster,
-                  labelled: Sequence[Tuple[str, Placement]], outcomes,
-                  link_fits: Optional[Dict[str, LinkFit]] = None
-                  ) -> Calibration:
-  """Op-time calibration, then step and transfer overheads, from runs."""
-  timings = [o.timing for o in outcomes if o.ok]
-  if not timings:
-    raise TfplaceError(f"{graph.name}: no calibration run succeeded: "
-                       f"{outcomes[0].error}")
-  # Op times come from the one-device runs when there are some: on
-  # multi-worker runs gRPC work shares the pinned cores and inflates op
-  # durations (that work is the transfer overhead, fitted next).
-  single = [o.timing for (_, p), o in zip(labelled, outcomes)
-            if o.ok and len(set(p.devices.values())) == 1]
-  calibration = calibrate(graph, cluster, single or timings,
-                          link_fits=link_fits)
-  measured = [(p.to_array(graph, cluster), o.timing.median_step_time_s)
-              for (_, p), o in zip(labelled, outcomes) if o.ok]
-  return fit_overheads(graph, cluster, calibration, measured)
 
 
 def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
@@ -201,7 +142,8 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
   by_index = dict(zip(order, measured))
   calib_out = [by_index[i] for i in range(len(calib_set))]
   outcomes = [by_index[len(calib_set) + j] for j in range(len(labelled))]
-  calibration = fit_from_runs(graph, cluster, calib_set, calib_out, link_fits)
+  fitted = report_from_runs(graph, cluster, calib_set, calib_out, link_fits)
+  calibration = fitted.calibration
   predict = predictor(graph, cluster, calibration)
   rows = tuple(
       FidelityRow(label, predict(p),
@@ -210,7 +152,7 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
       for (label, p), o in zip(labelled, outcomes))
   med, rho = summarize(rows)
   return FidelityReport(graph.name, graph.num_ops, rows, calibration, med,
-                        rho)
+                        rho, fitted)
 
 
 def interleave(num_a: int, num_b: int) -> List[int]:
@@ -263,8 +205,12 @@ def markdown_table(report: FidelityReport) -> str:
             f"link latency {_latency_us(cal):.1f} us, per-transfer host "
             f"overhead {_per_type_us(cal.transfer_overhead_s)}, "
             f"step overhead {cal.step_overhead_s * 1e3:.3f} ms, latency "
-            f"{'overlapped' if cal.overlap_latency else 'holds the link'}",
-            ""]
+            f"{'overlapped' if cal.overlap_latency else 'holds the link'}"]
+  if report.calibration_report is not None:
+    fit = report.calibration_report
+    lines += ["", f"in-sample median abs error on the {len(fit.runs)} "
+              f"calibration runs: {fit.median_abs_rel_error * 100:.1f} %"]
+  lines.append("")
   return "\n".join(lines)
 
 

@@ -1,0 +1,236 @@
+"""fit the simulator to a real cluster and save the calibration file.
+
+usage: tfplace calibrate GRAPH
+         (--local_workers N | --cluster STATE_OR_SPEC | --target grpc://...)
+         --out calibration.json [--num_random 8] [--steps 5] [--warmup 2]
+         [--nolink_benchmark] [--json]
+
+GRAPH is a graph file (any form `import_graph` reads) or a benchmark model
+name. On the cluster's TF servers it benchmarks the link between the first
+two workers (the cluster's default link is kept when it cannot), measures
+the calibration placements (all ops on one device, the topological halves,
+--num_random random colocation-group placements), fits a calibration
+(compute scale per device type, per-op-type factors where there are enough
+samples, launch, per-transfer and step overheads, the link) and writes it
+(format tfplace.calibration/1) for `tfplace simulate/place --calibration`.
+
+The calibration is usable with any graph: op-type factors apply to any
+graph's ops of those types, and ops of other types fall back to the
+device-type scale. The error printed is in-sample (on the calibration runs
+the fit saw); scripts/fidelity.py measures the error on held-out placements.
+
+--local_workers N starts N pinned local TF server processes and stops them
+after; --cluster takes the state file of `tfplace cluster up` or a cluster
+spec ({"worker": ["host:port", ...]}, inline or a file); --target names one
+server, whose cluster's workers are listed from it.
+"""
+
+import contextlib
+import json
+import math
+import os
+import sys
+from typing import List, Tuple
+
+from absl import flags
+
+from tfplace.errors import GraphImportError, TfplaceError
+
+_LOCAL_WORKERS = flags.DEFINE_integer(
+    "local_workers", 0, "start this many local TF server processes")
+_CLUSTER = flags.DEFINE_string(
+    "cluster", None, "`tfplace cluster up` state file, or a cluster spec JSON "
+    "(inline or file) of running TF servers")
+_TARGET = flags.DEFINE_string("target", "", "session target, grpc://host:port")
+_OUT = flags.DEFINE_string("out", None, "calibration JSON file to write")
+_NUM_RANDOM = flags.DEFINE_integer(
+    "num_random", 8, "random group placements among the calibration runs")
+_STEPS = flags.DEFINE_integer("steps", 5, "timed steps per placement")
+_WARMUP = flags.DEFINE_integer("warmup", 2, "untimed steps per placement")
+_SEED = flags.DEFINE_integer("seed", 0, "seed of the random placements")
+_TIMEOUT = flags.DEFINE_float("timeout_s", 120.0,
+                              "deadline of each measured placement")
+_LINK = flags.DEFINE_bool("link_benchmark", True,
+                          "benchmark the link between two workers")
+_JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
+
+
+def main(argv: List[str]) -> None:
+  """Runs `tfplace calibrate`; see the module docstring."""
+  if len(argv) != 2:
+    raise TfplaceError("expected exactly one GRAPH argument: tfplace "
+                       "calibrate GRAPH --local_workers 2 --out cal.json")
+  _check_flags()
+  check_out_path(_OUT.value)
+  graph = load_graph(argv[1])
+  from tfplace.measurement.calibration import calibrate_on_cluster
+  settings = dict(num_random=_NUM_RANDOM.value, warmup=_WARMUP.value,
+                  steps=_STEPS.value, link=_LINK.value, seed=_SEED.value,
+                  timeout_s=_TIMEOUT.value)
+  with native_stdout_to_stderr():
+    if _LOCAL_WORKERS.value:
+      from tfplace.measurement.local_cluster import LocalCluster
+      with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
+        cluster = lc.to_cluster()
+        report = calibrate_on_cluster(graph, cluster, lc.target, **settings)
+    else:
+      cluster, target = (_from_cluster_flag(_CLUSTER.value) if _CLUSTER.value
+                         else _from_target(_TARGET.value))
+      report = calibrate_on_cluster(graph, cluster, target, **settings)
+  report.calibration.save(_OUT.value)
+  _print_report(report, cluster, os.path.abspath(_OUT.value))
+
+
+@contextlib.contextmanager
+def native_stdout_to_stderr():
+  """Sends what TF's C++ prints on stdout to stderr while measuring, so
+  stdout holds only the result (`--json`). (measure_cmd has the same; it
+  cannot be imported here: its flags share these names.)"""
+  sys.stdout.flush()
+  saved = os.dup(1)
+  os.dup2(2, 1)
+  try:
+    yield
+  finally:
+    sys.stdout.flush()
+    os.dup2(saved, 1)
+    os.close(saved)
+
+
+def _check_flags() -> None:
+  if not _OUT.value:
+    raise TfplaceError("--out is required (the calibration JSON to write)")
+  chosen = [_LOCAL_WORKERS.value != 0, bool(_CLUSTER.value),
+            bool(_TARGET.value)]
+  if sum(chosen) != 1:
+    raise TfplaceError("give exactly one of --local_workers N, --cluster "
+                       "STATE_OR_SPEC, --target grpc://host:port")
+  if _LOCAL_WORKERS.value < 0:
+    raise TfplaceError("--local_workers must be >= 1")
+  if _STEPS.value < 1 or _WARMUP.value < 0 or _NUM_RANDOM.value < 0:
+    raise TfplaceError("--steps must be >= 1, --warmup and --num_random "
+                       ">= 0")
+
+
+def check_out_path(path: str) -> None:
+  """Raises TfplaceError unless `path` can be written (checked up front,
+  before the measurements)."""
+  parent = os.path.dirname(os.path.abspath(path))
+  if os.path.isdir(path):
+    raise TfplaceError(f"--out {path} is a directory")
+  if not os.path.isdir(parent):
+    raise TfplaceError(f"--out {path}: no such directory {parent}")
+  if not os.access(parent, os.W_OK | os.X_OK):
+    raise TfplaceError(f"--out {path}: directory {parent} is not writable")
+  if os.path.exists(path) and not os.access(path, os.W_OK):
+    raise TfplaceError(f"--out {path} exists and is not writable")
+
+
+def load_graph(source: str):
+  """A graph file, or a benchmark model name (GraphImportError if neither)."""
+  from tfplace.models import registry
+  if os.path.exists(source):
+    from tfplace.graph.importers import import_graph
+    return import_graph(source)
+  if source in registry.list_models():
+    return registry.build_model(source)
+  raise GraphImportError(f"{source!r} is neither a graph file nor a model "
+                         f"name ({', '.join(registry.list_models())})")
+
+
+def _from_cluster_flag(value: str) -> Tuple[object, str]:
+  """(Cluster, target) of the servers --cluster names, checked reachable."""
+  from tfplace.cli.cluster_arg import read_server_spec
+  from tfplace.measurement.runner import check_reachable
+  spec = read_server_spec(value)
+  if spec is None:
+    raise TfplaceError(f"--cluster {value!r} is neither a `tfplace cluster "
+                       "up` state file nor a cluster spec JSON "
+                       '({"worker": ["host:port", ...]})')
+  remote = spec.remote()
+  check_reachable(remote.addresses)
+  return remote.to_cluster(), remote.target
+
+
+def _from_target(target: str) -> Tuple[object, str]:
+  """(Cluster, target): the worker CPUs the server at `target` lists."""
+  import tensorflow as tf
+  from tfplace.errors import MeasureError
+  from tfplace.measurement.local_cluster import (make_worker_cluster,
+                                                 worker_device)
+  from tfplace.measurement.runner import check_reachable, session_config
+  if not target.startswith("grpc://"):
+    target = "grpc://" + target
+  check_reachable([target])
+  try:
+    config = session_config(remote=True, timeout_s=30.0)
+    with tf.compat.v1.Session(target, config=config) as sess:
+      names = {d.name for d in sess.list_devices()}
+  except tf.errors.OpError as e:
+    raise MeasureError(f"cannot list the devices of {target}: "
+                       f"{str(e).splitlines()[0]}") from None
+  n = 0
+  while worker_device(n) in names:
+    n += 1
+  if n == 0:
+    raise MeasureError(f"{target} lists no /job:worker CPU devices; pass its "
+                       'cluster spec as --cluster {"worker": [...]}')
+  return make_worker_cluster(n, name="tf_servers"), target
+
+
+def _print_report(report, cluster, out: str) -> None:
+  cal = report.calibration
+  ok = [r for r in report.runs if r.measured_s is not None]
+  if _JSON.value:
+    med = report.median_abs_rel_error
+    sys.stdout.write(json.dumps({
+        "out": out, "graph": report.graph_name, "num_ops": report.num_ops,
+        "cluster": cluster.name, "num_devices": cluster.num_devices,
+        "calibration": cal.to_dict(),
+        "in_sample_median_abs_rel_error": None if math.isnan(med) else med,
+        "num_runs": len(report.runs), "num_failed": len(report.runs) - len(ok),
+        "runs": [{"label": r.label, "predicted_s": r.predicted_s,
+                  "measured_s": r.measured_s, "error": r.error}
+                 for r in report.runs],
+        "link_benchmarked": bool(report.link_fits)}) + "\n")
+    return
+  lines = [f"calibrated on {report.graph_name} ({report.num_ops} ops): "
+           f"{len(ok)} of {len(report.runs)} placements measured on "
+           f"{cluster.name} ({cluster.num_devices} devices)"]
+  lines += _figures(report, cluster)
+  lines += [f"in-sample median |rel error| on the {len(ok)} calibration runs "
+            f"(the runs the fit saw): {report.median_abs_rel_error * 100:.1f}"
+            " %",
+            f"wrote {out}; usable with any graph: tfplace simulate GRAPH "
+            f"--cluster ... --placement p.json --calibration {out}"]
+  sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _figures(report, cluster) -> List[str]:
+  cal = report.calibration
+
+  def per_type(values, unit=1.0, fmt="{:.3g}"):
+    return ", ".join(f"{k} {fmt.format(v * unit)}"
+                     for k, v in sorted(values.items())) or "-"
+
+  op_types = per_type(cal.op_type_scale, fmt="{:.2f}")
+  kind = cluster.default_link.kind
+  if kind in cal.links:
+    link = cal.links[kind]
+    fit = report.link_fits.get(kind)
+    how = (f"benchmarked latency {fit.latency_s * 1e6:.1f} us, R^2 "
+           f"{fit.r2:.3f}; latency refitted on the runs" if fit else "fitted")
+    link_text = (f"latency {link.latency_s * 1e6:.1f} us, bandwidth "
+                 f"{link.bandwidth / 1e9:.3f} GB/s ({how})")
+  else:
+    link_text = "not benchmarked: the cluster's default link is kept"
+  return [
+      f"  compute scale: {per_type(cal.compute_scale)}",
+      f"  op-type factors: {op_types} (other op types: the device-type "
+      "scale)",
+      f"  launch overhead: {per_type(cal.launch_overhead_s, 1e6, '{:.2f}')} us",
+      f"  per-transfer overhead: "
+      f"{per_type(cal.transfer_overhead_s, 1e6, '{:.1f}')} us",
+      f"  step overhead: {cal.step_overhead_s * 1e3:.3f} ms",
+      f"  link {kind}: {link_text}; latency "
+      f"{'overlapped' if cal.overlap_latency else 'holds the link'}"]
