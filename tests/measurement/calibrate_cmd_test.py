@@ -1,5 +1,5 @@
 """Tests for `tfplace calibrate` (subprocess CLI runs) and the calibration
-flow it shares with fidelity (`calibration.report_from_runs`)."""
+flow it shares with fidelity (`calibration_runs.report_from_runs`)."""
 
 import json
 import math

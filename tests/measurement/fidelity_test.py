@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
-from tfplace.measurement import fidelity
+from tfplace.measurement import calibration_runs, fidelity
 from tfplace.measurement.local_cluster import make_worker_cluster
 from tfplace.models.registry import build_model
 
@@ -31,7 +31,7 @@ def test_cross_transfers_and_halves(graph):
   cluster = make_worker_cluster(2)
   zeros = np.zeros(graph.num_ops, dtype=np.int32)
   assert fidelity.cross_transfers(graph, zeros) == 0
-  halves = fidelity.halves_placement(graph, cluster)
+  halves = calibration_runs.halves_placement(graph, cluster)
   halves.validate(graph, cluster)
   ids = halves.to_array(graph, cluster)
   assert set(ids.tolist()) == {0, 1}
@@ -43,7 +43,7 @@ def test_cross_transfers_and_halves(graph):
 
 def test_random_placements_respect_colocation(graph):
   cluster = make_worker_cluster(2)
-  placements = fidelity.random_group_placements(graph, cluster, 3, seed=1)
+  placements = calibration_runs.random_group_placements(graph, cluster, 3, seed=1)
   assert len(placements) == 3
   for _, p in placements:
     p.validate(graph, cluster)
@@ -61,7 +61,7 @@ def test_markdown_table_lists_rows(graph):
 
 def test_calibration_placements_are_distinct(graph):
   cluster = make_worker_cluster(2)
-  placements = fidelity.calibration_placements(graph, cluster)
+  placements = calibration_runs.calibration_placements(graph, cluster)
   labels = [label for label, _ in placements]
   assert labels[:2] == ["all_on_1", "halves"] and len(placements) == 10
   assert set(placements[0][1].devices.values()) == {cluster.device_names[1]}

@@ -25,7 +25,6 @@ spec ({"worker": ["host:port", ...]}, inline or a file); --target names one
 server, whose cluster's workers are listed from it.
 """
 
-import contextlib
 import json
 import math
 import os
@@ -34,7 +33,10 @@ from typing import List, Tuple
 
 from absl import flags
 
-from tfplace.errors import GraphImportError, TfplaceError
+from tfplace.cli.run_helpers import (check_out_path, load_graph_or_model,
+                                     native_stdout_to_stderr,
+                                     servers_from_cluster_arg)
+from tfplace.errors import TfplaceError
 
 _LOCAL_WORKERS = flags.DEFINE_integer(
     "local_workers", 0, "start this many local TF server processes")
@@ -62,8 +64,8 @@ def main(argv: List[str]) -> None:
                        "calibrate GRAPH --local_workers 2 --out cal.json")
   _check_flags()
   check_out_path(_OUT.value)
-  graph = load_graph(argv[1])
-  from tfplace.measurement.calibration import calibrate_on_cluster
+  graph = load_graph_or_model(argv[1])
+  from tfplace.measurement.calibration_runs import calibrate_on_cluster
   settings = dict(num_random=_NUM_RANDOM.value, warmup=_WARMUP.value,
                   steps=_STEPS.value, link=_LINK.value, seed=_SEED.value,
                   timeout_s=_TIMEOUT.value)
@@ -81,22 +83,6 @@ def main(argv: List[str]) -> None:
   _print_report(report, cluster, os.path.abspath(_OUT.value))
 
 
-@contextlib.contextmanager
-def native_stdout_to_stderr():
-  """Sends what TF's C++ prints on stdout to stderr while measuring, so
-  stdout holds only the result (`--json`). (measure_cmd has the same; it
-  cannot be imported here: its flags share these names.)"""
-  sys.stdout.flush()
-  saved = os.dup(1)
-  os.dup2(2, 1)
-  try:
-    yield
-  finally:
-    sys.stdout.flush()
-    os.dup2(saved, 1)
-    os.close(saved)
-
-
 def _check_flags() -> None:
   if not _OUT.value:
     raise TfplaceError("--out is required (the calibration JSON to write)")
@@ -112,42 +98,10 @@ def _check_flags() -> None:
                        ">= 0")
 
 
-def check_out_path(path: str) -> None:
-  """Raises TfplaceError unless `path` can be written (checked up front,
-  before the measurements)."""
-  parent = os.path.dirname(os.path.abspath(path))
-  if os.path.isdir(path):
-    raise TfplaceError(f"--out {path} is a directory")
-  if not os.path.isdir(parent):
-    raise TfplaceError(f"--out {path}: no such directory {parent}")
-  if not os.access(parent, os.W_OK | os.X_OK):
-    raise TfplaceError(f"--out {path}: directory {parent} is not writable")
-  if os.path.exists(path) and not os.access(path, os.W_OK):
-    raise TfplaceError(f"--out {path} exists and is not writable")
-
-
-def load_graph(source: str):
-  """A graph file, or a benchmark model name (GraphImportError if neither)."""
-  from tfplace.models import registry
-  if os.path.exists(source):
-    from tfplace.graph.importers import import_graph
-    return import_graph(source)
-  if source in registry.list_models():
-    return registry.build_model(source)
-  raise GraphImportError(f"{source!r} is neither a graph file nor a model "
-                         f"name ({', '.join(registry.list_models())})")
-
-
 def _from_cluster_flag(value: str) -> Tuple[object, str]:
   """(Cluster, target) of the servers --cluster names, checked reachable."""
-  from tfplace.cli.cluster_arg import read_server_spec
   from tfplace.measurement.runner import check_reachable
-  spec = read_server_spec(value)
-  if spec is None:
-    raise TfplaceError(f"--cluster {value!r} is neither a `tfplace cluster "
-                       "up` state file nor a cluster spec JSON "
-                       '({"worker": ["host:port", ...]})')
-  remote = spec.remote()
+  remote, _ = servers_from_cluster_arg(value)
   check_reachable(remote.addresses)
   return remote.to_cluster(), remote.target
 

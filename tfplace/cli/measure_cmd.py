@@ -13,14 +13,15 @@ in this process on logical CPU devices (/job:localhost/.../CPU:i).
 ({"worker": ["host:port", ...]}, inline or a file); --target names a server.
 """
 
-import contextlib
 import json
-import os
 import sys
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 from absl import flags
 
+from tfplace.cli.run_helpers import (load_graph_or_model,
+                                     native_stdout_to_stderr,
+                                     servers_from_cluster_arg)
 from tfplace.errors import TfplaceError
 
 _PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
@@ -38,35 +39,6 @@ _TRACE_DIR = flags.DEFINE_string(
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 
 
-def load_graph(source: str):
-  """A graph file, or a benchmark model name."""
-  from tfplace.graph.importers import import_graph
-  from tfplace.models import registry
-  if os.path.exists(source):
-    return import_graph(source)
-  if source in registry.list_models():
-    return registry.build_model(source)
-  raise TfplaceError(f"{source!r} is neither a graph file nor a model name "
-                     f"({', '.join(registry.list_models())})")
-
-
-def cluster_from_flag(value: str) -> Tuple[str, Optional[List[str]]]:
-  """The grpc target and profiler addresses named by --cluster.
-
-  A `tfplace cluster up` state file lists each worker's profiler address; a
-  plain cluster spec does not, so its workers' server ports are used.
-  """
-  from tfplace.cli.cluster_arg import read_server_spec
-  spec = read_server_spec(value)
-  if spec is None:
-    raise TfplaceError(f"--cluster {value!r} is neither a `tfplace cluster "
-                       "up` state file nor a cluster spec JSON "
-                       '({"worker": ["host:port", ...]})')
-  remote = spec.remote()
-  return remote.target, list(spec.profiler_addresses or
-                             remote.profiler_addresses)
-
-
 def main(argv: List[str]) -> None:
   """Runs `tfplace measure`; see the module docstring."""
   from tfplace.placement import Placement
@@ -81,25 +53,10 @@ def main(argv: List[str]) -> None:
     raise TfplaceError("use at most one of --local_workers, --cluster, "
                        "--target")
   placement = Placement.load(_PLACEMENT.value)
-  graph = load_graph(argv[1])
-  with _native_stdout_to_stderr():
+  graph = load_graph_or_model(argv[1])
+  with native_stdout_to_stderr():
     timing = _run(graph, placement)
   _report(timing)
-
-
-@contextlib.contextmanager
-def _native_stdout_to_stderr():
-  """Sends what TF's C++ prints on stdout (e.g. the profiler's "Starting to
-  trace ...") to stderr, so stdout holds only the result (`--json`)."""
-  sys.stdout.flush()
-  saved = os.dup(1)
-  os.dup2(2, 1)
-  try:
-    yield
-  finally:
-    sys.stdout.flush()
-    os.dup2(saved, 1)
-    os.close(saved)
 
 
 def _run(graph, placement):
@@ -108,7 +65,8 @@ def _run(graph, placement):
     with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
       return _measure(graph, placement, lc.target, lc.profiler_addresses)
   if _CLUSTER.value:
-    return _measure(graph, placement, *cluster_from_flag(_CLUSTER.value))
+    remote, profilers = servers_from_cluster_arg(_CLUSTER.value)
+    return _measure(graph, placement, remote.target, profilers)
   return _measure(graph, placement, _TARGET.value)
 
 

@@ -8,7 +8,7 @@ standalone graph-mode training step (see `importers_function` and
 """
 
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 from absl import logging

@@ -38,7 +38,6 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
   Returns:
     The OpGraph of one step.
   """
-  import tensorflow as tf
   import tf_keras
   from tfplace.graph import importers
   if loss is None:

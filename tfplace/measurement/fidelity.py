@@ -10,7 +10,7 @@ Predictions are the calibrated simulator's step times and nothing else: the
 fixed cost per step and the host work per cross-device tensor are part of
 the simulator's model (`Cluster.step_overhead_s`,
 `Device.transfer_overhead_s`), fitted on the calibration runs only
-(`tfplace.measurement.calibration.report_from_runs`, the fit that
+(`tfplace.measurement.calibration_runs.report_from_runs`, the fit that
 `tfplace calibrate` runs too); the evaluated placements never include a
 calibration placement. Calibration and evaluated placements
 are measured in one interleaved batch, so a shared machine's load drifting
@@ -29,10 +29,11 @@ from tfplace.cost.profiled import Calibration
 from tfplace.errors import TfplaceError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.batch import measure_batch
-from tfplace.measurement.calibration import (  # pylint: disable=unused-import
-    CalibrationReport, calibrated_simulator, calibration_placements,
-    fit_from_runs, halves_placement, random_group_placements,
-    report_from_runs)
+from tfplace.measurement.calibration import calibrated_simulator
+from tfplace.measurement.calibration_runs import (CalibrationReport,
+                                                  calibration_placements,
+                                                  random_group_placements,
+                                                  report_from_runs)
 from tfplace.measurement.comm_benchmark import LinkFit
 from tfplace.placement import Placement
 
