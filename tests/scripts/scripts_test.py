@@ -1,0 +1,50 @@
+"""The shipped scripts run: the main job end to end, the others' flags."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+SCRIPTS = os.path.join(ROOT, "scripts")
+
+
+def _run(args, cwd):
+  return subprocess.run([sys.executable] + args, cwd=cwd, capture_output=True,
+                        text=True, timeout=300)
+
+
+def test_main_job_writes_the_best_placement(tmp_path):
+  out = tmp_path / "out"
+  run = _run([os.path.join(SCRIPTS, "place_model.py"), "--model", "mlp_towers",
+              "--cluster", "k80x2", "--placers", "single_gpu,m_etf,metis",
+              "--out_dir", str(out)], cwd=tmp_path)
+  assert run.returncode == 0, run.stderr[-2000:]
+  comparison = json.loads((out / "comparison.json").read_text())
+  times = {r["placer"]: r["step_time_s"] for r in comparison["runs"]}
+  assert set(times) == {"single_gpu", "m_etf", "metis"}
+  assert comparison["best_placer"] == min(times, key=times.get)
+  best = json.loads((out / "best_placement.json").read_text())
+  assert best["metadata"]["placer"] == comparison["best_placer"]
+  assert (out / "placed_graph.pb").stat().st_size > 0
+  assert "best: " + comparison["best_placer"] in run.stdout
+
+
+def test_main_job_rejects_an_unknown_model(tmp_path):
+  run = _run([os.path.join(SCRIPTS, "place_model.py"), "--model", "nosuch",
+              "--out_dir", str(tmp_path / "out")], cwd=tmp_path)
+  assert run.returncode == 2
+  assert "unknown model" in run.stderr
+  assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("script", sorted(
+    f for f in os.listdir(SCRIPTS) if f.endswith(".py")))
+def test_every_script_imports_and_lists_its_flags(script, tmp_path):
+  # absl prints the script's own flags for --helpshort, then exits with 1.
+  run = _run([os.path.join(SCRIPTS, script), "--helpshort"], cwd=tmp_path)
+  output = run.stdout + run.stderr
+  assert "Traceback" not in output, output[-2000:]
+  assert f"{script}:" in output and "Try --helpfull" in output
