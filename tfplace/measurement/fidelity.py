@@ -103,7 +103,7 @@ def predictor(graph: OpGraph, cluster: Cluster, calibration: Calibration):
 
 def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
                  num_random: int = 16, num_calibration_random: int = 8,
-                 warmup: int = 2, steps: int = 5,
+                 warmup: int = 2, steps: int = 10,
                  link_fits: Optional[Dict[str, LinkFit]] = None,
                  cache_dir: Optional[str] = None, seed: int = 0,
                  timeout_s: float = 120.0) -> FidelityReport:
