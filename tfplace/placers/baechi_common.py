@@ -19,8 +19,9 @@ activations of a training step are kept until the backward pass, so this is
 the conservative upper estimate Baechi also uses).
 """
 
+import abc
 import dataclasses
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 from absl import logging
@@ -30,6 +31,7 @@ from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.placement import Placement
+from tfplace.placers.base import Placer
 
 _BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
 
@@ -272,6 +274,25 @@ class MemoryState:
     self.group_device[g] = device
     self.used[device] += self.view.group_mem[g]
     return True
+
+
+class BaechiPlacer(Placer):
+  """What the three Baechi placers share: the config, the op-level view, and
+  the placement from per-op device ids. Subclasses implement `device_ids`.
+  """
+
+  def __init__(self, config: BaechiConfig = BaechiConfig()):
+    self.config = config
+
+  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+            seed: Optional[int] = None) -> Placement:
+    """Returns the placement (deterministic; `seed` is unused)."""
+    view = OpView(graph, cluster, costs, self.config)
+    return to_placement(view, self.device_ids(view), self.name)
+
+  @abc.abstractmethod
+  def device_ids(self, view: OpView) -> np.ndarray:
+    """int [M]: the device of each op."""
 
 
 def to_placement(view: OpView, device_of: np.ndarray, placer: str) -> Placement:

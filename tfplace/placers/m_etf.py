@@ -26,17 +26,12 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from tfplace.cost.cluster import Cluster
-from tfplace.cost.op_costs import OpCosts
-from tfplace.graph.op_graph import OpGraph
-from tfplace.placement import Placement
 from tfplace.placers import baechi_common as common
-from tfplace.placers.base import Placer
 from tfplace.placers.registry import register_placer
 
 
 @register_placer("m_etf")
-class METfPlacer(Placer):
+class METfPlacer(common.BaechiPlacer):
   """Baechi's m-ETF placer.
 
   Paper: Jeon, Liu, Xu et al., "Baechi: Fast Device Placement of Machine
@@ -46,14 +41,8 @@ class METfPlacer(Placer):
 
   name = "m_etf"
 
-  def __init__(self, config: common.BaechiConfig = common.BaechiConfig()):
-    self.config = config
-
-  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
-            seed: Optional[int] = None) -> Placement:
-    """Returns the m-ETF placement (deterministic; `seed` is unused)."""
-    view = common.OpView(graph, cluster, costs, self.config)
-    return common.to_placement(view, EtfScheduler(view).run(), self.name)
+  def device_ids(self, view: common.OpView) -> np.ndarray:
+    return EtfScheduler(view).run()
 
 
 class EtfScheduler:

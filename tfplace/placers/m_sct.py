@@ -43,18 +43,13 @@ import numpy as np
 from absl import logging
 from scipy import optimize, sparse
 
-from tfplace.cost.cluster import Cluster
-from tfplace.cost.op_costs import OpCosts
-from tfplace.graph.op_graph import OpGraph
-from tfplace.placement import Placement
 from tfplace.placers import baechi_common as common
-from tfplace.placers.base import Placer
 from tfplace.placers.m_etf import EtfScheduler
 from tfplace.placers.registry import register_placer
 
 
 @register_placer("m_sct")
-class MSctPlacer(Placer):
+class MSctPlacer(common.BaechiPlacer):
   """Baechi's m-SCT placer.
 
   Paper: Jeon, Liu, Xu et al., "Baechi: Fast Device Placement of Machine
@@ -63,22 +58,14 @@ class MSctPlacer(Placer):
 
   name = "m_sct"
 
-  def __init__(self, config: common.BaechiConfig = common.BaechiConfig()):
-    self.config = config
-
-  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
-            seed: Optional[int] = None) -> Placement:
-    """Returns the m-SCT placement (deterministic; `seed` is unused)."""
-    view = common.OpView(graph, cluster, costs, self.config)
+  def device_ids(self, view: common.OpView) -> np.ndarray:
     num_edges = int((view.pred_bytes > 0).sum())
     if num_edges > self.config.max_lp_edges:
       logging.info("m-SCT: %d edges > max_lp_edges=%d; the LP is skipped and "
                    "m-ETF's placement is used", num_edges,
                    self.config.max_lp_edges)
-      return common.to_placement(view, EtfScheduler(view).run(), self.name)
-    favourite = favourite_children(view)
-    return common.to_placement(view, SctScheduler(view, favourite).run(),
-                               self.name)
+      return EtfScheduler(view).run()
+    return SctScheduler(view, favourite_children(view)).run()
 
 
 def favourite_children(view: common.OpView) -> np.ndarray:

@@ -11,21 +11,14 @@ the next device in order that can take it, without moving the fill pointer
 unless memory was the reason.
 """
 
-from typing import Optional
-
 import numpy as np
 
-from tfplace.cost.cluster import Cluster
-from tfplace.cost.op_costs import OpCosts
-from tfplace.graph.op_graph import OpGraph
-from tfplace.placement import Placement
 from tfplace.placers import baechi_common as common
-from tfplace.placers.base import Placer
 from tfplace.placers.registry import register_placer
 
 
 @register_placer("m_topo")
-class MTopoPlacer(Placer):
+class MTopoPlacer(common.BaechiPlacer):
   """Baechi's m-TOPO placer.
 
   Paper: Jeon, Liu, Xu et al., "Baechi: Fast Device Placement of Machine
@@ -34,14 +27,8 @@ class MTopoPlacer(Placer):
 
   name = "m_topo"
 
-  def __init__(self, config: common.BaechiConfig = common.BaechiConfig()):
-    self.config = config
-
-  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
-            seed: Optional[int] = None) -> Placement:
-    """Returns the m-TOPO placement (deterministic; `seed` is unused)."""
-    view = common.OpView(graph, cluster, costs, self.config)
-    return common.to_placement(view, topo_device_ids(view), self.name)
+  def device_ids(self, view: common.OpView) -> np.ndarray:
+    return topo_device_ids(view)
 
 
 def topo_device_ids(view: common.OpView) -> np.ndarray:
