@@ -18,8 +18,9 @@ def graph():
 
 
 def test_summary_by_hand():
-  rows = [fidelity.FidelityRow("a", 1.1, 1.0), fidelity.FidelityRow("b", 1.8, 2.0),
-          fidelity.FidelityRow("c", 3.0, 3.0), fidelity.FidelityRow("d", 1.0, None, "x")]
+  run = calibration_runs.PredictedRun
+  rows = [run("a", 1.1, 1.0), run("b", 1.8, 2.0), run("c", 3.0, 3.0),
+          run("d", 1.0, None, "x")]
   med, rho = fidelity.summarize(rows)
   # errors 10 %, 10 %, 0 % -> median 10 %; ranks agree -> rho 1.
   assert med == pytest.approx(0.1)
@@ -51,7 +52,7 @@ def test_random_placements_respect_colocation(graph):
 
 def test_markdown_table_lists_rows(graph):
   from tfplace.cost.profiled import Calibration
-  rows = (fidelity.FidelityRow("m_etf", 2e-3, 1e-3, num_transfers=7),)
+  rows = (calibration_runs.PredictedRun("m_etf", 2e-3, 1e-3, num_transfers=7),)
   cal = Calibration(transfer_overhead_s={"CPU": 2e-4}, step_overhead_s=1e-3)
   report = fidelity.FidelityReport("g", 5, rows, cal, 1.0, math.nan)
   text = fidelity.markdown_table(report)

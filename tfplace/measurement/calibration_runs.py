@@ -103,25 +103,35 @@ def fit_from_runs(graph: OpGraph, cluster: Cluster,
 
 
 @dataclasses.dataclass(frozen=True)
-class CalibrationRun:
-  """One calibration placement: fitted prediction vs measured step time.
+class PredictedRun:
+  """One measured placement: the calibrated simulator's step time vs the
+  measured one (calibration runs and fidelity rows alike).
 
   Attributes:
-    label: the placement's label ("all_on_1", "halves", "calib_random_0").
+    label: the placement's label ("all_on_1", "halves", "m_etf", ...).
     predicted_s: the calibrated simulator's step time (seconds).
     measured_s: the measured median step time, None if the run failed.
     error: the failure message of a failed run.
+    num_transfers: cross-device tensors of the placement (0: not counted).
   """
   label: str
   predicted_s: float
   measured_s: Optional[float]
   error: Optional[str] = None
+  num_transfers: int = 0
 
   @property
   def abs_rel_error(self) -> Optional[float]:
     if self.measured_s is None or not np.isfinite(self.predicted_s):
       return None
     return abs(self.predicted_s - self.measured_s) / self.measured_s
+
+
+def median_abs_rel_error(runs: Sequence[PredictedRun]) -> float:
+  """Median |predicted - measured| / measured over the measured runs (nan if
+  none was measured)."""
+  errors = [r.abs_rel_error for r in runs if r.abs_rel_error is not None]
+  return float(np.median(errors)) if errors else float("nan")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +151,7 @@ class CalibrationReport:
   graph_name: str
   num_ops: int
   calibration: Calibration
-  runs: Tuple[CalibrationRun, ...]
+  runs: Tuple[PredictedRun, ...]
   median_abs_rel_error: float
   link_fits: Mapping[str, LinkFit] = dataclasses.field(default_factory=dict)
 
@@ -164,13 +174,11 @@ def report_from_runs(graph: OpGraph, cluster: Cluster,
   ids = np.stack([p.to_array(graph, cluster) for _, p in labelled])
   predicted = sim.simulate_batch(ids)
   runs = tuple(
-      CalibrationRun(label, float(pred),
-                     o.timing.median_step_time_s if o.ok else None, o.error)
+      PredictedRun(label, float(pred),
+                   o.timing.median_step_time_s if o.ok else None, o.error)
       for (label, _), pred, o in zip(labelled, predicted, outcomes))
-  errors = [r.abs_rel_error for r in runs if r.abs_rel_error is not None]
-  med = float(np.median(errors)) if errors else float("nan")
-  return CalibrationReport(graph.name, graph.num_ops, calibration, runs, med,
-                           dict(link_fits or {}))
+  return CalibrationReport(graph.name, graph.num_ops, calibration, runs,
+                           median_abs_rel_error(runs), dict(link_fits or {}))
 
 
 def benchmark_link(cluster: Cluster, target: str, *,

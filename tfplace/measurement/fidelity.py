@@ -18,7 +18,6 @@ during the run biases neither side.
 """
 
 import dataclasses
-import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
@@ -31,7 +30,9 @@ from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.batch import measure_batch
 from tfplace.measurement.calibration import calibrated_simulator
 from tfplace.measurement.calibration_runs import (CalibrationReport,
+                                                  PredictedRun,
                                                   calibration_placements,
+                                                  median_abs_rel_error,
                                                   random_group_placements,
                                                   report_from_runs)
 from tfplace.measurement.comm_benchmark import LinkFit
@@ -39,28 +40,11 @@ from tfplace.placement import Placement
 
 
 @dataclasses.dataclass(frozen=True)
-class FidelityRow:
-  """One placement: predicted vs measured step time (seconds), and its
-  number of cross-device transfers."""
-  label: str
-  predicted_s: float
-  measured_s: Optional[float]
-  error: Optional[str] = None
-  num_transfers: int = 0
-
-  @property
-  def abs_rel_error(self) -> Optional[float]:
-    if self.measured_s is None or not math.isfinite(self.predicted_s):
-      return None
-    return abs(self.predicted_s - self.measured_s) / self.measured_s
-
-
-@dataclasses.dataclass(frozen=True)
 class FidelityReport:
   """Fidelity of the simulator on one graph."""
   graph_name: str
   num_ops: int
-  rows: Tuple[FidelityRow, ...]
+  rows: Tuple[PredictedRun, ...]
   calibration: Calibration
   median_abs_rel_error: float
   spearman: float
@@ -147,9 +131,9 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
   calibration = fitted.calibration
   predict = predictor(graph, cluster, calibration)
   rows = tuple(
-      FidelityRow(label, predict(p),
-                  o.timing.median_step_time_s if o.ok else None, o.error,
-                  cross_transfers(graph, p.to_array(graph, cluster)))
+      PredictedRun(label, predict(p),
+                   o.timing.median_step_time_s if o.ok else None, o.error,
+                   cross_transfers(graph, p.to_array(graph, cluster)))
       for (label, p), o in zip(labelled, outcomes))
   med, rho = summarize(rows)
   return FidelityReport(graph.name, graph.num_ops, rows, calibration, med,
@@ -175,13 +159,11 @@ def cross_transfers(graph: OpGraph, device_ids: np.ndarray) -> int:
   return count
 
 
-def summarize(rows: Sequence[FidelityRow]) -> Tuple[float, float]:
+def summarize(rows: Sequence[PredictedRun]) -> Tuple[float, float]:
   """(median |relative error|, Spearman rho) over the measured rows."""
   from scipy import stats
   ok = [r for r in rows if r.abs_rel_error is not None]
-  if not ok:
-    return float("nan"), float("nan")
-  med = float(np.median([r.abs_rel_error for r in ok]))
+  med = median_abs_rel_error(ok)
   if len(ok) < 3:
     return med, float("nan")
   rho = stats.spearmanr([r.predicted_s for r in ok],
