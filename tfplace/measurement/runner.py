@@ -172,7 +172,10 @@ def check_reachable(addresses: Sequence[str], timeout_s: float = 2.0) -> None:
     try:
       socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except (OSError, ValueError) as e:
-      raise MeasureError(f"TF server {address} is not reachable: {e}") from None
+      raise MeasureError(
+          f"TF server {address} is not reachable: {e}; is the server running "
+          "(`tfplace cluster up`, or tf.distribute.Server on that host) and "
+          "the address right?") from None
 
 
 def step_targets(graph: OpGraph) -> Tuple[List[str], List[str]]:
