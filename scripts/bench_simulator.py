@@ -19,7 +19,7 @@ from absl import app, flags, logging
 from tfplace.cost.analytical import AnalyticalCostModel
 from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.presets import load_cluster
-from tfplace.cost.simulator import Simulator
+from tfplace.simulator.simulator import Simulator
 from tfplace.graph.op_graph import Edge, Op, OpGraph
 
 FLAGS = flags.FLAGS

@@ -27,7 +27,8 @@ SIZES = {"mlp_towers": dict(num_towers=4, num_layers=3, hidden=128,
 
 def main(argv):
   del argv
-  from tfplace.measurement import comm_benchmark, fidelity, runner
+  from tfplace.experiments import fidelity
+  from tfplace.measurement import comm_benchmark, runner
   from tfplace.measurement.local_cluster import LocalCluster, worker_device
   from tfplace.models.registry import build_model
   graph = build_model(_MODEL.value, **SIZES.get(_MODEL.value, {}))

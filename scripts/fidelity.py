@@ -54,7 +54,8 @@ def main(argv):
   del argv
   if _CALIBRATION_OUT.value:
     os.makedirs(_CALIBRATION_OUT.value, exist_ok=True)
-  from tfplace.measurement import comm_benchmark, fidelity
+  from tfplace.experiments import fidelity
+  from tfplace.measurement import comm_benchmark
   from tfplace.measurement.local_cluster import LocalCluster, worker_device
   from tfplace.models.registry import build_model
   reports = []

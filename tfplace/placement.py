@@ -22,7 +22,8 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from tfplace.cost.cluster import Cluster, canonical_device, device_type_of
+from tfplace.cost.cluster import Cluster
+from tfplace.device_names import canonical_device, device_type_of
 from tfplace.errors import ClusterError, PlacementError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.io_utils import atomic_write, read_json
@@ -178,6 +179,22 @@ class Placement:
     for d in self.devices.values():
       counts[d] = counts.get(d, 0) + 1
     return counts
+
+
+def placed_graph_def(graph: OpGraph, placement: Placement,
+                     cluster: Optional[Cluster] = None):
+  """The graph's GraphDef with every NodeDef.device set, after validation.
+
+  Args:
+    graph: the imported graph.
+    placement: op name -> device.
+    cluster: if given, every device must belong to it.
+
+  Raises:
+    PlacementError: the placement does not fit the graph (or cluster).
+  """
+  placement.validate(graph, cluster)
+  return placement.to_graph_def(graph)
 
 
 def _metadata(graph: OpGraph, cluster: Cluster, placer: Optional[str],

@@ -6,7 +6,7 @@ import pytest
 import tfplace  # noqa: F401
 import tf_keras
 
-from tfplace.apply import run_training_step
+from tfplace.measurement.session import run_training_step
 from tfplace.errors import GraphImportError
 from tfplace.graph.importers import import_graph
 

@@ -9,7 +9,7 @@ import pytest
 import tfplace  # noqa: F401
 import tensorflow as tf
 
-from tfplace.apply import run_training_step
+from tfplace.measurement.session import run_training_step
 from tfplace.errors import GraphImportError
 from tfplace.graph import graph_io
 from tfplace.graph.importers import from_tf_graph, import_graph

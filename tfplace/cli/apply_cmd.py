@@ -24,9 +24,8 @@ _JSON = flags.DEFINE_bool("json", False, "print the result as JSON",
 def apply(graph_path: str, placement_path: str, out: str,
           cluster_name=None) -> dict:
   """Validates and writes the placed graph; returns a small report."""
-  from tfplace import apply as apply_lib
   from tfplace.graph import graph_io, importers
-  from tfplace.placement import Placement
+  from tfplace.placement import Placement, placed_graph_def
   if not out:
     raise TfplaceError("--out is required")
   graph_def, meta = graph_io.read_graph_file(graph_path)
@@ -38,7 +37,7 @@ def apply(graph_path: str, placement_path: str, out: str,
   if cluster_name:
     from tfplace.cli.cluster_arg import load_cluster_arg
     cluster = load_cluster_arg(cluster_name)
-  placed = apply_lib.placed_graph_def(graph, placement, cluster)
+  placed = placed_graph_def(graph, placement, cluster)
   if meta is not None:
     proto = type(meta)()
     proto.CopyFrom(meta)

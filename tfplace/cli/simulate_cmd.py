@@ -35,7 +35,8 @@ _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 def main(argv: List[str]) -> None:
   """Runs `tfplace simulate`; see the module docstring."""
   from tfplace.cli.cluster_arg import load_cluster_arg
-  from tfplace.cost import lower_bound, profiled, simulator
+  from tfplace.cost import profiled
+  from tfplace.simulator import lower_bound, simulator
   from tfplace.cost.cost_models import get_cost_model
   from tfplace.graph.importers import import_graph
   from tfplace.placement import Placement

@@ -108,9 +108,9 @@ def compare_placers(graph: OpGraph, cluster: Cluster, placers: Sequence[str],
     ClusterError: the model is larger than all devices' memory together.
   """
   from tfplace.cost.analytical import AnalyticalCostModel
-  from tfplace.cost.lower_bound import lower_bound
+  from tfplace.simulator.lower_bound import lower_bound
   from tfplace.cost.memory import check_model_fits
-  from tfplace.cost.simulator import Simulator
+  from tfplace.simulator.simulator import Simulator
   from tfplace.placers.registry import get_placer
   placer_objs = [get_placer(name) for name in placers]
   check_model_fits(graph, cluster)

@@ -1,4 +1,4 @@
-"""Real runs: timed steps, TF server clusters, batches, calibration, fidelity.
+"""Real runs: timed steps, TF server clusters, batches, calibration.
 
 The top-level `tfplace.measure(graph, placement, ...)` is
 `tfplace.measurement.runner.measure`.

@@ -42,7 +42,7 @@ from tfplace.cost.cluster import Cluster, LinkSpec
 from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.profiled import (Calibration, CalibratedCostModel,
                                    apply_calibration)
-from tfplace.cost.simulator import Simulator
+from tfplace.simulator.simulator import Simulator
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.comm_benchmark import LinkFit

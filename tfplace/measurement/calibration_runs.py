@@ -61,7 +61,7 @@ def calibration_placements(graph: OpGraph, cluster: Cluster, seed: int = 0,
   """All ops on the last device (not device 0, so that a baseline's
   all-on-device-0 placement can still be evaluated), the topological halves,
   and `num_random` random group placements (seeded apart from the evaluated
-  ones of `tfplace.measurement.fidelity`)."""
+  ones of `tfplace.experiments.fidelity`)."""
   last = np.full(graph.num_ops, cluster.num_devices - 1, dtype=np.int32)
   return ([(f"all_on_{cluster.num_devices - 1}",
             Placement.from_array(graph, cluster, last))]

@@ -39,9 +39,11 @@ from tfplace.cost.cluster import Cluster
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.io_utils import atomic_write
-from tfplace.placement import Placement
-from tfplace.trace.reader import STEP_STATS_FILE
+from tfplace.measurement import session
+from tfplace.placement import Placement, placed_graph_def
 
+# The traced step's step stats in a trace directory (read by tfplace.trace).
+STEP_STATS_FILE = "step_stats.pb"
 # Seconds the watchdog waits past a run's deadline before giving up on it.
 WATCHDOG_GRACE_S = 10.0
 # Nodes TF adds at run time; never graph ops.
@@ -136,10 +138,9 @@ def timing_from_steps(step_times: Sequence[float], **fields) -> StepTiming:
 
 def session_config(num_cpu_devices: int = 1, remote: bool = False,
                    timeout_s: float = 300.0):
-  """`tfplace.apply.session_config` (no rewrites, no soft placement) plus an
+  """`session.session_config` (no rewrites, no soft placement) plus an
   operation timeout and, on a server target, session-isolated variables."""
-  from tfplace import apply
-  config = apply.session_config(max(1, int(num_cpu_devices)))
+  config = session.session_config(max(1, int(num_cpu_devices)))
   if remote:
     del config.device_count["CPU"]
     config.isolate_session_state = True
@@ -244,7 +245,6 @@ def measure(graph: OpGraph, placement: Placement, *,
   """
   if steps < 1 or warmup < 0:
     raise MeasureError("steps must be >= 1 and warmup >= 0")
-  from tfplace.apply import placed_graph_def
   graph_def = placed_graph_def(graph, placement, cluster)
   remote = bool(target)
   if remote:

@@ -20,7 +20,7 @@ from typing import List, Optional
 from tfplace.cost.cluster import Cluster
 from tfplace.cost.op_costs import OpCosts
 from tfplace.graph.op_graph import OpGraph
-from tfplace.grouping.coarsen import coarsen
+from tfplace.grouping.group_graph import coarsen
 from tfplace.placement import Placement
 from tfplace.placers.base import Placer
 from tfplace.placers.heuristics import (fallback_device, fastest_device,

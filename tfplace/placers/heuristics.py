@@ -1,6 +1,6 @@
 """Simple baseline placers: single device, round robin, hash, critical path.
 
-All of them work on colocation groups (`tfplace.grouping.coarsen`), so a
+All of them work on colocation groups (`tfplace.grouping.group_graph`), so a
 group is never split, and move a group whose chosen device type has no
 kernel for one of its ops to a device that has (the CPU first). The helpers
 here (`fastest_device`, `MemoryBudget`, `fallback_device`,
@@ -16,7 +16,7 @@ from tfplace.cost.cluster import Cluster
 from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import OpGraph
-from tfplace.grouping.coarsen import GroupGraph, coarsen
+from tfplace.grouping.group_graph import GroupGraph, coarsen
 from tfplace.placement import Placement
 from tfplace.placers.base import Placer
 from tfplace.placers.registry import register_placer

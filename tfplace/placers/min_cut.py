@@ -19,7 +19,7 @@ import numpy as np
 from tfplace.cost.cluster import Cluster
 from tfplace.cost.op_costs import OpCosts
 from tfplace.graph.op_graph import OpGraph
-from tfplace.grouping.coarsen import GroupGraph, coarsen
+from tfplace.grouping.group_graph import GroupGraph, coarsen
 from tfplace.placement import Placement
 from tfplace.placers.base import Placer
 from tfplace.placers.heuristics import fallback_device, placement_from_groups

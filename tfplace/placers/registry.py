@@ -172,7 +172,7 @@ def place(graph, cluster, placer: str = "m_etf", cost_model=None,
 
 def simulate_placement(graph, cluster, costs, placement):
   """The simulator's `SimResult` for `placement`."""
-  from tfplace.cost.simulator import Simulator
+  from tfplace.simulator.simulator import Simulator
   return Simulator(graph, cluster, costs).simulate(
       placement.to_array(graph, cluster))
 

@@ -31,10 +31,9 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from tfplace.errors import TraceError
+from tfplace.measurement.runner import STEP_STATS_FILE
 from tfplace.trace.trace import OP, TRANSFER, TraceEvent, Trace, is_transfer_op, make_trace
 
-# The step stats file `tfplace measure --trace_dir` writes beside the profile.
-STEP_STATS_FILE = "step_stats.pb"
 _SKIPPED_NODES = ("_SOURCE", "_SINK")
 _DEVICE_IN_TEXT = re.compile(r"(/job:[^\s,;()@]+|/device:[^\s,;()@]+)")
 _LABEL_OP_TYPE = re.compile(r"(\S+) = ([\w.>-]+)\(")

@@ -12,7 +12,7 @@ import numpy as np
 
 from tfplace.cost.cluster import Cluster, Device, LinkSpec
 from tfplace.cost.op_costs import CostModel, OpCosts
-from tfplace.cost.simulator import Simulator
+from tfplace.simulator.simulator import Simulator
 from tfplace.graph.op_graph import Edge, Op, OpGraph, StepFetches
 
 

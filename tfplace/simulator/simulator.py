@@ -39,7 +39,7 @@ Semantics (one training step):
     step time of every feasible placement (the schedule's times are not
     shifted; `step_time_s` = makespan + step overhead).
 
-The event loop is compiled with numba (`sim_kernel`); `simulate_batch`
+The event loop is compiled with numba (`kernel.py`); `simulate_batch`
 evaluates many placements in one call, which is what the learned placers use.
 """
 
@@ -49,10 +49,10 @@ from typing import Optional
 import numpy as np
 from absl import logging
 
-from tfplace.cost import sim_kernel
+from tfplace.simulator import kernel
 from tfplace.cost.cluster import Cluster
 from tfplace.cost.op_costs import CostModel, OpCosts
-from tfplace.cost.sim_result import ScheduledOp, ScheduledTransfer, SimResult
+from tfplace.simulator.result import ScheduledOp, ScheduledTransfer, SimResult
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import OpGraph
 
@@ -209,20 +209,20 @@ class Simulator:
     busy, peak = np.zeros(d), np.zeros(d)
     x_tensor, x_dst = np.zeros(nc, np.int64), np.zeros(nc, np.int64)
     x_start, x_end = np.zeros(nc), np.zeros(nc)
-    step, status, nx, moved = sim_kernel.run_one(
+    step, status, nx, moved = kernel.run_one(
         dev, *self._static_args(), False, start, end, busy, peak, x_tensor,
         x_dst, x_start, x_end)
     oom = tuple(int(i) for i in np.flatnonzero(peak > self._mem_cap))
-    if status == sim_kernel.NO_KERNEL:
+    if status == kernel.NO_KERNEL:
       logging.warning("placement puts an op on a device without its kernel")
-    elif status == sim_kernel.DEADLOCK:
+    elif status == kernel.DEADLOCK:
       raise PlacementError("simulation deadlocked: the graph has a cycle")
     result = SimResult(
-        step_time_s=float(step) if status == sim_kernel.OK else float("inf"),
-        feasible=status == sim_kernel.OK, device_busy_s=busy,
+        step_time_s=float(step) if status == kernel.OK else float("inf"),
+        feasible=status == kernel.OK, device_busy_s=busy,
         peak_memory_bytes=peak.astype(np.int64), bytes_moved=int(moved),
         oom_devices=oom)
-    if record_schedule and status != sim_kernel.NO_KERNEL:
+    if record_schedule and status != kernel.NO_KERNEL:
       result = _with_schedule(result, dev, start, end, self._t_prod,
                               self._t_bytes, x_tensor[:nx], x_dst[:nx],
                               x_start[:nx], x_end[:nx])
@@ -238,7 +238,7 @@ class Simulator:
       float64 [B]: step time per placement, inf where infeasible.
     """
     devs = self._check_ids(np.atleast_2d(device_ids))
-    return sim_kernel.run_batch(devs, *self._static_args())
+    return kernel.run_batch(devs, *self._static_args())
 
 
 def _with_schedule(result: SimResult, dev, start, end, t_prod, t_bytes,

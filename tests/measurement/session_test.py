@@ -1,4 +1,4 @@
-"""Tests for tfplace.apply: placed GraphDefs and the round trip on 2 CPUs."""
+"""Tests for placed GraphDefs and running them in a Session on 2 CPUs."""
 
 import os
 
@@ -8,12 +8,13 @@ import pytest
 import tfplace  # noqa: F401
 import tf_keras
 
-from tfplace import apply
+from tfplace.measurement import session
+from tfplace.placement import placed_graph_def
 from tfplace.errors import MeasureError, PlacementError
 from tfplace.graph.importers import import_graph
 from tfplace.placement import Placement
 
-TESTDATA = os.path.join(os.path.dirname(__file__), "..", "testdata")
+TESTDATA = os.path.join(os.path.dirname(__file__), "..", "..", "testdata")
 CPU = "/job:localhost/replica:0/task:0/device:CPU:{}"
 
 
@@ -38,10 +39,10 @@ def test_round_trip_on_two_cpus(keras_graph):
   g = keras_graph
   placement = _by_group(g)
   assert len(set(placement.devices.values())) == 2
-  placed = apply.placed_graph_def(g, placement)
+  placed = placed_graph_def(g, placement)
   assert all(n.device == placement.devices[n.name] for n in placed.node)
-  base = apply.run_training_step(g.graph_def, g.fetches, steps=2)
-  run = apply.run_training_step(placed, g.fetches, num_cpu_devices=2,
+  base = session.run_training_step(g.graph_def, g.fetches, steps=2)
+  run = session.run_training_step(placed, g.fetches, num_cpu_devices=2,
                                 steps=2, trace=True)
   assert run.loss == pytest.approx(base.loss, rel=1e-6)
   # Only the step is traced; the init ops (20 of 79) ran before it.
@@ -54,7 +55,7 @@ def test_round_trip_on_two_cpus(keras_graph):
 
 def test_unplaced_graph_runs_on_cpu0():
   g = import_graph(os.path.join(TESTDATA, "mlp_2tower.pbtxt"))
-  run = apply.run_training_step(g.graph_def, g.fetches, trace=True)
+  run = session.run_training_step(g.graph_def, g.fetches, trace=True)
   assert set(run.devices_by_op.values()) == {CPU.format(0)}
   # mlp_2tower's Consts: x, y, w0, w1 drawn in this order from
   # RandomState(0), the weights scaled by 0.3; relu towers added; mean
@@ -70,7 +71,7 @@ def test_device_missing_from_session_is_an_error():
   g = import_graph(os.path.join(TESTDATA, "matmul_relu_sum.pbtxt"))
   placed = Placement(devices={op.name: CPU.format(3) for op in g.ops})
   with pytest.raises(MeasureError, match="Cannot assign a device"):
-    apply.run_training_step(apply.placed_graph_def(g, placed), g.fetches,
+    session.run_training_step(placed_graph_def(g, placed), g.fetches,
                             num_cpu_devices=2)
 
 
@@ -78,13 +79,13 @@ def test_bad_placements_are_rejected():
   g = import_graph(os.path.join(TESTDATA, "mlp_2tower.pbtxt"))
   good = {op.name: CPU.format(0) for op in g.ops}
   with pytest.raises(PlacementError, match="not in graph"):
-    apply.placed_graph_def(
+    placed_graph_def(
         g, Placement(devices={**good, "ghost": CPU.format(0)}))
   with pytest.raises(PlacementError, match="no FOO kernel"):
-    apply.placed_graph_def(g, Placement.from_dict(
+    placed_graph_def(g, Placement.from_dict(
         {"placement": {**good, "loss": "/device:FOO:0"}}))
   with pytest.raises(PlacementError, match="malformed"):
     Placement.from_dict({"placement": {**good, "loss": "cpu0"}})
   split = dict(good, **{"tower0/w/Assign": CPU.format(1)})
   with pytest.raises(PlacementError, match="colocation group"):
-    apply.placed_graph_def(g, Placement(devices=split))
+    placed_graph_def(g, Placement(devices=split))

@@ -1,4 +1,4 @@
-"""Tests for the group-level view (tfplace.grouping.coarsen)."""
+"""Tests for the group-level view (tfplace.grouping.group_graph)."""
 
 import tfplace  # noqa: F401  (before TensorFlow)
 
@@ -8,7 +8,7 @@ import pytest
 from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import Edge, Op, OpGraph
-from tfplace.grouping.coarsen import coarsen
+from tfplace.grouping.group_graph import coarsen
 
 
 def variable_graph():

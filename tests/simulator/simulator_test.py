@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
-from tfplace.cost.lower_bound import lower_bound
+from tfplace.simulator.lower_bound import lower_bound
 from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.presets import cpu_cluster
-from tfplace.cost.simulator import Simulator, simulate
+from tfplace.simulator.simulator import Simulator, simulate
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import Edge, Op, OpGraph
 

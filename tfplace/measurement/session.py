@@ -1,4 +1,4 @@
-"""Applying a placement: a placed GraphDef, and running it to check devices.
+"""Running a (placed) training step in a TF1 Session, and the devices it used.
 
 `run_training_step` runs the step in a `tf.compat.v1.Session` with
 soft placement off (a device that cannot run an op is an error) and graph
@@ -14,7 +14,6 @@ from absl import logging
 from tfplace.cost.cluster import canonical_device
 from tfplace.errors import ClusterError, MeasureError
 from tfplace.graph.op_graph import OpGraph, StepFetches
-from tfplace.placement import Placement
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,21 +28,6 @@ class StepRun:
   loss: Optional[float]
   devices_by_op: Dict[str, str]
   run_metadata: object = None
-
-
-def placed_graph_def(graph: OpGraph, placement: Placement, cluster=None):
-  """The graph's GraphDef with every NodeDef.device set, after validation.
-
-  Args:
-    graph: the imported graph.
-    placement: op name -> device.
-    cluster: if given, every device must belong to it.
-
-  Raises:
-    PlacementError: the placement does not fit the graph (or cluster).
-  """
-  placement.validate(graph, cluster)
-  return placement.to_graph_def(graph)
 
 
 def session_config(num_cpu_devices: int = 1):

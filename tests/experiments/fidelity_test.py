@@ -1,4 +1,4 @@
-"""Tests for tfplace.measurement.fidelity helpers (no real runs)."""
+"""Tests for tfplace.experiments.fidelity helpers (no real runs)."""
 
 import math
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
-from tfplace.measurement import calibration_runs, fidelity
+from tfplace.experiments import fidelity
+from tfplace.measurement import calibration_runs
 from tfplace.measurement.local_cluster import make_worker_cluster
 from tfplace.models.registry import build_model
 

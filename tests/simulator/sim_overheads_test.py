@@ -8,10 +8,10 @@ import pytest
 
 import tfplace  # noqa: F401
 from tfplace.cost.cluster import Cluster, Device
-from tfplace.cost.lower_bound import lower_bound
+from tfplace.simulator.lower_bound import lower_bound
 from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.presets import cpu_cluster
-from tfplace.cost.simulator import Simulator
+from tfplace.simulator.simulator import Simulator
 from tfplace.errors import ClusterError
 from tfplace.graph.op_graph import Edge, Op, OpGraph
 

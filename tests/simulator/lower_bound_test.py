@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
-from tfplace.cost.lower_bound import critical_path, lower_bound, work_bound
+from tfplace.simulator.lower_bound import critical_path, lower_bound, work_bound
 from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.presets import cpu_cluster
 from tfplace.graph.op_graph import Edge, Op, OpGraph
