@@ -19,17 +19,18 @@ from absl import app, flags, logging
 
 from tfplace.cost.presets import load_cluster
 from tfplace.errors import TfplaceError
-from tfplace.experiments.compare_placers import compare_placers, require_best
+from tfplace.experiments.compare_placers import (BASELINE_PLACERS,
+                                                  compare_placers, require_best)
 from tfplace.graph.graph_io import write_graph_file
 from tfplace.io_utils import atomic_write
 from tfplace.models.registry import build_model, list_models
-from tfplace.placers.registry import list_placers
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", "inception_v3",
                     "benchmark model (tfplace.models.registry.list_models())")
 flags.DEFINE_string("cluster", "k80x4", "cluster preset name or JSON path")
-flags.DEFINE_list("placers", [], "placer names; default: every registered placer")
+flags.DEFINE_list("placers", list(BASELINE_PLACERS),
+                  "placer names (default: every one-pass baseline)")
 flags.DEFINE_string("out_dir", "out", "where to write the results")
 
 
@@ -37,7 +38,7 @@ def run(model: str, cluster_name: str, placers, out_dir: str) -> None:
   if model not in list_models():
     raise TfplaceError(f"unknown model {model!r}; choose from {list_models()}")
   cluster = load_cluster(cluster_name)
-  placers = list(placers) or list_placers()
+  placers = list(placers) or list(BASELINE_PLACERS)
   logging.info("building %s", model)
   graph = build_model(model)
   print(f"{model}: {graph.num_ops} ops, {graph.num_colocation_groups} "

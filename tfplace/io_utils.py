@@ -1,9 +1,10 @@
 """Atomic file output: a file is either fully written or left untouched."""
 
 import json
+import math
 import os
 import tempfile
-from typing import Type, Union
+from typing import Optional, Type, Union
 
 
 def atomic_write(path: str, data: Union[bytes, str]) -> None:
@@ -51,3 +52,8 @@ def read_json(path: str, what: str, error: Type[Exception]):
     raise error(f"{path} is a directory, not a {what} file") from None
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
     raise error(f"{path} is not valid JSON: {e}") from None
+
+
+def json_number(value: float) -> Optional[float]:
+  """`value`, or None when it is inf or nan (JSON has neither)."""
+  return value if math.isfinite(value) else None

@@ -18,7 +18,7 @@ when reading.
 
 import dataclasses
 import json
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -33,11 +33,26 @@ FORMAT = "tfplace.placement/1"
 
 @dataclasses.dataclass(frozen=True)
 class PlacementMetadata:
-  """Where a placement came from and what it is predicted to do."""
+  """Where a placement came from and what it is predicted to do.
+
+  Attributes:
+    graph_fingerprint: `OpGraph.fingerprint` of the graph it places.
+    devices: the cluster's devices, in cluster order.
+    placer: the placer that made it.
+    predicted_step_time_s: the simulated step time (None if infeasible or
+      not simulated).
+    feasible: False if the simulator found a device out of memory; None if
+      not simulated.
+    oom_devices: the devices out of memory, if infeasible.
+    tfplace_version, tensorflow_version: the versions that wrote it.
+    extra: other keys found in a placement file, kept as they were.
+  """
   graph_fingerprint: Optional[str] = None
   devices: Sequence[str] = ()
   placer: Optional[str] = None
   predicted_step_time_s: Optional[float] = None
+  feasible: Optional[bool] = None
+  oom_devices: Tuple[str, ...] = ()
   tfplace_version: Optional[str] = None
   tensorflow_version: Optional[str] = None
   extra: Mapping[str, object] = dataclasses.field(default_factory=dict)
@@ -150,6 +165,7 @@ class Placement:
   def to_dict(self) -> dict:
     meta = dataclasses.asdict(self.metadata)
     meta["devices"] = list(meta["devices"])
+    meta["oom_devices"] = list(meta["oom_devices"]) or None
     extra = meta.pop("extra")
     meta.update(extra)
     return {"format": FORMAT, "placement": dict(self.devices),
@@ -167,6 +183,8 @@ class Placement:
     meta = dict(data.get("metadata") or {})
     known = {f.name for f in dataclasses.fields(PlacementMetadata)} - {"extra"}
     extra = {k: meta.pop(k) for k in list(meta) if k not in known}
+    meta["devices"] = tuple(meta.get("devices") or ())
+    meta["oom_devices"] = tuple(meta.get("oom_devices") or ())
     return cls(devices=data["placement"],
                metadata=PlacementMetadata(**meta, extra=extra))
 

@@ -39,3 +39,56 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path):
   assert proc.returncode == 2
   assert "no_such_cluster" in proc.stderr
   assert not out.exists()
+
+
+def _tiny_gpu_cluster(tmp_path):
+  """A CPU with room for everything and a GPU with room for nothing."""
+  cluster = {
+      "name": "tiny_gpu",
+      "devices": [
+          {"name": "/device:CPU:0", "type": "CPU", "peak_flops": 1e11,
+           "memory_bandwidth": 2e10, "memory_bytes": 8e9},
+          {"name": "/device:GPU:0", "type": "GPU", "peak_flops": 1e12,
+           "memory_bandwidth": 2e11, "memory_bytes": 64}],
+      "default_link": {"latency_s": 1e-5, "bandwidth": 1e10}}
+  path = tmp_path / "tiny_gpu.json"
+  path.write_text(json.dumps(cluster))
+  return str(path)
+
+
+def test_infeasible_placement_is_an_error_and_keeps_the_old_file(tmp_path):
+  out = tmp_path / "p.json"
+  out.write_text("old")
+  cluster = _tiny_gpu_cluster(tmp_path)
+  proc = run(GRAPH, "--cluster", cluster, "--placer", "single_gpu", "--out",
+             str(out))
+  assert proc.returncode == 2
+  assert "does not fit in memory" in proc.stderr
+  assert "GPU:0" in proc.stderr and "--allow_infeasible" in proc.stderr
+  assert out.read_text() == "old"
+  proc = run(GRAPH, "--cluster", cluster, "--placer", "single_gpu", "--out",
+             str(out), "--allow_infeasible", "--json")
+  assert proc.returncode == 0, proc.stderr
+  assert json.loads(proc.stdout.strip().splitlines()[-1])["feasible"] is False
+  assert json.loads(out.read_text())["metadata"]["feasible"] is False
+
+
+def test_placer_options_reach_the_placer_and_bad_ones_are_named(tmp_path):
+  out = tmp_path / "p.json"
+  proc = run(GRAPH, "--cluster", "k80x2", "--placer", "m_etf",
+             "--placer_options", "use_cpu=true,memory_fraction=0.5",
+             "--out", str(out), "--json")
+  assert proc.returncode == 0, proc.stderr
+  proc = run(GRAPH, "--cluster", "k80x2", "--placer", "m_etf",
+             "--placer_options", "colour=red", "--out", str(out) + "2")
+  assert proc.returncode == 2
+  assert "has no option colour" in proc.stderr
+  assert not os.path.exists(str(out) + "2")
+
+
+def test_help_lists_every_placer_with_its_options():
+  proc = subprocess.run([sys.executable, "-m", "tfplace.cli.main", "place",
+                         "--help"], capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0
+  assert "m_etf (heuristic)" in proc.stdout
+  assert "memory_fraction (float, default 1.0)" in proc.stdout

@@ -5,9 +5,12 @@ import tfplace  # noqa: F401  (before TensorFlow)
 import json
 import math
 
+import numpy as np
 import pytest
 
 from tfplace.errors import TfplaceError
+from tfplace.pipeline import PlacerRun
+from tfplace.simulator.result import SimResult
 from tfplace.experiments import seed_table
 
 
@@ -40,9 +43,11 @@ def test_markdown_and_json(table):
 
 
 def test_oom_and_error_cells_print_as_such():
-  oom = seed_table.PlacerRun("m_etf", None, math.inf, False, 0.1)
-  err = seed_table.PlacerRun("scotch", None, math.inf, False, 0.1, error="boom")
+  infeasible = SimResult(math.inf, False, np.zeros(2), np.zeros(2), 0, (1,))
+  oom = PlacerRun("m_etf", None, infeasible, 0.1)
+  err = PlacerRun("scotch", None, None, 0.1, error="boom")
   assert (oom.text, err.text) == ("OOM", "error")
+  assert math.isinf(err.step_time_s) and not err.feasible
 
 
 def test_parse_overrides():

@@ -8,7 +8,7 @@ import pytest
 from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import Edge, Op, OpGraph
-from tfplace.grouping.group_graph import coarsen
+from tfplace.grouping.group_graph import build_group_graph
 
 
 def variable_graph():
@@ -39,7 +39,7 @@ def variable_graph():
 
 def test_groups_and_sums():
   graph, costs = variable_graph()
-  gg = coarsen(graph, costs)
+  gg = build_group_graph(graph, costs)
   assert gg.num_groups == 3
   assert [m.tolist() for m in gg.members] == [[0, 1, 4], [2], [3]]
   np.testing.assert_allclose(gg.compute_s, [[8, 80], [3, np.inf], [4, 40]])
@@ -51,7 +51,7 @@ def test_groups_and_sums():
 
 def test_edges_drop_self_loops_and_sum_parallel_edges():
   graph, costs = variable_graph()
-  gg = coarsen(graph, costs)
+  gg = build_group_graph(graph, costs)
   edges = {(int(s), int(d)): int(b) for s, d, b in
            zip(gg.edge_src, gg.edge_dst, gg.edge_bytes)}
   # read->mul 400 B; x->mul 40 B; mul->update 40 B (once); x->update control.
@@ -60,7 +60,7 @@ def test_edges_drop_self_loops_and_sum_parallel_edges():
 
 def test_group_graph_may_have_cycles_and_topo_rank_orders_groups():
   graph, costs = variable_graph()
-  gg = coarsen(graph, costs)
+  gg = build_group_graph(graph, costs)
   # Op topo order: var, x, read, mul, update -> ranks: group0 0, x 1, mul 3.
   assert gg.topo_rank.tolist() == [0, 1, 3]
   assert gg.topo_order().tolist() == [0, 1, 2]
@@ -68,7 +68,7 @@ def test_group_graph_may_have_cycles_and_topo_rank_orders_groups():
 
 def test_undirected_adjacency_merges_directions():
   graph, costs = variable_graph()
-  ptr, nbr, nbytes = coarsen(graph, costs).undirected_adjacency()
+  ptr, nbr, nbytes = build_group_graph(graph, costs).undirected_adjacency()
   adj = {(g, int(n)): int(b) for g in range(3)
          for n, b in zip(nbr[ptr[g]:ptr[g + 1]], nbytes[ptr[g]:ptr[g + 1]])}
   assert adj == {(0, 2): 440, (2, 0): 440, (1, 2): 40, (2, 1): 40,
@@ -77,11 +77,11 @@ def test_undirected_adjacency_merges_directions():
 
 def test_expand_and_custom_groups():
   graph, costs = variable_graph()
-  gg = coarsen(graph, costs)
+  gg = build_group_graph(graph, costs)
   assert gg.expand([1, 0, 1]).tolist() == [1, 1, 0, 1, 1]
   with pytest.raises(PlacementError):
     gg.expand([0, 1])
-  merged = coarsen(graph, costs, group_of=np.array([9, 9, 4, 9, 9]))
+  merged = build_group_graph(graph, costs, group_of=np.array([9, 9, 4, 9, 9]))
   assert merged.num_groups == 2
   np.testing.assert_allclose(merged.compute_s, [[12, 120], [3, np.inf]])
   assert list(zip(merged.edge_src, merged.edge_dst, merged.edge_bytes)) == [
@@ -91,4 +91,4 @@ def test_expand_and_custom_groups():
 def test_bad_group_of_shape():
   graph, costs = variable_graph()
   with pytest.raises(PlacementError, match="shape"):
-    coarsen(graph, costs, group_of=np.zeros(3))
+    build_group_graph(graph, costs, group_of=np.zeros(3))

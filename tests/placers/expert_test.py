@@ -8,6 +8,7 @@ from tfplace.cost.cluster import Cluster, Device
 from tfplace.cost.op_costs import OpCosts
 from tfplace.graph.op_graph import Edge, Op, OpGraph
 from tfplace.placers.expert import ExpertPlacer, scope_slot
+from tfplace.placers.problem import PlacementProblem
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
 
@@ -27,6 +28,10 @@ def make_costs(graph, cluster):
                        else np.inf for d in cluster.devices]
                       for op in graph.ops])
   return OpCosts(compute, graph.param_bytes, graph.output_bytes)
+
+
+def problem(graph, cluster):
+  return PlacementProblem(graph, cluster, make_costs(graph, cluster))
 
 
 def chain(names, cpu_only=(), groups=None):
@@ -63,7 +68,7 @@ def test_rnnlm_layers_spread_over_gpus():
   groups[9] = 8
   graph = chain(RNNLM, cpu_only={"lstm_1/t_0/py_hook"}, groups=groups)
   cluster = make_cluster(2)
-  p = ExpertPlacer().place(graph, cluster, make_costs(graph, cluster))
+  p = ExpertPlacer().place(problem(graph, cluster))
   p.validate(graph, cluster)
   assert [p.devices[n] for n in RNNLM] == [
       gpu(0), gpu(0), gpu(1), gpu(0), gpu(1), gpu(0), gpu(1), gpu(1),
@@ -77,7 +82,7 @@ def test_nmt_on_four_gpus():
            "decoder/embedding/lookup", "decoder/layer_0/t_0/x",
            "decoder/layer_3/t_0/x", "attention/t_0/scores", "softmax/logits"]
   graph, cluster = chain(names), make_cluster(4)
-  p = ExpertPlacer().place(graph, cluster, make_costs(graph, cluster))
+  p = ExpertPlacer().place(problem(graph, cluster))
   assert [p.devices[n] for n in names] == [
       gpu(0), gpu(0), gpu(0), gpu(1), gpu(0), gpu(0), gpu(3), gpu(3), gpu(3)]
 
@@ -86,7 +91,7 @@ def test_group_goes_where_most_members_point():
   names = ["lstm_0/a", "lstm_1/b", "lstm_1/c"]
   graph = chain(names, groups=np.array([0, 0, 0]))
   cluster = make_cluster(2)
-  p = ExpertPlacer().place(graph, cluster, make_costs(graph, cluster))
+  p = ExpertPlacer().place(problem(graph, cluster))
   assert set(p.devices.values()) == {gpu(1)}
 
 
@@ -94,11 +99,11 @@ def test_unknown_model_on_fastest_gpu():
   names = ["conv1/Conv2D", "mixed_5b/branch/Conv2D", "logits/MatMul"]
   graph = chain(names)
   cluster = make_cluster(2, flops=[1e12, 3e12])
-  p = ExpertPlacer().place(graph, cluster, make_costs(graph, cluster))
+  p = ExpertPlacer().place(problem(graph, cluster))
   assert set(p.devices.values()) == {gpu(1)}
 
 
 def test_no_gpu_means_cpu():
   graph, cluster = chain(RNNLM[:3]), make_cluster(0)
-  p = ExpertPlacer().place(graph, cluster, make_costs(graph, cluster))
+  p = ExpertPlacer().place(problem(graph, cluster))
   assert set(p.devices.values()) == {CPU}

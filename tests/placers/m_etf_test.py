@@ -11,6 +11,7 @@ from tfplace.graph.op_graph import Edge, Op, OpGraph
 from tfplace.placers import baechi_common
 from tfplace.placers import m_etf
 from tfplace.placers.m_etf import METfPlacer
+from tfplace.placers.problem import PlacementProblem
 
 
 def _cluster(num_gpus=2, memory=1e9, cpu=False):
@@ -42,8 +43,9 @@ def _costs(graph, cluster, seconds):
 
 
 def _place(graph, cluster, seconds, **config):
-  placer = METfPlacer(baechi_common.BaechiConfig(**config))
-  placement = placer.place(graph, cluster, _costs(graph, cluster, seconds))
+  placer = METfPlacer(baechi_common.BaechiOptions(**config))
+  problem = PlacementProblem(graph, cluster, _costs(graph, cluster, seconds))
+  placement = placer.place(problem)
   placement.validate(graph, cluster)
   return placement.to_array(graph, cluster)
 
@@ -110,7 +112,7 @@ def test_nothing_fits_still_places_every_op():
 
 def test_bad_memory_fraction_is_rejected():
   with pytest.raises(tfplace.errors.PlacementError):
-    baechi_common.BaechiConfig(memory_fraction=0.0)
+    baechi_common.BaechiOptions(memory_fraction=0.0)
 
 
 def test_single_op_without_edges():
@@ -124,9 +126,9 @@ def test_start_times_follow_the_etf_rule():
   edges = [Edge(0, 2, -1, 0), Edge(1, 2, 0, 1000)]
   graph = OpGraph(ops, edges, None)
   cluster = _cluster(2)
-  view = baechi_common.OpView(graph, cluster, _costs(graph, cluster,
-                                                     [2.0, 1.0, 1.0]),
-                              baechi_common.BaechiConfig())
+  view = baechi_common.OpView(
+      PlacementProblem(graph, cluster, _costs(graph, cluster, [2.0, 1.0, 1.0])),
+      baechi_common.BaechiOptions())
   scheduler = m_etf.EtfScheduler(view)
   devices = scheduler.run()
   # a (higher b-level) goes first on GPU:0, b on GPU:1 at 0; c waits for a

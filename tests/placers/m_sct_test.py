@@ -9,6 +9,7 @@ from tfplace.cost.op_costs import OpCosts
 from tfplace.graph.op_graph import Edge, Op, OpGraph
 from tfplace.placers import baechi_common
 from tfplace.placers.m_sct import MSctPlacer, favourite_children
+from tfplace.placers.problem import PlacementProblem
 
 
 def _cluster(num_gpus=2, memory=1e9):
@@ -24,8 +25,9 @@ def _costs(graph, cluster, seconds):
 
 
 def _place(graph, cluster, seconds, **config):
-  placer = MSctPlacer(baechi_common.BaechiConfig(**config))
-  placement = placer.place(graph, cluster, _costs(graph, cluster, seconds))
+  placer = MSctPlacer(baechi_common.BaechiOptions(**config))
+  problem = PlacementProblem(graph, cluster, _costs(graph, cluster, seconds))
+  placement = placer.place(problem)
   placement.validate(graph, cluster)
   return placement.to_array(graph, cluster).tolist()
 
@@ -43,8 +45,9 @@ def test_lp_picks_the_child_with_the_heavier_edge():
   # favourite, and the LP makespan is smallest when b (the costlier edge) is.
   graph = _fork(100_000, 500_000)
   cluster = _cluster(2)
-  view = baechi_common.OpView(graph, cluster, _costs(graph, cluster, [1.0] * 3),
-                              baechi_common.BaechiConfig())
+  view = baechi_common.OpView(
+      PlacementProblem(graph, cluster, _costs(graph, cluster, [1.0] * 3)),
+      baechi_common.BaechiOptions())
   assert favourite_children(view).tolist() == [2, -1, -1]
 
 

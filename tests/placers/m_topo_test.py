@@ -10,6 +10,7 @@ from tfplace.graph.op_graph import Edge, Op, OpGraph
 from tfplace.placers import baechi_common
 from tfplace.placers.m_topo import MTopoPlacer
 from tfplace.placers.registry import get_placer
+from tfplace.placers.problem import PlacementProblem
 
 
 def _chain(length, nbytes=1000):
@@ -28,8 +29,8 @@ def _place(graph, cluster, seconds, **config):
   t = np.asarray(seconds, dtype=np.float64)
   costs = OpCosts(np.tile(t[:, None], (1, cluster.num_devices)),
                   graph.param_bytes, graph.output_bytes)
-  placer = MTopoPlacer(baechi_common.BaechiConfig(**config))
-  placement = placer.place(graph, cluster, costs)
+  placer = MTopoPlacer(baechi_common.BaechiOptions(**config))
+  placement = placer.place(PlacementProblem(graph, cluster, costs))
   placement.validate(graph, cluster)
   return placement.to_array(graph, cluster).tolist()
 

@@ -11,6 +11,7 @@ from tfplace.cost.cluster import Cluster, Device
 from tfplace.cost.op_costs import OpCosts
 from tfplace.graph.op_graph import Edge, Op, OpGraph
 from tfplace.placers.registry import get_placer
+from tfplace.placers.problem import PlacementProblem
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
@@ -29,6 +30,10 @@ def make_costs(graph, cluster):
                        else np.inf for d in cluster.devices]
                       for op in graph.ops])
   return OpCosts(compute, graph.param_bytes, graph.output_bytes)
+
+
+def problem(graph, cluster):
+  return PlacementProblem(graph, cluster, make_costs(graph, cluster))
 
 
 def two_blobs(blob=5, cpu_only=False):
@@ -59,7 +64,7 @@ def two_blobs(blob=5, cpu_only=False):
 @pytest.mark.parametrize("name", ["metis", "scotch"])
 def test_cuts_the_light_edge(name):
   graph, cluster = two_blobs(), make_cluster()
-  p = get_placer(name).place(graph, cluster, make_costs(graph, cluster), seed=0)
+  p = get_placer(name).place(problem(graph, cluster), seed=0)
   p.validate(graph, cluster)
   a = {p.devices[f"a{i}"] for i in range(5)}
   b = {p.devices[f"b{i}"] for i in range(5)}
@@ -71,7 +76,7 @@ def test_cuts_the_light_edge(name):
 @pytest.mark.parametrize("name", ["metis", "scotch"])
 def test_cpu_only_ops_forced_to_cpu(name):
   graph, cluster = two_blobs(cpu_only=True), make_cluster()
-  p = get_placer(name).place(graph, cluster, make_costs(graph, cluster), seed=0)
+  p = get_placer(name).place(problem(graph, cluster), seed=0)
   p.validate(graph, cluster)
   assert p.devices["io"] == CPU
   assert {d for n, d in p.devices.items() if n != "io"} == {GPU0, GPU1}
@@ -81,8 +86,8 @@ def test_cpu_only_ops_forced_to_cpu(name):
 def test_deterministic_for_a_seed(name):
   graph, cluster = two_blobs(blob=6), make_cluster()
   costs = make_costs(graph, cluster)
-  p1 = get_placer(name).place(graph, cluster, costs, seed=2)
-  p2 = get_placer(name).place(graph, cluster, costs, seed=2)
+  p1 = get_placer(name).place(PlacementProblem(graph, cluster, costs), seed=2)
+  p2 = get_placer(name).place(PlacementProblem(graph, cluster, costs), seed=2)
   assert p1.devices == p2.devices
 
 
@@ -90,11 +95,10 @@ def test_deterministic_for_a_seed(name):
 def test_single_gpu_and_tiny_graphs(name):
   one_gpu = Cluster("cpu+gpu", make_cluster().devices[:2])
   graph = two_blobs()
-  p = get_placer(name).place(graph, one_gpu, make_costs(graph, one_gpu))
+  p = get_placer(name).place(problem(graph, one_gpu))
   assert set(p.devices.values()) == {GPU0}
   tiny = OpGraph([Op("x", "Add", flops=1.0)], [], None)
-  p = get_placer(name).place(tiny, make_cluster(),
-                             make_costs(tiny, make_cluster()))
+  p = get_placer(name).place(problem(tiny, make_cluster()))
   assert p.devices == {"x": GPU0}
 
 

@@ -1,9 +1,11 @@
-"""Tests for the placer registry and the top-level `place`."""
+"""Tests for the placer registry and placer options."""
 
 import tfplace  # noqa: F401  (before TensorFlow)
 
 import numpy as np
 import pytest
+
+import dataclasses
 
 from tfplace.cost.cluster import Cluster, Device
 from tfplace.cost.op_costs import CostModel, OpCosts
@@ -11,7 +13,8 @@ from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import Edge, Op, OpGraph
 from tfplace.placement import Placement
 from tfplace.placers import registry
-from tfplace.placers.base import Placer
+from tfplace.placers.base import Placer, PlacerKind
+from tfplace.placers.problem import PlacementProblem
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:0"
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
@@ -53,55 +56,88 @@ def test_get_placer_by_name(name):
 def test_unknown_placer_lists_names():
   with pytest.raises(PlacementError, match="unknown placer 'nope'.*single_gpu"):
     registry.get_placer("nope")
-  with pytest.raises(PlacementError, match="unknown placer"):
-    registry.place(*small(), placer="nope", cost_model=FixedCosts())
 
 
-def test_register_placer_decorator(monkeypatch):
+def test_kinds():
+  assert set(registry.list_placers(PlacerKind.HEURISTIC)) >= set(BASELINES)
+  assert "m_etf" in registry.list_placers(PlacerKind.HEURISTIC)
+  assert not set(registry.list_placers(PlacerKind.LEARNED)) & set(BASELINES)
+
+
+@dataclasses.dataclass(frozen=True)
+class LastOptions:
+  """Options of the test placer.
+
+  Attributes:
+    offset: how many devices before the last one.
+    verbose: unused.
+    note: unused.
+  """
+  offset: int = 0
+  verbose: bool = False
+  note: str = ""
+
+
+def _register_last(monkeypatch):
   monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
 
   @registry.register_placer("everything_on_last")
   class Last(Placer):
+    kind = PlacerKind.SEARCH
+    Options = LastOptions
 
-    def __init__(self, offset=0):
-      self.offset = offset
+    def place(self, problem, seed=None):
+      d = problem.cluster.num_devices - 1 - self.options.offset
+      return problem.placement(np.full(problem.groups.num_groups, d))
 
-    def place(self, graph, cluster, costs, seed=None):
-      ids = np.full(graph.num_ops, cluster.num_devices - 1 - self.offset)
-      return Placement.from_array(graph, cluster, ids)
+  return Last
 
-  assert Last.name == "everything_on_last"
-  assert "everything_on_last" in registry.list_placers()
-  assert registry.get_placer("everything_on_last", offset=1).offset == 1
-  with pytest.raises(PlacementError, match="bad options"):
-    registry.get_placer("everything_on_last", colour="red")
+
+def test_register_placer_decorator(monkeypatch):
+  last = _register_last(monkeypatch)
+  assert last.name == "everything_on_last"
+  assert "everything_on_last" in registry.list_placers(PlacerKind.SEARCH)
   with pytest.raises(ValueError, match="already registered"):
     registry.register_placer("everything_on_last")(type("Other", (Placer,), {}))
-  p = registry.place(*small(), placer="everything_on_last",
-                     cost_model=FixedCosts())
-  assert set(p.devices.values()) == {GPU0}
-  assert p.metadata.placer == "everything_on_last"
-
-
-def test_place_predicts_step_time():
   graph, cluster = small()
-  p = registry.place(graph, cluster, placer="single_cpu",
-                     cost_model=FixedCosts())
-  p.validate(graph, cluster)
-  assert p.metadata.placer == "single_cpu"
-  # a (1 ms) then b (2 ms) on the CPU, nothing transferred.
-  assert p.metadata.predicted_step_time_s == pytest.approx(3e-3, rel=1e-6)
-  p = registry.place(graph, cluster, placer="single_gpu",
-                     cost_model=FixedCosts())
-  assert p.metadata.predicted_step_time_s == pytest.approx(3e-4, rel=1e-6)
-  assert p.metadata.extra["feasible"] is True
+  costs = FixedCosts().op_costs(graph, cluster)
+  p = registry.get_placer("everything_on_last").place(
+      PlacementProblem(graph, cluster, costs))
+  assert set(p.devices.values()) == {GPU0}
 
 
-def test_place_reports_infeasible():
-  graph = OpGraph([Op("v", "VarHandleOp", param_bytes=int(2e10))], [], None)
-  _, cluster = small()
-  p = registry.place(graph, cluster, placer="single_gpu",
-                     cost_model=FixedCosts())
-  assert p.metadata.predicted_step_time_s is None
-  assert p.metadata.extra["feasible"] is False
-  assert p.metadata.extra["oom_devices"] == [GPU0]
+@pytest.mark.parametrize("given", [
+    {"offset": 1, "verbose": True}, "offset=1,verbose=yes",
+    " offset = 1 , verbose=true ", LastOptions(offset=1, verbose=True)])
+def test_options_from_dict_text_or_instance(monkeypatch, given):
+  _register_last(monkeypatch)
+  placer = registry.get_placer("everything_on_last", given)
+  assert placer.options == LastOptions(offset=1, verbose=True)
+
+
+@pytest.mark.parametrize("given, message", [
+    ("colour=red", "has no option colour; its options: offset, verbose, note"),
+    ("offset=x", "option offset must be int, got 'x'"),
+    ("verbose=maybe", "option verbose must be bool"),
+    ("offset", "bad placer option 'offset'"),
+    (3, "options must be a LastOptions"),
+])
+def test_bad_options_are_clear_errors(monkeypatch, given, message):
+  _register_last(monkeypatch)
+  with pytest.raises(PlacementError, match=message):
+    registry.get_placer("everything_on_last", given)
+
+
+def test_baechi_options_are_checked():
+  placer = registry.get_placer("m_etf", "memory_fraction=0.5,use_cpu=true")
+  assert placer.options.memory_fraction == 0.5 and placer.options.use_cpu
+  with pytest.raises(PlacementError, match="memory_fraction must be in"):
+    registry.get_placer("m_etf", {"memory_fraction": 0.0})
+
+
+def test_describe_placers_lists_every_placer_and_its_options():
+  text = registry.describe_placers()
+  for name in BASELINES:
+    assert f"  {name} (heuristic)" in text
+  assert "memory_fraction (float, default 1.0)" in text
+  assert "single_cpu (heuristic): no options" in text

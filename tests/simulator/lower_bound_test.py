@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
-from tfplace.simulator.lower_bound import critical_path, lower_bound, work_bound
+from tfplace.simulator.lower_bound import lower_bound, work_bound
 from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.presets import cpu_cluster
 from tfplace.graph.op_graph import Edge, Op, OpGraph
@@ -19,12 +19,6 @@ def costs(seconds):
   s = np.asarray(seconds, dtype=np.float64)
   m = s.shape[0]
   return OpCosts(s, np.zeros(m, np.int64), np.zeros(m, np.int64))
-
-
-def test_critical_path_takes_the_longest_branch():
-  # 0 -> 1 -> 3 and 0 -> 2 -> 3: 1 + max(5, 2) + 1.
-  g = graph(4, [(0, 1), (0, 2), (1, 3), (2, 3)])
-  assert critical_path(g, np.array([1.0, 5.0, 2.0, 1.0])) == pytest.approx(7.0)
 
 
 def test_chain_bound_is_its_fastest_path():

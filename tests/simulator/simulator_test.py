@@ -7,7 +7,7 @@ import tfplace  # noqa: F401
 from tfplace.simulator.lower_bound import lower_bound
 from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.presets import cpu_cluster
-from tfplace.simulator.simulator import Simulator, simulate
+from tfplace.simulator.simulator import Simulator
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import Edge, Op, OpGraph
 
@@ -187,12 +187,3 @@ def test_batch_matches_single_and_bounds_hold():
   assert np.isinf(batch).any() and np.isfinite(batch).any()
   bound = lower_bound(g, c, costs)
   assert np.all(batch[np.isfinite(batch)] >= bound - 1e-12)
-
-
-def test_simulate_convenience_uses_the_analytical_model():
-  g = make_graph(2, [(0, 1, 100)])
-  r = simulate(g, cpu_cluster(2), np.array([0, 0]))
-  # MatMul with no FLOPs: op0 moves 100 bytes (its output), op1 200 (input
-  # and output), at 0.7 * 2e10 B/s, plus 5 us overhead each.
-  expected = 300 / (0.7 * 2e10) + 2 * 5e-6
-  assert r.step_time_s == pytest.approx(expected)

@@ -11,11 +11,12 @@ import json
 
 from absl import flags
 
+from tfplace.cli.run_helpers import CLUSTER_HELP
 from tfplace.errors import TfplaceError
 
 _OUT = flags.DEFINE_string("out", None, "placed graph file to write",
                            allow_override=True)
-_CLUSTER = flags.DEFINE_string("cluster", None, "cluster preset or JSON file",
+_CLUSTER = flags.DEFINE_string("cluster", None, CLUSTER_HELP,
                                allow_override=True)
 _JSON = flags.DEFINE_bool("json", False, "print the result as JSON",
                           allow_override=True)

@@ -49,8 +49,10 @@ def main(argv: Optional[List[str]] = None) -> None:
   rest = argv[2:]
   if any(a in ("-h", "--help", "--helpfull") for a in rest):
     doc = (module.__doc__ or "").strip()
+    extra = getattr(module, "extra_help", None)
     sys.stdout.write(f"tfplace {verb}: {doc}\n\nflags:\n"
-                     f"{flags.FLAGS.module_help(module)}\n")
+                     f"{flags.FLAGS.module_help(module)}\n"
+                     + (f"\n{extra()}\n" if extra else ""))
     sys.exit(0)
 
   def parse(args):

@@ -10,6 +10,12 @@ from typing import List, Optional, Tuple
 
 from tfplace.errors import GraphImportError, TfplaceError
 
+# The --cluster flag's help, the same for every verb that takes one.
+CLUSTER_HELP = (
+    "the cluster: a preset name (see `tfplace clusters`), a cluster JSON "
+    "file, the state file of `tfplace cluster up`, or a TF cluster spec JSON "
+    '({"worker": ["host:port", ...]})')
+
 
 def load_graph_or_model(source: str):
   """A graph file, or a benchmark model name (GraphImportError if neither)."""
@@ -68,3 +74,28 @@ def native_stdout_to_stderr():
     sys.stdout.flush()
     os.dup2(saved, 1)
     os.close(saved)
+
+
+def cluster_and_cost_model(cluster_arg: str, cost_model: Optional[str],
+                           calibration: Optional[str]):
+  """(Cluster, CostModel) from the --cluster, --cost_model and --calibration
+  flags of `place` and `simulate`.
+
+  The cost model defaults to analytical, or calibrated when a calibration is
+  given; a calibration also calibrates the cluster's links and overheads.
+  """
+  from tfplace.cli.cluster_arg import load_cluster_arg
+  from tfplace.cost import profiled
+  from tfplace.cost.cost_models import get_cost_model
+  if not cluster_arg:
+    raise TfplaceError("--cluster is required (a preset name, a cluster JSON "
+                       "file, a `tfplace cluster up` state file or a TF "
+                       "cluster spec)")
+  cluster = load_cluster_arg(cluster_arg)
+  model = get_cost_model(
+      cost_model or ("calibrated" if calibration else "analytical"),
+      calibration)
+  if calibration:
+    cluster = profiled.apply_calibration(
+        cluster, profiled.Calibration.load(calibration))
+  return cluster, model

@@ -1,6 +1,6 @@
 """predicted step time of a placement.
 
-usage: tfplace simulate GRAPH --cluster PRESET_OR_JSON
+usage: tfplace simulate GRAPH --cluster CLUSTER
                         --placement placement.json [--cost_model NAME]
                         [--calibration calibration.json] [--json]
 
@@ -18,11 +18,10 @@ from typing import List
 
 from absl import flags
 
+from tfplace.cli.run_helpers import CLUSTER_HELP
 from tfplace.errors import TfplaceError
 
-_CLUSTER = flags.DEFINE_string(
-    "cluster", None, "cluster preset name (see `tfplace clusters`) or a "
-    "cluster JSON file")
+_CLUSTER = flags.DEFINE_string("cluster", None, CLUSTER_HELP)
 _PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
 _CALIBRATION = flags.DEFINE_string(
     "calibration", None, "optional calibration JSON (tfplace.calibration/1)")
@@ -34,31 +33,24 @@ _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 
 def main(argv: List[str]) -> None:
   """Runs `tfplace simulate`; see the module docstring."""
-  from tfplace.cli.cluster_arg import load_cluster_arg
-  from tfplace.cost import profiled
-  from tfplace.simulator import lower_bound, simulator
-  from tfplace.cost.cost_models import get_cost_model
+  from tfplace import pipeline
+  from tfplace.cli.run_helpers import cluster_and_cost_model
   from tfplace.graph.importers import import_graph
   from tfplace.placement import Placement
+  from tfplace.placers.problem import PlacementProblem
   if len(argv) != 2:
     raise TfplaceError("expected exactly one GRAPH argument: tfplace simulate "
                        "GRAPH --cluster C --placement placement.json")
-  if not _CLUSTER.value or not _PLACEMENT.value:
-    raise TfplaceError("--cluster and --placement are required")
-  cluster = load_cluster_arg(_CLUSTER.value)
-  name = _COST_MODEL.value or ("calibrated" if _CALIBRATION.value
-                               else "analytical")
-  model = get_cost_model(name, _CALIBRATION.value)
-  if _CALIBRATION.value:
-    calibration = profiled.Calibration.load(_CALIBRATION.value)
-    cluster = profiled.apply_calibration(cluster, calibration)
+  if not _PLACEMENT.value:
+    raise TfplaceError("--placement is required")
+  cluster, cost_model = cluster_and_cost_model(
+      _CLUSTER.value, _COST_MODEL.value, _CALIBRATION.value)
   placement = Placement.load(_PLACEMENT.value)
   graph = import_graph(argv[1])
-  ids = placement.to_array(graph, cluster)
-  costs = model.op_costs(graph, cluster)
-  result = simulator.Simulator(graph, cluster, costs).simulate(ids)
-  bound = lower_bound.lower_bound(graph, cluster, costs)
-  _report(result, bound, cluster)
+  problem = PlacementProblem(graph, cluster,
+                             cost_model.op_costs(graph, cluster))
+  result = pipeline.evaluate(problem, placement)
+  _report(result, problem.lower_bound_s, cluster)
 
 
 def _report(result, bound: float, cluster) -> None:

@@ -18,7 +18,7 @@ from typing import FrozenSet, Mapping
 import numpy as np
 
 from tfplace.cost.cluster import Cluster
-from tfplace.cost.op_costs import CostModel, OpCosts
+from tfplace.cost.op_costs import CostModel, OpCosts, kernel_mask
 from tfplace.graph.op_graph import OpGraph
 
 TRIVIAL_OP_TYPES = frozenset({
@@ -85,16 +85,3 @@ class AnalyticalCostModel(CostModel):
     seconds[~kernel_mask(graph, cluster)] = np.inf
     return OpCosts(compute_s=seconds, param_bytes=graph.param_bytes.copy(),
                    output_bytes=graph.output_bytes.copy())
-
-
-def kernel_mask(graph: OpGraph, cluster: Cluster) -> np.ndarray:
-  """bool [M, D]: True where the op has a kernel for the device's type.
-
-  An op with an empty `kernels` set is taken to run anywhere.
-  """
-  types = [d.type for d in cluster.devices]
-  mask = np.ones((graph.num_ops, len(types)), dtype=bool)
-  for i, op in enumerate(graph.ops):
-    if op.kernels:
-      mask[i] = [t in op.kernels for t in types]
-  return mask

@@ -44,6 +44,11 @@ _MODELS: Dict[str, Callable[[Optional[str]], CostModel]] = {
 }
 
 
+def default_cost_model() -> CostModel:
+  """The cost model used when none is given: the analytical roofline."""
+  return get_cost_model(DEFAULT_COST_MODEL)
+
+
 def list_cost_models() -> List[str]:
   """Names `get_cost_model` accepts."""
   return sorted(_MODELS)

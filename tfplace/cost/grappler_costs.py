@@ -42,9 +42,9 @@ from typing import Dict, Mapping, Optional, Tuple
 from absl import logging
 import numpy as np
 
-from tfplace.cost.analytical import AnalyticalCostModel, kernel_mask
+from tfplace.cost.analytical import AnalyticalCostModel
 from tfplace.cost.cluster import Cluster, Device
-from tfplace.cost.op_costs import CostModel, OpCosts
+from tfplace.cost.op_costs import CostModel, OpCosts, kernel_mask
 from tfplace.graph.op_graph import OpGraph, StepFetches
 
 # FLOP/s of the virtual grappler device: 1 core at 100 MHz.

@@ -20,7 +20,8 @@ class OpCosts:
 
   Attributes:
     compute_s: float64 [M, D], seconds op i takes on device j (inf where the
-      device type has no kernel for the op).
+      device type has no kernel for the op: every placer and the simulator
+      read "may op i run on device j" from here).
     param_bytes: int64 [M], persistent bytes (variables, optimizer slots).
     output_bytes: int64 [M], bytes of the op's outputs (activations).
   """
@@ -41,20 +42,40 @@ class CostModel(abc.ABC):
   """Estimates `OpCosts` for a graph on a cluster.
 
   Subclasses implement `estimate` (what each op would cost if it ran);
-  `op_costs` gives the costs of one training step, where ops the step does
-  not run (`OpGraph.step_mask`: the variable-initialization subgraph) cost
-  nothing.
+  `op_costs` gives the costs of one training step: infinite where the device
+  type has no kernel for the op (whatever `estimate` said), and nothing for
+  the ops the step does not run (`OpGraph.step_mask`: the
+  variable-initialization subgraph).
   """
 
   name: str = "cost_model"
 
   def op_costs(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
     """The costs of one training step of `graph` on every device."""
-    return step_costs(graph, self.estimate(graph, cluster))
+    costs = self.estimate(graph, cluster)
+    no_kernel = ~kernel_mask(graph, cluster)
+    if no_kernel.any() and np.isfinite(costs.compute_s[no_kernel]).any():
+      compute = np.array(costs.compute_s, dtype=np.float64, copy=True)
+      compute[no_kernel] = np.inf
+      costs = dataclasses.replace(costs, compute_s=compute)
+    return step_costs(graph, costs)
 
   @abc.abstractmethod
   def estimate(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
     """The cost of every op of `graph` on every device of `cluster`."""
+
+
+def kernel_mask(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+  """bool [M, D]: True where the op has a kernel for the device's type.
+
+  An op with an empty `kernels` set is taken to run anywhere.
+  """
+  types = [d.type for d in cluster.devices]
+  mask = np.ones((graph.num_ops, len(types)), dtype=bool)
+  for i, op in enumerate(graph.ops):
+    if op.kernels:
+      mask[i] = [t in op.kernels for t in types]
+  return mask
 
 
 def step_costs(graph: OpGraph, costs: OpCosts) -> OpCosts:

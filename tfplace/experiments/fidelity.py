@@ -20,12 +20,12 @@ during the run biases neither side.
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from absl import logging
 import numpy as np
 
 from tfplace.cost.cluster import Cluster
 from tfplace.cost.profiled import Calibration
-from tfplace.errors import TfplaceError
+from tfplace.experiments.compare_placers import (BASELINE_PLACERS,
+                                                  compare_placers)
 from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.batch import measure_batch
 from tfplace.measurement.calibration import calibrated_simulator
@@ -53,15 +53,12 @@ class FidelityReport:
 
 def baseline_placements(graph: OpGraph, cluster: Cluster
                         ) -> List[Tuple[str, Placement]]:
-  """Every registered placer that can place this graph on this cluster."""
-  from tfplace.placers import registry
-  out = []
-  for name in registry.list_placers():
-    try:
-      out.append((name, registry.place(graph, cluster, name, seed=0)))
-    except (TfplaceError, ValueError, RuntimeError) as e:
-      logging.info("placer %s skipped: %s", name, e)
-  return out
+  """The placement of every baseline placer that can place this graph on
+  this cluster (`compare_placers.BASELINE_PLACERS`)."""
+  comparison = compare_placers(graph, cluster, BASELINE_PLACERS,
+                               progress=False)
+  return [(run.placer, run.placement) for run in comparison.runs
+          if run.placement is not None]
 
 
 def _key(placement: Placement) -> Tuple:

@@ -11,7 +11,6 @@ and each placer's own running time (placement time) is reported beside it.
 
 import dataclasses
 import json
-import math
 import time
 from typing import Dict, List, Mapping, Sequence, Tuple
 
@@ -20,7 +19,9 @@ from tqdm.auto import tqdm
 
 from tfplace.errors import TfplaceError
 from tfplace.experiments.compare_placers import (PlacerComparison,
-                                                  PlacerRun, compare_placers)
+                                                  compare_placers)
+from tfplace.io_utils import json_number
+from tfplace.pipeline import PlacerRun
 
 DEFAULT_MODELS = ("rnnlm", "nmt", "inception_v3")
 DEFAULT_GPUS = (2, 4)
@@ -107,8 +108,7 @@ class SeedTable:
     return "\n".join(lines) + "\n"
 
   def to_dict(self) -> dict:
-    def number(x: float):
-      return x if math.isfinite(x) else None
+    number = json_number
     return {
         "placers": list(self.placers),
         "rows": [{

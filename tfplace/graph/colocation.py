@@ -13,7 +13,7 @@ from typing import List, Sequence
 import numpy as np
 from absl import logging
 
-from tfplace.graph.op_graph import Edge, Op
+from tfplace.graph.op_graph import LOOP_BACK_OPS, Edge, Op
 
 # Op types whose ref-typed inputs are real refs (they write the variable).
 _REF_CONSUMER_PREFIXES = ("Assign", "Apply", "SparseApply", "Scatter",
@@ -94,7 +94,7 @@ def _frame_depths(ops: Sequence[Op], edges: Sequence[Edge]) -> np.ndarray:
   succ: List[List[int]] = [[] for _ in range(m)]
   indeg = np.zeros(m, dtype=np.int64)
   for e in edges:
-    if ops[e.src].type in ("NextIteration", "RefNextIteration"):
+    if ops[e.src].type in LOOP_BACK_OPS:
       continue
     succ[e.src].append(e.dst)
     indeg[e.dst] += 1
@@ -124,6 +124,5 @@ def _union_loop_frames(ops: Sequence[Op], edges: Sequence[Edge],
   out_depth = _frame_depths(ops, edges)
   for e in edges:
     # A tensor (or control signal) inside a loop frame ties both ends.
-    if out_depth[e.src] >= 1 or ops[e.src].type in ("NextIteration",
-                                                    "RefNextIteration"):
+    if out_depth[e.src] >= 1 or ops[e.src].type in LOOP_BACK_OPS:
       uf.union(e.src, e.dst)

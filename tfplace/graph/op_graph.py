@@ -23,6 +23,9 @@ Shape = Tuple[int, ...]
 CONTROL_FLOW_OPS = frozenset({
     "While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase",
 })
+# TF1 loop ops whose outputs feed the next iteration: their out-edges are loop
+# back edges, left out of every DAG view.
+LOOP_BACK_OPS = frozenset({"NextIteration", "RefNextIteration"})
 # TF1 loop ops: a loop frame is unioned into one colocation group.
 LOOP_FRAME_OPS = frozenset({
     "Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
@@ -223,11 +226,25 @@ class OpGraph:
     src, dst = self._dag_edges()
     return _csr(dst, src, self.num_ops)
 
+  @functools.cached_property
+  def is_back_edge_source(self) -> np.ndarray:
+    """bool [M]: ops whose out-edges close a TF1 loop (NextIteration)."""
+    return np.array([t in LOOP_BACK_OPS for t in self.op_types], dtype=bool)
+
+  @functools.cached_property
+  def dag_edge_mask(self) -> np.ndarray:
+    """bool [E]: the edges of the DAG view (loop back edges left out).
+
+    The one filter every DAG algorithm uses (topological order, longest
+    paths, the simulator, list schedulers).
+    """
+    src = self.edge_arrays[0]
+    return ~self.is_back_edge_source[src] if len(src) else np.ones(0, bool)
+
   def _dag_edges(self) -> Tuple[np.ndarray, np.ndarray]:
     src, dst, _, _ = self.edge_arrays
-    is_back = np.array([self.ops[s].type in ("NextIteration", "RefNextIteration")
-                        for s in src], dtype=bool)
-    return src[~is_back], dst[~is_back]
+    keep = self.dag_edge_mask
+    return src[keep], dst[keep]
 
   @functools.cached_property
   def topo_order(self) -> np.ndarray:

@@ -1,18 +1,19 @@
 """The group-level view of a graph: ops merged into groups, costs summed.
 
-Partitioners and the learned placers work on groups (by default the
-colocation groups, which must be placed whole) rather than on ops. A
-`GroupGraph` holds, per group, its member ops, its compute time on every
-device, its parameter and output bytes, and the edges between groups with
-the bytes they carry. `expand` turns a device per group back into a device
-per op.
+Every placer works on groups (by default the colocation groups, which must be
+placed whole) rather than on ops. A `GroupGraph` holds, per group, its member
+ops, its compute time on every device, the devices it may use, its parameter
+and output bytes, the edges between groups with the bytes they carry, and
+the features a learned placer reads (op-type counts, bytes in and out,
+topological rank). `expand` turns a device per group (or a batch of them)
+back into a device per op.
 
 The group graph may have cycles: a variable's colocation group holds both
 its read and its update, so ops between them point back into the group.
 """
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -30,6 +31,7 @@ class GroupGraph:
     members: per group, the int32 array of its op ids (ascending).
     compute_s: float64 [G, D], summed compute seconds of the members on each
       device (inf where some member has no kernel for the device type).
+    allowed: bool [G, D], the device can run every member op (finite cost).
     param_bytes: int64 [G], summed persistent bytes.
     output_bytes: int64 [G], summed output (activation) bytes.
     edge_src: int32 [E], source group of each group edge.
@@ -43,6 +45,7 @@ class GroupGraph:
   group_of: np.ndarray
   members: Tuple[np.ndarray, ...]
   compute_s: np.ndarray
+  allowed: np.ndarray
   param_bytes: np.ndarray
   output_bytes: np.ndarray
   edge_src: np.ndarray
@@ -63,11 +66,6 @@ class GroupGraph:
     return self.compute_s.shape[1]
 
   @property
-  def allowed(self) -> np.ndarray:
-    """bool [G, D]: the device can run every member op (finite compute)."""
-    return np.isfinite(self.compute_s)
-
-  @property
   def memory_bytes(self) -> np.ndarray:
     """int64 [G]: memory estimate, parameters plus activations.
 
@@ -81,12 +79,49 @@ class GroupGraph:
     return np.argsort(self.topo_rank, kind="stable").astype(np.int32)
 
   def expand(self, group_device_ids) -> np.ndarray:
-    """Device id per op (int32 [M]) from a device id per group ([G])."""
+    """Device id per op from a device id per group.
+
+    Args:
+      group_device_ids: int [G], or a batch [B, G].
+
+    Returns:
+      int32 [M], or [B, M] for a batch.
+    """
     ids = np.asarray(group_device_ids)
-    if ids.shape != (self.num_groups,):
-      raise PlacementError(f"expected {self.num_groups} group device ids, "
-                           f"got shape {ids.shape}")
-    return ids.astype(np.int32)[self.group_of]
+    if ids.ndim not in (1, 2) or ids.shape[-1] != self.num_groups:
+      raise PlacementError(f"expected {self.num_groups} group device ids "
+                           f"(or a batch of them), got shape {ids.shape}")
+    return ids.astype(np.int32)[..., self.group_of]
+
+  # ---- features of each group (what a learned placer sees) ---------------
+
+  @property
+  def in_bytes(self) -> np.ndarray:
+    """float64 [G]: bytes the group receives from other groups."""
+    return np.bincount(self.edge_dst, weights=self.edge_bytes,
+                       minlength=self.num_groups)
+
+  @property
+  def out_bytes(self) -> np.ndarray:
+    """float64 [G]: bytes the group sends to other groups."""
+    return np.bincount(self.edge_src, weights=self.edge_bytes,
+                       minlength=self.num_groups)
+
+  def op_type_counts(self, op_types: Sequence[str],
+                     vocabulary: Sequence[str]) -> np.ndarray:
+    """float32 [G, V+1]: how many member ops have each vocabulary type.
+
+    Args:
+      op_types: the type of every op (`OpGraph.op_types`).
+      vocabulary: the op types to count; the last column counts the others.
+    """
+    column = {t: k for k, t in enumerate(vocabulary)}
+    other = len(vocabulary)
+    op_column = np.array([column.get(t, other) for t in op_types],
+                         dtype=np.int64)
+    counts = np.zeros((self.num_groups, other + 1), dtype=np.float32)
+    np.add.at(counts, (self.group_of, op_column), 1.0)
+    return counts
 
   def undirected_adjacency(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Symmetric CSR adjacency (ptr [G+1], nbr [2E'], bytes [2E']).
@@ -110,8 +145,8 @@ class GroupGraph:
     return ptr, dst[order].astype(np.int64), w[order]
 
 
-def coarsen(graph: OpGraph, costs: OpCosts,
-            group_of: Optional[np.ndarray] = None) -> GroupGraph:
+def build_group_graph(graph: OpGraph, costs: OpCosts,
+                      group_of: Optional[np.ndarray] = None) -> GroupGraph:
   """Builds the group graph of `graph`.
 
   Args:
@@ -149,6 +184,7 @@ def coarsen(graph: OpGraph, costs: OpCosts,
   np.minimum.at(topo_rank, gof[order], np.arange(len(order), dtype=np.int32))
   return GroupGraph(
       group_of=gof, members=members, compute_s=compute,
+      allowed=np.isfinite(compute),
       param_bytes=np.bincount(gof, weights=costs.param_bytes,
                               minlength=num_groups).astype(np.int64),
       output_bytes=np.bincount(gof, weights=costs.output_bytes,

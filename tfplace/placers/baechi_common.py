@@ -5,39 +5,37 @@ Learning Graphs", ACM SoCC 2020) places op graphs in seconds with three list
 algorithms that never put more on a device than its memory holds. This module
 holds what the three share:
 
-* `BaechiConfig`: which devices to use and how much of their memory.
-* `OpView`: the op-level arrays a placer needs (compute time per op and
-  device, allowed devices per colocation group, predecessors with bytes, a
-  b-level priority), built once with NumPy.
-* `MemoryState`: per-device memory use and the binding of colocation groups
-  to devices. A group is bound, and its whole memory (every member's param
-  bytes + output bytes) charged, when its first op is placed; every later op
-  of the group goes to the same device.
-
-Memory estimate per op: persistent `param_bytes` + `output_bytes` (the
-activations of a training step are kept until the backward pass, so this is
-the conservative upper estimate Baechi also uses).
+* `BaechiOptions`: which devices to use and how much of their memory.
+* `OpView`: the op-level arrays a list scheduler needs (compute time per op
+  and device, predecessors with bytes, a b-level priority), built once with
+  NumPy on top of the problem's colocation groups (`GroupGraph`: members,
+  devices with kernels) and the DAG view of the `OpGraph`.
+* `MemoryState`: the binding of colocation groups to devices, charging each
+  group's memory to a `tfplace.grouping.memory.MemoryBudget` (the one memory
+  estimate every placer uses) when its first op is placed; every later op of
+  the group goes to the same device.
 """
 
 import abc
 import dataclasses
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 from absl import logging
 
 from tfplace.cost.cluster import Cluster
-from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import PlacementError
+from tfplace.graph import paths
 from tfplace.graph.op_graph import OpGraph
+from tfplace.grouping.group_graph import GroupGraph
+from tfplace.grouping.memory import MemoryBudget
 from tfplace.placement import Placement
 from tfplace.placers.base import Placer
-
-_BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
+from tfplace.placers.problem import PlacementProblem
 
 
 @dataclasses.dataclass(frozen=True)
-class BaechiConfig:
+class BaechiOptions:
   """Options shared by m-TOPO, m-ETF and m-SCT.
 
   Attributes:
@@ -69,16 +67,16 @@ class BaechiConfig:
 
 
 class OpView:
-  """Op-level arrays of one (graph, cluster, costs) for the list placers.
+  """Op-level arrays of one placement problem for the list placers.
 
   Attributes:
     num_ops, num_devices: M and D.
+    groups: the colocation groups (`GroupGraph`).
     compute: float64 [M, D], seconds; inf where the op's group may not go.
     group_of: int [M] colocation group per op.
-    group_members: list of op-index arrays per group.
-    group_mem: float64 [G], bytes charged when a group is bound.
+    group_members: op-index arrays per group.
     group_allowed: bool [G, D], devices with a kernel for every member (and
-      preferred by the config).
+      preferred by the options).
     pred_ptr, pred_src, pred_bytes: CSR of deduplicated predecessors (src op,
       bytes summed over the tensors src sends this op); loop back edges left out.
     succ_ptr, succ_dst: CSR of deduplicated successors.
@@ -88,31 +86,20 @@ class OpView:
     latency, bandwidth: [D, D] link matrices of the cluster.
   """
 
-  def __init__(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
-               config: BaechiConfig):
-    m, d = graph.num_ops, cluster.num_devices
-    if costs.compute_s.shape != (m, d):
-      raise PlacementError(
-          f"costs are for {costs.compute_s.shape} (ops, devices) but the graph "
-          f"has {m} ops and the cluster {d} devices")
-    self.graph, self.cluster, self.config = graph, cluster, config
-    self.num_ops, self.num_devices = m, d
-    self.group_of = np.asarray(graph.group_of, dtype=np.int64)
-    num_groups = int(self.group_of.max()) + 1
-    self.group_members = _members(self.group_of, num_groups)
-    op_mem = (np.asarray(costs.param_bytes, dtype=np.float64) +
-              config.activation_fraction *
-              np.asarray(costs.output_bytes, dtype=np.float64))
-    self.op_mem = op_mem
-    self.group_mem = np.bincount(self.group_of, weights=op_mem,
-                                 minlength=num_groups)
-    self.group_allowed = _group_allowed(graph, cluster, costs, self.group_of,
-                                        num_groups, config.use_cpu)
+  def __init__(self, problem: PlacementProblem, options: BaechiOptions):
+    graph, cluster, groups = problem.graph, problem.cluster, problem.groups
+    self.graph, self.cluster, self.options = graph, cluster, options
+    self.groups = groups
+    self.num_ops, self.num_devices = graph.num_ops, cluster.num_devices
+    self.group_of = np.asarray(groups.group_of, dtype=np.int64)
+    self.group_members = groups.members
+    self.group_allowed = _group_allowed(graph, cluster, groups, options.use_cpu)
     is_cpu = np.array([dev.type == "CPU" for dev in cluster.devices])
-    spread = np.ones(d, dtype=bool) if config.use_cpu or is_cpu.all() else ~is_cpu
+    spread = (np.ones(self.num_devices, dtype=bool)
+              if options.use_cpu or is_cpu.all() else ~is_cpu)
     # The devices the work is spread over (accelerators unless use_cpu).
     self.candidate_devices = np.flatnonzero(spread)
-    compute = np.asarray(costs.compute_s, dtype=np.float64).copy()
+    compute = np.asarray(problem.costs.compute_s, dtype=np.float64).copy()
     compute[~self.group_allowed[self.group_of]] = np.inf
     self.compute = compute
     self.min_compute = compute.min(axis=1)
@@ -121,8 +108,6 @@ class OpView:
     self.topo_order = np.asarray(graph.topo_order, dtype=np.int64)
     self.latency = np.asarray(cluster.link_latency, dtype=np.float64)
     self.bandwidth = np.asarray(cluster.link_bandwidth, dtype=np.float64)
-    self.capacity = np.array([dev.memory_bytes for dev in cluster.devices],
-                             dtype=np.float64) * config.memory_fraction
 
   @property
   def num_groups(self) -> int:
@@ -149,40 +134,17 @@ class OpView:
   def blevel(self) -> np.ndarray:
     """Longest path (min compute, no communication) from each op to a sink."""
     level = np.where(np.isfinite(self.min_compute), self.min_compute, 0.0)
-    out = level.copy()
-    ptr, dst = self.succ_ptr, self.succ_dst
-    for op in self.topo_order[::-1]:
-      a, b = ptr[op], ptr[op + 1]
-      if b > a:
-        out[op] = level[op] + out[dst[a:b]].max()
-    return out
+    return paths.bottom_levels(self.graph, level)
 
 
-def _members(group_of: np.ndarray, num_groups: int) -> List[np.ndarray]:
-  order = np.argsort(group_of, kind="stable")
-  bounds = np.searchsorted(group_of[order], np.arange(num_groups + 1))
-  return [order[bounds[g]:bounds[g + 1]] for g in range(num_groups)]
-
-
-def _group_allowed(graph: OpGraph, cluster: Cluster, costs: OpCosts,
-                   group_of: np.ndarray, num_groups: int,
+def _group_allowed(graph: OpGraph, cluster: Cluster, groups: GroupGraph,
                    use_cpu: bool) -> np.ndarray:
-  """bool [G, D]: devices with a kernel for every member of each group."""
-  d = cluster.num_devices
-  bad = ~np.isfinite(np.asarray(costs.compute_s))  # [M, D]
-  kernel_ok = np.ones((num_groups, d), dtype=bool)
-  np.logical_and.at(kernel_ok, group_of, ~bad)
-  by_kernels = {}  # Declared kernels, in case the costs miss one.
-  for i, op in enumerate(graph.ops):
-    if op.kernels:
-      types_ok = by_kernels.get(op.kernels)
-      if types_ok is None:
-        types_ok = np.array([dev.type in op.kernels for dev in cluster.devices])
-        by_kernels[op.kernels] = types_ok
-      kernel_ok[group_of[i]] &= types_ok
+  """bool [G, D]: devices with a kernel for every member of each group,
+  accelerators only for groups that have one (unless `use_cpu`)."""
+  kernel_ok = groups.allowed
   empty = np.flatnonzero(~kernel_ok.any(axis=1))
   if len(empty):
-    names = [graph.ops[i].name for i in np.flatnonzero(group_of == empty[0])[:3]]
+    names = [graph.ops[i].name for i in groups.members[empty[0]][:3]]
     raise PlacementError(
         f"{len(empty)} colocation group(s) have no device with a kernel for "
         f"all their ops, e.g. the group of {', '.join(names)}")
@@ -199,13 +161,10 @@ def _dedup_adjacency(graph: OpGraph):
   """Predecessor CSR with bytes and successor CSR, one entry per op pair."""
   src, dst, _, nbytes = graph.edge_arrays
   m = graph.num_ops
-  src = np.asarray(src, dtype=np.int64)
-  dst = np.asarray(dst, dtype=np.int64)
-  if len(src):
-    back = np.isin(np.array(graph.op_types, dtype=object)[src],
-                   _BACK_EDGE_OPS)
-    keep = (~back) & (src != dst)
-    src, dst, nbytes = src[keep], dst[keep], np.asarray(nbytes)[keep]
+  keep = graph.dag_edge_mask & (src != dst)
+  src = np.asarray(src, dtype=np.int64)[keep]
+  dst = np.asarray(dst, dtype=np.int64)[keep]
+  nbytes = np.asarray(nbytes)[keep]
   key = dst * m + src
   uniq, inverse = np.unique(key, return_inverse=True)
   pair_bytes = np.bincount(inverse, weights=nbytes.astype(np.float64),
@@ -220,25 +179,25 @@ def _dedup_adjacency(graph: OpGraph):
 
 
 class MemoryState:
-  """Per-device memory use and colocation-group bindings.
+  """Colocation-group bindings and the memory they charge.
 
   Attributes:
-    used: float64 [D], bytes charged per device.
+    budget: the `MemoryBudget` (bytes charged per device).
     group_device: int [G], the device a group is bound to, -1 if unbound.
   """
 
   def __init__(self, view: OpView):
     self.view = view
-    self.used = np.zeros(view.num_devices)
+    self.budget = MemoryBudget(view.groups, view.cluster,
+                               view.options.activation_fraction,
+                               view.options.memory_fraction)
     self.group_device = np.full(view.num_groups, -1, dtype=np.int64)
     self.overflowed = False
 
   def fits(self, group: int, device: int) -> bool:
     """True if `group` may be bound to `device` (kernels and memory)."""
-    view = self.view
-    return bool(view.group_allowed[group, device] and
-                self.used[device] + view.group_mem[group] <=
-                view.capacity[device])
+    return bool(self.view.group_allowed[group, device] and
+                self.budget.fits(group, device))
 
   def devices_for(self, op: int) -> np.ndarray:
     """Devices `op` can go to now: its group's device, or all that fit."""
@@ -246,21 +205,17 @@ class MemoryState:
     bound = self.group_device[g]
     if bound >= 0:
       return np.array([bound])
-    ok = self.view.group_allowed[g] & (
-        self.used + self.view.group_mem[g] <= self.view.capacity)
-    return np.flatnonzero(ok)
+    return np.flatnonzero(self.view.group_allowed[g] & self.budget.room(g))
 
   def fallback_device(self, op: int) -> int:
     """The allowed device with most free memory, for a group that fits nowhere."""
     g = self.view.group_of[op]
-    free = np.where(self.view.group_allowed[g], self.view.capacity - self.used,
-                    -np.inf)
-    device = int(np.argmax(free))
+    device = self.budget.most_free(g, self.view.group_allowed[g])
     if not self.overflowed:
       logging.warning(
           "colocation group of op %s (%.3g MB) fits on no device; placing it on "
           "device %d anyway (the placement will be out of memory)",
-          self.view.graph.ops[op].name, self.view.group_mem[g] / 1e6, device)
+          self.view.graph.ops[op].name, self.budget.need[g] / 1e6, device)
     self.overflowed = True
     return device
 
@@ -272,22 +227,21 @@ class MemoryState:
         raise AssertionError("colocation group placed on two devices")
       return False
     self.group_device[g] = device
-    self.used[device] += self.view.group_mem[g]
+    self.budget.add(g, device)
     return True
 
 
 class BaechiPlacer(Placer):
-  """What the three Baechi placers share: the config, the op-level view, and
+  """What the three Baechi placers share: the options, the op-level view, and
   the placement from per-op device ids. Subclasses implement `device_ids`.
   """
 
-  def __init__(self, config: BaechiConfig = BaechiConfig()):
-    self.config = config
+  Options = BaechiOptions
 
-  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+  def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
     """Returns the placement (deterministic; `seed` is unused)."""
-    view = OpView(graph, cluster, costs, self.config)
+    view = OpView(problem, self.options)
     return to_placement(view, self.device_ids(view), self.name)
 
   @abc.abstractmethod

@@ -1,27 +1,76 @@
-"""The interface every placer shares: heuristics and learned placers alike."""
+"""The interface every placer shares: heuristics, searches and learned placers.
+
+A placer is a class registered under a CLI name (`@register_placer("m_etf")`
+in `tfplace.placers.registry`) that declares
+
+  * `kind`: what it is (`PlacerKind.HEURISTIC`, `SEARCH` or `LEARNED`), so
+    experiments pick their placers by kind and a slow search never joins the
+    baselines by accident;
+  * `Options`: a frozen dataclass of its options, each with a default and
+    documented in the dataclass docstring; the Python API passes an instance
+    or a dict, the CLI `--placer_options key=value,...`;
+
+and implements `place(problem, seed)`, which returns a `Placement` of the
+problem's graph on its cluster. The pipeline (`tfplace.pipeline`) validates
+the placement and simulates it; a placer need not do either.
+"""
 
 import abc
-from typing import Optional
+import dataclasses
+import enum
+from typing import TYPE_CHECKING, ClassVar, Optional
 
-from tfplace.cost.cluster import Cluster
-from tfplace.cost.op_costs import OpCosts
-from tfplace.graph.op_graph import OpGraph
 from tfplace.placement import Placement
+
+if TYPE_CHECKING:
+  from tfplace.placers.problem import PlacementProblem
+
+
+class PlacerKind(str, enum.Enum):
+  """What a placer is: a one-pass heuristic, a search, or a learned policy."""
+  HEURISTIC = "heuristic"
+  SEARCH = "search"
+  LEARNED = "learned"
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOptions:
+  """This placer has no options."""
 
 
 class Placer(abc.ABC):
   """Assigns every op of a graph to a device of a cluster.
 
-  Subclasses set `name` (the CLI name, e.g. "m_etf") and implement `place`.
   A placer must return a placement that passes `Placement.validate(graph,
   cluster)`: colocation groups whole, kernels available. It should respect
   device memory where it can (a placement that cannot fit is reported by the
   simulator as infeasible, never silently accepted).
+
+  Attributes:
+    name: the CLI name (set by `register_placer`).
+    kind: heuristic, search or learned.
+    Options: the frozen dataclass of this placer's options.
+    options: this instance's options.
   """
 
-  name: str = "placer"
+  name: ClassVar[str] = "placer"
+  kind: ClassVar[PlacerKind] = PlacerKind.HEURISTIC
+  Options: ClassVar[type] = NoOptions
+
+  def __init__(self, options=None):
+    """Makes the placer.
+
+    Args:
+      options: an instance of `Options`; default `Options()`.
+    """
+    if options is None:
+      options = self.Options()
+    if not isinstance(options, self.Options):
+      raise TypeError(f"{type(self).__name__} takes {self.Options.__name__}, "
+                      f"got {type(options).__name__}")
+    self.options = options
 
   @abc.abstractmethod
-  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+  def place(self, problem: "PlacementProblem",
             seed: Optional[int] = None) -> Placement:
-    """Returns a placement of `graph` on `cluster` given per-op `costs`."""
+    """Returns a placement of `problem.graph` on `problem.cluster`."""

@@ -17,14 +17,11 @@ import collections
 import re
 from typing import List, Optional
 
-from tfplace.cost.cluster import Cluster
-from tfplace.cost.op_costs import OpCosts
 from tfplace.graph.op_graph import OpGraph
-from tfplace.grouping.group_graph import coarsen
 from tfplace.placement import Placement
 from tfplace.placers.base import Placer
-from tfplace.placers.heuristics import (fallback_device, fastest_device,
-                                        placement_from_groups)
+from tfplace.placers.heuristics import fallback_device, fastest_device
+from tfplace.placers.problem import PlacementProblem
 from tfplace.placers.registry import register_placer
 
 _LAYER_RE = re.compile(r"(?:^|/)(?:lstm|layer)_(\d+)/")
@@ -62,9 +59,9 @@ class ExpertPlacer(Placer):
   fastest GPU; without GPUs, on the CPU.
   """
 
-  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+  def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
-    groups = coarsen(graph, costs)
+    graph, groups, cluster = problem.graph, problem.groups, problem.cluster
     gpus = cluster.devices_of_type("GPU")
     if not gpus:
       gpus = cluster.devices_of_type("CPU")[:1] or [0]
@@ -72,11 +69,11 @@ class ExpertPlacer(Placer):
       slots = self._group_slots(graph, groups.members, len(gpus))
       preferred = [gpus[s] for s in slots]
     else:
-      best = fastest_device(cluster, costs, gpus)
+      best = fastest_device(cluster, problem.costs, gpus)
       preferred = [best] * groups.num_groups
     devices = [fallback_device(groups, cluster, g, preferred[g])
                for g in range(groups.num_groups)]
-    return placement_from_groups(graph, cluster, groups, devices, self.name)
+    return problem.placement(devices, self.name)
 
   @staticmethod
   def _group_slots(graph: OpGraph, members, num_gpus: int) -> List[int]:

@@ -1,10 +1,10 @@
 """Simple baseline placers: single device, round robin, hash, critical path.
 
-All of them work on colocation groups (`tfplace.grouping.group_graph`), so a
+All of them work on colocation groups (`PlacementProblem.groups`), so a
 group is never split, and move a group whose chosen device type has no
 kernel for one of its ops to a device that has (the CPU first). The helpers
-here (`fastest_device`, `MemoryBudget`, `fallback_device`,
-`placement_from_groups`) are shared by the other baseline placers.
+here (`fastest_device`, `fallback_device`) are shared by the other baseline
+placers; memory is estimated by `tfplace.grouping.memory.MemoryBudget`.
 """
 
 import hashlib
@@ -15,10 +15,12 @@ import numpy as np
 from tfplace.cost.cluster import Cluster
 from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import PlacementError
-from tfplace.graph.op_graph import OpGraph
-from tfplace.grouping.group_graph import GroupGraph, coarsen
+from tfplace.graph import paths
+from tfplace.grouping.group_graph import GroupGraph
+from tfplace.grouping.memory import MemoryBudget
 from tfplace.placement import Placement
 from tfplace.placers.base import Placer
+from tfplace.placers.problem import PlacementProblem
 from tfplace.placers.registry import register_placer
 
 # ---- shared helpers ---------------------------------------------------------
@@ -66,44 +68,12 @@ def fallback_device(groups: GroupGraph, cluster: Cluster, group: int,
       f"{cluster.name!r}")
 
 
-class MemoryBudget:
-  """Tracks the estimated memory placed on each device so far."""
-
-  def __init__(self, groups: GroupGraph, cluster: Cluster):
-    self._need = groups.memory_bytes.astype(np.float64)
-    self.capacity = np.array([d.memory_bytes for d in cluster.devices])
-    self.used = np.zeros(cluster.num_devices)
-
-  def fits(self, group: int, device: int) -> bool:
-    return self.used[device] + self._need[group] <= self.capacity[device]
-
-  def add(self, group: int, device: int) -> None:
-    self.used[device] += self._need[group]
-
-
-def first_fit(groups: GroupGraph, budget: MemoryBudget, group: int,
-              order: Sequence[int]) -> Optional[int]:
-  """The first device in `order` that runs the group and has room, or None."""
-  allowed = groups.allowed[group]
-  for d in order:
-    if allowed[d] and budget.fits(group, d):
-      return int(d)
-  return None
-
-
-def placement_from_groups(graph: OpGraph, cluster: Cluster, groups: GroupGraph,
-                          group_devices, placer: str) -> Placement:
-  """The placement that puts each group's ops on its group's device."""
-  return Placement.from_array(graph, cluster, groups.expand(group_devices),
-                              placer=placer)
-
-
-def _single_device(graph: OpGraph, cluster: Cluster, costs: OpCosts,
-                   device: int, name: str) -> Placement:
-  groups = coarsen(graph, costs)
-  devices = [fallback_device(groups, cluster, g, device)
+def _single_device(problem: PlacementProblem, device: int,
+                   name: str) -> Placement:
+  groups = problem.groups
+  devices = [fallback_device(groups, problem.cluster, g, device)
              for g in range(groups.num_groups)]
-  return placement_from_groups(graph, cluster, groups, devices, name)
+  return problem.placement(devices, name)
 
 
 def _first_of_type(cluster: Cluster, device_type: str) -> int:
@@ -123,10 +93,10 @@ class SingleCpuPlacer(Placer):
   et al., ICML 2017). Ops without a CPU kernel go to a device that has one.
   """
 
-  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+  def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
-    cpu = _first_of_type(cluster, "CPU")
-    return _single_device(graph, cluster, costs, cpu, self.name)
+    cpu = _first_of_type(problem.cluster, "CPU")
+    return _single_device(problem, cpu, self.name)
 
 
 @register_placer("single_gpu")
@@ -137,14 +107,15 @@ class SingleGpuPlacer(Placer):
   simulator.
   """
 
-  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+  def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
+    cluster = problem.cluster
     gpus = cluster.devices_of_type("GPU")
     if not gpus:
       raise PlacementError(f"cluster {cluster.name!r} has no GPU; use "
                            "single_cpu")
-    gpu = fastest_device(cluster, costs, gpus)
-    return _single_device(graph, cluster, costs, gpu, self.name)
+    gpu = fastest_device(cluster, problem.costs, gpus)
+    return _single_device(problem, gpu, self.name)
 
 
 @register_placer("round_robin")
@@ -155,20 +126,20 @@ class RoundRobinPlacer(Placer):
   the next device that can take it.
   """
 
-  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+  def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
-    groups = coarsen(graph, costs)
+    groups, cluster = problem.groups, problem.cluster
     budget = MemoryBudget(groups, cluster)
     n = cluster.num_devices
     devices = np.zeros(groups.num_groups, dtype=np.int32)
     for turn, g in enumerate(groups.topo_order()):
       order = [(turn + k) % n for k in range(n)]
-      d = first_fit(groups, budget, g, order)
+      d = budget.first_fit(g, order)
       if d is None:
         d = fallback_device(groups, cluster, g, order[0])
       budget.add(g, d)
       devices[g] = d
-    return placement_from_groups(graph, cluster, groups, devices, self.name)
+    return problem.placement(devices, self.name)
 
 
 def _unit_hash(text: str, seed: Optional[int]) -> float:
@@ -184,9 +155,9 @@ class HashPlacer(Placer):
   device's capacity (peak FLOP/s). Deterministic for a given seed.
   """
 
-  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+  def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
-    groups = coarsen(graph, costs)
+    graph, groups, cluster = problem.graph, problem.groups, problem.cluster
     budget = MemoryBudget(groups, cluster)
     capacity = np.array([d.peak_flops for d in cluster.devices])
     devices = np.zeros(groups.num_groups, dtype=np.int32)
@@ -201,38 +172,11 @@ class HashPlacer(Placer):
       pick = min(pick, cluster.num_devices - 1)
       order = [(pick + k) % cluster.num_devices
                for k in range(cluster.num_devices)]
-      d = first_fit(groups, budget, g, order)
+      d = budget.first_fit(g, order)
       d = fallback_device(groups, cluster, g, pick) if d is None else d
       budget.add(g, d)
       devices[g] = d
-    return placement_from_groups(graph, cluster, groups, devices, self.name)
-
-
-def critical_path(graph: OpGraph, op_time: np.ndarray) -> np.ndarray:
-  """Op ids of the longest (by summed `op_time`) source-to-sink path.
-
-  Args:
-    graph: the op graph (loop back edges are ignored).
-    op_time: float [M], time of each op.
-
-  Returns:
-    int32 op ids, source first.
-  """
-  ptr, preds = graph.predecessors_csr
-  dist = np.zeros(graph.num_ops)
-  parent = np.full(graph.num_ops, -1, dtype=np.int64)
-  for i in graph.topo_order:
-    p = preds[ptr[i]:ptr[i + 1]]
-    if len(p):
-      best = p[np.argmax(dist[p])]
-      dist[i] = dist[best] + op_time[i]
-      parent[i] = best
-    else:
-      dist[i] = op_time[i]
-  path = [int(np.argmax(dist))]
-  while parent[path[-1]] >= 0:
-    path.append(int(parent[path[-1]]))
-  return np.array(path[::-1], dtype=np.int32)
+    return problem.placement(devices, self.name)
 
 
 @register_placer("critical_path")
@@ -245,31 +189,32 @@ class CriticalPathPlacer(Placer):
   memory estimate respected where possible).
   """
 
-  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+  def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
-    groups = coarsen(graph, costs)
+    graph, groups, cluster = problem.graph, problem.groups, problem.cluster
+    costs = problem.costs
     budget = MemoryBudget(groups, cluster)
     compute = np.asarray(costs.compute_s, dtype=np.float64)
     fastest = fastest_device(cluster, costs, range(cluster.num_devices))
     finite = np.where(np.isfinite(compute), compute, np.inf).min(axis=1)
     op_time = np.where(np.isfinite(compute[:, fastest]), compute[:, fastest],
                        np.where(np.isfinite(finite), finite, 0.0))
-    path_groups = set(groups.group_of[critical_path(graph, op_time)].tolist())
+    path, _ = paths.critical_path(graph, op_time)
+    path_groups = set(groups.group_of[path].tolist())
     devices = np.full(groups.num_groups, -1, dtype=np.int32)
     load = np.zeros(cluster.num_devices)
     for g in groups.topo_order():
-      if (g in path_groups
-          and first_fit(groups, budget, g, [fastest]) is not None):
+      if g in path_groups and budget.first_fit(g, [fastest]) is not None:
         self._assign(groups, budget, load, devices, g, fastest)
     for g in groups.topo_order():
       if devices[g] >= 0:
         continue
       finish = load + groups.compute_s[g]
       order = np.argsort(finish, kind="stable")
-      d = first_fit(groups, budget, g, order)
+      d = budget.first_fit(g, order)
       d = fallback_device(groups, cluster, g, int(order[0])) if d is None else d
       self._assign(groups, budget, load, devices, g, d)
-    return placement_from_groups(graph, cluster, groups, devices, self.name)
+    return problem.placement(devices, self.name)
 
   @staticmethod
   def _assign(groups, budget, load, devices, g, d):

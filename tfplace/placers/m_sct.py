@@ -32,7 +32,7 @@ op is "urgent" and is scheduled next on that device, right after the parent
 (if its colocation group and memory allow).
 
 Size limit: the LP has E + M + 1 variables; for graphs with more than
-`BaechiConfig.max_lp_edges` (default 50,000) deduplicated data edges the LP is
+`BaechiOptions.max_lp_edges` (default 50,000) deduplicated data edges the LP is
 skipped, a log message says so, and the result is m-ETF's placement.
 """
 
@@ -60,10 +60,10 @@ class MSctPlacer(common.BaechiPlacer):
 
   def device_ids(self, view: common.OpView) -> np.ndarray:
     num_edges = int((view.pred_bytes > 0).sum())
-    if num_edges > self.config.max_lp_edges:
+    if num_edges > self.options.max_lp_edges:
       logging.info("m-SCT: %d edges > max_lp_edges=%d; the LP is skipped and "
                    "m-ETF's placement is used", num_edges,
-                   self.config.max_lp_edges)
+                   self.options.max_lp_edges)
       return EtfScheduler(view).run()
     return SctScheduler(view, favourite_children(view)).run()
 

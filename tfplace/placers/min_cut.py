@@ -16,13 +16,11 @@ from typing import List, Optional
 
 import numpy as np
 
-from tfplace.cost.cluster import Cluster
-from tfplace.cost.op_costs import OpCosts
-from tfplace.graph.op_graph import OpGraph
-from tfplace.grouping.group_graph import GroupGraph, coarsen
+from tfplace.grouping.group_graph import GroupGraph
 from tfplace.placement import Placement
 from tfplace.placers.base import Placer
-from tfplace.placers.heuristics import fallback_device, placement_from_groups
+from tfplace.placers.heuristics import fallback_device
+from tfplace.placers.problem import PlacementProblem
 from tfplace.placers.registry import register_placer
 
 # Integer weights are scaled so the largest is 2**20, keeping sums well inside
@@ -48,9 +46,9 @@ class _MinCutPlacer(Placer, abc.ABC):
                  seed: Optional[int]) -> np.ndarray:
     """Part id per vertex of the undirected CSR graph."""
 
-  def place(self, graph: OpGraph, cluster: Cluster, costs: OpCosts,
+  def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
-    groups = coarsen(graph, costs)
+    groups, cluster = problem.groups, problem.cluster
     targets = cluster.devices_of_type("GPU") or list(range(cluster.num_devices))
     # Groups runnable on every target take part; the others are forced.
     free = np.flatnonzero(groups.allowed[:, targets].all(axis=1))
@@ -63,7 +61,7 @@ class _MinCutPlacer(Placer, abc.ABC):
     else:
       parts = self._partition_free(groups, free, targets, seed)
     devices[free] = np.array(targets)[parts]
-    return placement_from_groups(graph, cluster, groups, devices, self.name)
+    return problem.placement(devices, self.name)
 
   def _partition_free(self, groups: GroupGraph, free: np.ndarray,
                       targets: List[int], seed: Optional[int]) -> np.ndarray:
@@ -75,6 +73,7 @@ class _MinCutPlacer(Placer, abc.ABC):
         group_of=np.arange(len(free), dtype=np.int32),
         members=tuple(np.array([g], dtype=np.int32) for g in free),
         compute_s=groups.compute_s[free][:, targets],
+        allowed=groups.allowed[free][:, targets],
         param_bytes=groups.param_bytes[free],
         output_bytes=groups.output_bytes[free],
         edge_src=local[groups.edge_src[keep]].astype(np.int32),

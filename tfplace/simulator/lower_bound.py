@@ -25,23 +25,13 @@ import numpy as np
 
 from tfplace.cost.cluster import Cluster
 from tfplace.cost.op_costs import OpCosts
+from tfplace.graph import paths
 from tfplace.graph.op_graph import OpGraph
 
 
 def fastest_cost(costs: OpCosts) -> np.ndarray:
   """float64 [M]: each op's time on its fastest device (inf if none can)."""
   return np.min(costs.compute_s, axis=1)
-
-
-def critical_path(graph: OpGraph, op_time: np.ndarray) -> float:
-  """Longest path length with op `i` taking `op_time[i]` seconds."""
-  ptr, pred = graph.predecessors_csr
-  finish = np.zeros(graph.num_ops)
-  for i in graph.topo_order:
-    lo, hi = ptr[i], ptr[i + 1]
-    ready = finish[pred[lo:hi]].max() if hi > lo else 0.0
-    finish[i] = ready + op_time[i]
-  return float(finish.max()) if graph.num_ops else 0.0
 
 
 def work_bound(costs: OpCosts, cluster: Cluster) -> float:
@@ -65,5 +55,5 @@ def work_bound(costs: OpCosts, cluster: Cluster) -> float:
 def lower_bound(graph: OpGraph, cluster: Cluster, costs: OpCosts) -> float:
   """max(critical path on fastest devices, work bound) + step overhead; see
   module doc."""
-  return max(critical_path(graph, fastest_cost(costs)),
+  return max(paths.critical_path(graph, fastest_cost(costs))[1],
              work_bound(costs, cluster)) + cluster.step_overhead_s

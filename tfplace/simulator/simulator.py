@@ -49,14 +49,12 @@ from typing import Optional
 import numpy as np
 from absl import logging
 
-from tfplace.simulator import kernel
 from tfplace.cost.cluster import Cluster
-from tfplace.cost.op_costs import CostModel, OpCosts
-from tfplace.simulator.result import ScheduledOp, ScheduledTransfer, SimResult
+from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import OpGraph
-
-_BACK_EDGE_OPS = ("NextIteration", "RefNextIteration")
+from tfplace.simulator import kernel
+from tfplace.simulator.result import ScheduledOp, ScheduledTransfer, SimResult
 
 
 class Simulator:
@@ -134,8 +132,7 @@ class Simulator:
     """
     producer, nbytes, ptr, consumers = graph.tensors
     step = graph.step_mask
-    is_back_op = np.array([t in _BACK_EDGE_OPS for t in graph.op_types],
-                          dtype=bool)
+    is_back_op = graph.is_back_edge_source
     order = np.argsort(producer, kind="stable")
     order = order[~is_back_op[producer[order]] & step[producer[order]]]
     rank = np.full(len(producer), -1, np.int64)
@@ -159,7 +156,7 @@ class Simulator:
   def _prepare_control(self, graph: OpGraph) -> None:
     """Unique control-edge successors per op (CSR; loop back edges and
     edges outside the training step dropped)."""
-    back = set(np.flatnonzero([t in _BACK_EDGE_OPS for t in graph.op_types]))
+    back = set(np.flatnonzero(graph.is_back_edge_source))
     step = graph.step_mask
     pairs = sorted({(e.src, e.dst) for e in graph.edges
                     if e.is_control and e.src not in back and step[e.src]
@@ -254,29 +251,3 @@ def _with_schedule(result: SimResult, dev, start, end, t_prod, t_bytes,
                         start_s=float(s), end_s=float(e))
       for t, dst, s, e in zip(x_tensor, x_dst, x_start, x_end))
   return dataclasses.replace(result, schedule=ops, transfers=transfers)
-
-
-def simulate(graph: OpGraph, cluster: Cluster, placement,
-             cost_model: Optional[CostModel] = None,
-             record_schedule: bool = False) -> SimResult:
-  """Predicted behaviour of `placement` (a Placement or int array [M]).
-
-  Args:
-    graph: the op graph.
-    cluster: the devices and links.
-    placement: a `tfplace.Placement`, or device indices per op.
-    cost_model: defaults to `AnalyticalCostModel()`.
-    record_schedule: also return the schedule.
-
-  Raises:
-    PlacementError: if the placement does not fit the graph or cluster.
-  """
-  if cost_model is None:
-    from tfplace.cost.analytical import AnalyticalCostModel
-    cost_model = AnalyticalCostModel()
-  if hasattr(placement, "to_array"):
-    ids = placement.to_array(graph, cluster)
-  else:
-    ids = np.asarray(placement)
-  costs = cost_model.op_costs(graph, cluster)
-  return Simulator(graph, cluster, costs).simulate(ids, record_schedule)
