@@ -10,12 +10,18 @@ for transfers).
   python scripts/bench_simulator.py --cluster k80x4 --batch 64 --repeats 5
 """
 
+import sys
 import time
 
 import tfplace  # noqa: F401  (before TF)
-import numpy as np
-from absl import app, flags, logging
+from tfplace import interrupts
 
+interrupts.install("bench_simulator")  # Ctrl-C during the imports ends cleanly.
+
+import numpy as np
+from absl import flags, logging
+
+from tfplace.cli.app_runner import run_app
 from tfplace.cost.analytical import AnalyticalCostModel
 from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.presets import load_cluster
@@ -109,4 +115,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app(main, sys.argv, "bench_simulator")

@@ -8,11 +8,16 @@ last line is a JSON object).
 """
 
 import json
-
-from absl import app
-from absl import flags
+import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace import interrupts
+
+interrupts.install("comm_benchmark")  # Ctrl-C during the imports ends cleanly.
+
+from absl import flags
+
+from tfplace.cli.app_runner import run_app
 
 _SIZES = flags.DEFINE_list("sizes", ["4096", "65536", "524288", "2097152",
                                      "8388608"], "tensor sizes in bytes")
@@ -49,4 +54,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app(main, sys.argv, "comm_benchmark")

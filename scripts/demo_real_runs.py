@@ -10,11 +10,16 @@ cluster.
 """
 
 import os
-
-from absl import app
-from absl import flags
+import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace import interrupts
+
+interrupts.install("demo_real_runs")  # Ctrl-C during the imports ends cleanly.
+
+from absl import flags
+
+from tfplace.cli.app_runner import run_app
 
 _MODEL = flags.DEFINE_string("model", "mlp_towers", "benchmark graph")
 _OUT = flags.DEFINE_string("out_dir", "/tmp/tfplace_demo", "output directory")
@@ -71,4 +76,4 @@ def _export(step_stats: str, label: str) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app(main, sys.argv, "demo_real_runs")

@@ -23,10 +23,14 @@ import math
 import os
 import sys
 
-from absl import app
+import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace import interrupts
+
+interrupts.install("fidelity")  # Ctrl-C during the imports ends cleanly.
+
 from absl import flags
 
-import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace.cli.app_runner import run_app
 
 _GRAPHS = flags.DEFINE_list("graphs", ["mlp_towers", "small_cnn", "rnnlm"],
                             "benchmark graphs")
@@ -101,4 +105,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app(main, sys.argv, "fidelity")

@@ -15,8 +15,13 @@ import os
 import sys
 
 import tfplace  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow)
-from absl import app, flags, logging
+from tfplace import interrupts
 
+interrupts.install("place_model")  # Ctrl-C during the imports ends cleanly.
+
+from absl import flags, logging
+
+from tfplace.cli.app_runner import run_app
 from tfplace.cost.presets import load_cluster
 from tfplace.errors import TfplaceError
 from tfplace.experiments.compare_placers import (BASELINE_PLACERS,
@@ -60,12 +65,8 @@ def run(model: str, cluster_name: str, placers, out_dir: str) -> None:
 
 def main(argv):
   del argv
-  try:
-    run(FLAGS.model, FLAGS.cluster, FLAGS.placers, FLAGS.out_dir)
-  except TfplaceError as e:
-    sys.stderr.write(f"place_model: error: {e}\n")
-    sys.exit(2)
+  run(FLAGS.model, FLAGS.cluster, FLAGS.placers, FLAGS.out_dir)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app(main, sys.argv, "place_model")

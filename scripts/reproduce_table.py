@@ -16,9 +16,14 @@ import os
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace import interrupts
 
-from absl import app, flags
+interrupts.install("reproduce_table")  # Ctrl-C during the imports ends cleanly.
 
+
+from absl import flags
+
+from tfplace.cli.app_runner import run_app
 from tfplace.errors import TfplaceError
 from tfplace.experiments import seed_table
 from tfplace.io_utils import atomic_write
@@ -56,11 +61,7 @@ def _config() -> seed_table.TableConfig:
 
 def main(argv):
   del argv
-  try:
-    table = seed_table.run_seed_table(_config(), progress=FLAGS.progress)
-  except TfplaceError as e:
-    print(f"reproduce_table: {e}", file=sys.stderr)
-    return 2
+  table = seed_table.run_seed_table(_config(), progress=FLAGS.progress)
   markdown = table.to_markdown()
   print(markdown)
   if FLAGS.out_dir:
@@ -70,4 +71,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app(main, sys.argv, "reproduce_table")

@@ -23,3 +23,11 @@ class MeasureError(TfplaceError):
 
 class TraceError(TfplaceError):
   """A profiler trace is missing, empty or corrupt."""
+
+
+class OutputError(TfplaceError):
+  """An output file or directory cannot be written."""
+
+
+class Interrupted(TfplaceError):
+  """The user interrupted the run (Ctrl-C); nothing more is written."""

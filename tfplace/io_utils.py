@@ -6,22 +6,33 @@ import os
 import tempfile
 from typing import Optional, Type, Union
 
+from tfplace import interrupts
+from tfplace.errors import Interrupted, OutputError
+
 
 def atomic_write(path: str, data: Union[bytes, str]) -> None:
   """Writes `data` to `path` through a temporary file and a rename.
 
-  A crash or an exception part way leaves any existing `path` as it was.
+  A crash or an exception part way leaves any existing `path` as it was;
+  after Ctrl-C (`tfplace.interrupts`) nothing is written.
 
   Args:
     path: destination file.
     data: bytes, or text (written as UTF-8).
   """
+  if interrupts.writes_blocked():
+    raise Interrupted(f"interrupted: {path} was not written")
   path = os.path.abspath(path)
   directory = os.path.dirname(path)
-  os.makedirs(directory, exist_ok=True)
   if isinstance(data, str):
     data = data.encode("utf-8")
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+  if os.path.isdir(path):
+    raise OutputError(f"cannot write {path}: it is a directory")
+  try:
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
+  except OSError as e:
+    raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
   try:
     with os.fdopen(fd, "wb") as f:
       f.write(data)
@@ -29,9 +40,11 @@ def atomic_write(path: str, data: Union[bytes, str]) -> None:
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual mode.
     os.replace(tmp, path)
-  except BaseException:
+  except BaseException as e:
     if os.path.exists(tmp):
       os.remove(tmp)
+    if isinstance(e, OSError):
+      raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
     raise
 
 
@@ -57,3 +70,19 @@ def read_json(path: str, what: str, error: Type[Exception]):
 def json_number(value: float) -> Optional[float]:
   """`value`, or None when it is inf or nan (JSON has neither)."""
   return value if math.isfinite(value) else None
+
+
+def check_out_path(path: Optional[str], flag: str = "--out") -> None:
+  """Raises OutputError unless `path` can be written (checked up front,
+  before long work, so a bad path never costs a run)."""
+  if not path:
+    raise OutputError(f"{flag} is required")
+  parent = os.path.dirname(os.path.abspath(path))
+  if os.path.isdir(path):
+    raise OutputError(f"{flag} {path} is a directory")
+  if not os.path.isdir(parent):
+    raise OutputError(f"{flag} {path}: no such directory {parent}")
+  if not os.access(parent, os.W_OK | os.X_OK):
+    raise OutputError(f"{flag} {path}: directory {parent} is not writable")
+  if os.path.exists(path) and not os.access(path, os.W_OK):
+    raise OutputError(f"{flag} {path} exists and is not writable")

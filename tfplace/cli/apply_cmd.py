@@ -13,6 +13,7 @@ from absl import flags
 
 from tfplace.cli.run_helpers import CLUSTER_HELP
 from tfplace.errors import TfplaceError
+from tfplace.io_utils import check_out_path
 
 _OUT = flags.DEFINE_string("out", None, "placed graph file to write",
                            allow_override=True)
@@ -27,8 +28,7 @@ def apply(graph_path: str, placement_path: str, out: str,
   """Validates and writes the placed graph; returns a small report."""
   from tfplace.graph import graph_io, importers
   from tfplace.placement import Placement, placed_graph_def
-  if not out:
-    raise TfplaceError("--out is required")
+  check_out_path(out)
   graph_def, meta = graph_io.read_graph_file(graph_path)
   name = graph_path.rsplit("/", 1)[-1].split(".")[0]
   graph = (importers.from_meta_graph(meta, name=name) if meta is not None

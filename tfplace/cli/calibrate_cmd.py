@@ -33,10 +33,11 @@ from typing import List, Tuple
 
 from absl import flags
 
-from tfplace.cli.run_helpers import (check_out_path, load_graph_or_model,
+from tfplace.cli.run_helpers import (load_graph_or_model,
                                      native_stdout_to_stderr,
                                      servers_from_cluster_arg)
 from tfplace.errors import TfplaceError
+from tfplace.io_utils import check_out_path
 
 _LOCAL_WORKERS = flags.DEFINE_integer(
     "local_workers", 0, "start this many local TF server processes")

@@ -17,6 +17,7 @@ from absl import flags
 from tfplace.errors import GraphImportError, TfplaceError
 from tfplace.graph import graph_io
 from tfplace.graph.op_graph import OpGraph
+from tfplace.io_utils import check_out_path
 
 _MODEL = flags.DEFINE_string("model", None, "a benchmark model name "
                              "(tfplace.models.registry)", allow_override=True)
@@ -55,8 +56,7 @@ def write(graph: OpGraph, out: str) -> None:
 
 def run(source: Optional[str], model: Optional[str], out: str) -> dict:
   """Imports and writes; returns the summary."""
-  if not out:
-    raise TfplaceError("--out is required")
+  check_out_path(out)
   graph = load(source, model)
   write(graph, out)
   summary = graph.summary()

@@ -4,6 +4,9 @@ Each verb lives in its own module `tfplace/cli/<verb>_cmd.py`, which defines
 its absl flags at import and a `main(argv)` function. Only the chosen verb's
 module is imported, so verbs never see each other's flags. Any `TfplaceError`
 (bad input) prints one message and exits with status 2; so do flag errors.
+Ctrl-C ends any verb with one line and status 130, having written nothing
+after the interrupt; TensorFlow's C++ start-up lines are filtered from stderr
+unless `-v 0` or higher (`tfplace.cli.app_runner`).
 """
 
 import importlib
@@ -27,11 +30,6 @@ USAGE = "usage: tfplace VERB [--flags]   (tfplace VERB --help for a verb's flags
     f"  {verb:<10} {text}\n" for verb, (_, text) in VERBS.items())
 
 
-def _fail(verb: str, message: str) -> None:
-  sys.stderr.write(f"tfplace {verb}: error: {message}\n")
-  sys.exit(2)
-
-
 def main(argv: Optional[List[str]] = None) -> None:
   """Dispatches `tfplace VERB ...` to the verb's module."""
   argv = list(sys.argv if argv is None else argv)
@@ -39,35 +37,30 @@ def main(argv: Optional[List[str]] = None) -> None:
     sys.stdout.write(USAGE)
     sys.exit(0 if len(argv) >= 2 else 2)
   verb = argv[1]
+  from tfplace import interrupts
+  interrupts.install(f"tfplace {verb}")  # Ctrl-C while importing, too.
   if verb not in VERBS:
     sys.stderr.write(f"tfplace: unknown verb {verb!r}\n\n{USAGE}")
     sys.exit(2)
-  import tfplace  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF loads)
-  from absl import app, flags
-  from tfplace.errors import TfplaceError
-  module = importlib.import_module(VERBS[verb][0])
   rest = argv[2:]
   if any(a in ("-h", "--help", "--helpfull") for a in rest):
-    doc = (module.__doc__ or "").strip()
-    extra = getattr(module, "extra_help", None)
-    sys.stdout.write(f"tfplace {verb}: {doc}\n\nflags:\n"
-                     f"{flags.FLAGS.module_help(module)}\n"
-                     + (f"\n{extra()}\n" if extra else ""))
-    sys.exit(0)
+    _help(verb)
+  from tfplace.cli.app_runner import run_app
+  module = importlib.import_module(VERBS[verb][0])
+  run_app(module.main, [f"tfplace {verb}"] + rest, f"tfplace {verb}")
 
-  def parse(args):
-    try:
-      return flags.FLAGS(args)
-    except flags.Error as e:
-      _fail(verb, f"{e} (see tfplace {verb} --help)")
 
-  def run_verb(args):
-    try:
-      return module.main(args)
-    except TfplaceError as e:
-      _fail(verb, str(e))
-
-  app.run(run_verb, argv=[f"tfplace {verb}"] + rest, flags_parser=parse)
+def _help(verb: str) -> None:
+  """Prints the verb's doc, its flags and its extra help; exits 0."""
+  import tfplace  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF loads)
+  from absl import flags
+  module = importlib.import_module(VERBS[verb][0])
+  doc = (module.__doc__ or "").strip()
+  extra = getattr(module, "extra_help", None)
+  sys.stdout.write(f"tfplace {verb}: {doc}\n\nflags:\n"
+                   f"{flags.FLAGS.module_help(module)}\n"
+                   + (f"\n{extra()}\n" if extra else ""))
+  sys.exit(0)
 
 
 def run_main() -> None:

@@ -54,8 +54,9 @@ def extra_help() -> str:
 def main(argv: List[str]) -> None:
   """Runs `tfplace place`; see the module docstring."""
   from tfplace import pipeline
-  from tfplace.cli.run_helpers import check_out_path, cluster_and_cost_model
+  from tfplace.cli.run_helpers import cluster_and_cost_model
   from tfplace.graph.importers import import_graph
+  from tfplace.io_utils import check_out_path
   from tfplace.placers.registry import get_placer
   if len(argv) != 2:
     raise TfplaceError("expected exactly one GRAPH argument: tfplace place "

@@ -45,22 +45,6 @@ def servers_from_cluster_arg(value: str) -> Tuple[object, List[str]]:
   return remote, list(spec.profiler_addresses or remote.profiler_addresses)
 
 
-def check_out_path(path: Optional[str], flag: str = "--out") -> None:
-  """Raises TfplaceError unless `path` can be written (checked up front,
-  before long work)."""
-  if not path:
-    raise TfplaceError(f"{flag} is required")
-  parent = os.path.dirname(os.path.abspath(path))
-  if os.path.isdir(path):
-    raise TfplaceError(f"{flag} {path} is a directory")
-  if not os.path.isdir(parent):
-    raise TfplaceError(f"{flag} {path}: no such directory {parent}")
-  if not os.access(parent, os.W_OK | os.X_OK):
-    raise TfplaceError(f"{flag} {path}: directory {parent} is not writable")
-  if os.path.exists(path) and not os.access(path, os.W_OK):
-    raise TfplaceError(f"{flag} {path} exists and is not writable")
-
-
 @contextlib.contextmanager
 def native_stdout_to_stderr():
   """Sends what TF's C++ prints on stdout (e.g. the profiler's "Starting to

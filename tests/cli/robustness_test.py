@@ -1,0 +1,133 @@
+"""What a user hits first: output paths, Ctrl-C, and a quiet plain run."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tfplace import interrupts
+from tfplace.cli.quiet import _LineFilter
+from tfplace.errors import Interrupted, OutputError
+from tfplace.io_utils import atomic_write, check_out_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+GRAPH = os.path.join(ROOT, "testdata", "mlp_2tower.pbtxt")
+META = os.path.join(ROOT, "testdata", "mlp_2tower_ref.meta.pbtxt")
+
+
+def tfplace(*args, timeout=120):
+  return subprocess.run([sys.executable, "-m", "tfplace.cli.main", *args],
+                        capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("verb_args", [
+    ("import", GRAPH), ("place", GRAPH, "--cluster", "k80x2"),
+])
+def test_out_naming_a_directory_is_one_message_and_exit_2(tmp_path, verb_args):
+  proc = tfplace(*verb_args, "--out", str(tmp_path))
+  assert proc.returncode == 2, proc.stderr
+  assert proc.stderr.strip().splitlines()[-1].endswith(
+      f"--out {tmp_path} is a directory")
+  assert "Traceback" not in proc.stderr
+
+
+def test_apply_out_in_a_missing_directory(tmp_path):
+  placement = tmp_path / "p.json"
+  assert tfplace("place", META, "--cluster", "k80x2", "--placer", "hash",
+                 "--out", str(placement)).returncode == 0
+  out = tmp_path / "no" / "such" / "placed.pbtxt"
+  proc = tfplace("apply", META, str(placement), "--out", str(out))
+  assert proc.returncode == 2
+  assert "no such directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_atomic_write_to_a_directory_is_an_output_error(tmp_path):
+  with pytest.raises(OutputError, match="is a directory"):
+    atomic_write(str(tmp_path), "x")
+  with pytest.raises(OutputError, match="--out is required"):
+    check_out_path(None)
+
+
+def test_nothing_is_written_after_an_interrupt_unless_allowed(tmp_path):
+  path = tmp_path / "out.json"
+  path.write_text("old")
+  interrupts.note_interrupt()
+  try:
+    with pytest.raises(Interrupted):
+      atomic_write(str(path), "new")
+    assert path.read_text() == "old"
+    with interrupts.writes_allowed():
+      atomic_write(str(path), "best so far")
+    assert path.read_text() == "best so far"
+  finally:
+    interrupts.clear()
+
+
+def _interrupt_when(cmd, marker):
+  """Runs `cmd`, sends SIGINT once its stderr shows `marker`; returns
+  (exit status, stderr)."""
+  proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+  seen = []
+  for line in proc.stderr:
+    seen.append(line)
+    if marker in line:
+      proc.send_signal(signal.SIGINT)
+      break
+  rest = proc.communicate(timeout=120)[1]
+  return proc.returncode, "".join(seen) + rest
+
+
+def test_ctrl_c_during_a_verb_exits_130_and_writes_nothing(tmp_path):
+  out = tmp_path / "nmt.meta"
+  # -v 0 shows TensorFlow's start-up lines: the build is under way then.
+  code, err = _interrupt_when(
+      [sys.executable, "-m", "tfplace.cli.main", "import", "--model", "nmt",
+       "--out", str(out), "-v", "0"], "oneDNN")
+  assert code == 130, err
+  assert err.strip().splitlines()[-1] == "tfplace import: interrupted"
+  assert "Traceback" not in err
+  assert not out.exists()
+
+
+def test_ctrl_c_during_the_main_job_keeps_the_old_results(tmp_path):
+  old = tmp_path / "best_placement.json"
+  old.write_text("old")
+  code, err = _interrupt_when(
+      [sys.executable, os.path.join(ROOT, "scripts", "place_model.py"),
+       "--model", "rnnlm", "--out_dir", str(tmp_path), "-v", "0"],
+      "building rnnlm")
+  assert code == 130, err
+  assert err.strip().splitlines()[-1] == "place_model: interrupted"
+  assert "Traceback" not in err
+  assert old.read_text() == "old"
+
+
+def test_a_plain_run_prints_nothing_on_stderr_and_v0_shows_logs(tmp_path):
+  proc = tfplace("place", GRAPH, "--cluster", "k80x2", "--out",
+                 str(tmp_path / "p.json"))
+  assert proc.returncode == 0
+  assert proc.stderr == ""
+  assert proc.stdout.startswith("m_etf: predicted step time")
+  proc = tfplace("place", GRAPH, "--cluster", "k80x2", "--out",
+                 str(tmp_path / "p.json"), "-v", "0")
+  assert "imported mlp_2tower" in proc.stderr
+
+
+def test_only_tensorflows_pre_init_noise_is_filtered():
+  f = _LineFilter()
+  assert not f.keep("WARNING: All log messages before absl::InitializeLog() "
+                    "is called are written to STDERR\n")
+  assert not f.keep("I0000 00:00:1795443880.904543   25831 port.cc:153] "
+                    "oneDNN custom operations are on.\n")
+  cuinit = ("E0000 00:00:1795443890.625949   25831 cuda_platform.cc:52] "
+            "failed call to cuInit: INTERNAL: CUDA error\n")
+  assert f.keep(cuinit)  # No "no driver" line yet: a real GPU error shows.
+  assert not f.keep("I0000 00:00:1795443880.905952   25831 cudart_stub.cc:31]"
+                    " Could not find cuda drivers on your machine, GPU will "
+                    "not be used.\n")
+  assert not f.keep(cuinit)
+  assert f.keep("E1123 14:24:57.739610 1 op_kernel.cc:1] OP_REQUIRES failed\n")
+  assert f.keep("tfplace place: error: unknown placer\n")

@@ -1,0 +1,85 @@
+"""How every tfplace program runs: the `tfplace` verbs and `scripts/`.
+
+`run_app` wraps `absl.app.run` with what a person at a terminal expects:
+
+  * bad input (`TfplaceError`) prints one line, `<program>: error: ...`, and
+    exits with status 2;
+  * Ctrl-C prints `<program>: interrupted` and exits with status 130, having
+    written nothing after the interrupt (`tfplace.interrupts`), even when
+    TensorFlow swallowed the KeyboardInterrupt;
+  * a plain run logs warnings and errors only and hides TensorFlow's C++
+    start-up lines (`tfplace.cli.quiet`); `-v 0` (INFO) or more shows all.
+"""
+
+import sys
+from typing import Callable, List, Optional
+
+from tfplace import interrupts
+from tfplace.cli.quiet import filtered_stderr
+
+
+def fail(program: str, message: str) -> None:
+  """Prints `program: error: message` and exits with status 2."""
+  sys.stderr.write(f"{program}: error: {message}\n")
+  sys.exit(2)
+
+
+def run_app(main: Callable[[List[str]], None], argv: List[str], program: str,
+            flags_parser: Optional[Callable] = None) -> None:
+  """Runs `main(argv)` under absl with the behaviour in the module doc.
+
+  Args:
+    main: the program's main function (gets the remaining argv).
+    argv: the full argv; argv[0] names the program to absl.
+    program: the name in messages (e.g. "tfplace place").
+    flags_parser: absl flags parser; default one that turns flag errors into
+      exit status 2 with the program's name.
+  """
+  interrupts.install(program)
+  interrupts.started()
+  try:
+    with filtered_stderr(enabled=not is_verbose(argv[1:])):
+      _run(main, argv, program, flags_parser)
+  except KeyboardInterrupt:
+    interrupts.note_interrupt()
+  except SystemExit:
+    if not interrupts.interrupted():  # Else TF swallowed a Ctrl-C.
+      raise
+  if interrupts.interrupted():
+    sys.stderr.write(f"{program}: interrupted\n")
+    sys.exit(130)
+
+
+def _run(main, argv, program, flags_parser) -> None:
+  import tfplace  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF loads)
+  from absl import app, flags, logging
+  from tfplace.errors import Interrupted, TfplaceError
+  verbose = is_verbose(argv[1:])
+
+  def parse(args):
+    try:
+      return flags.FLAGS(args)
+    except flags.Error as e:
+      fail(program, f"{e} (see {program} --help)")
+
+  def run_main(args):
+    if not verbose:
+      logging.set_verbosity(logging.WARNING)  # -v 0 (INFO) or more for all.
+    try:
+      return main(args)
+    except Interrupted:
+      raise KeyboardInterrupt from None
+    except TfplaceError as e:
+      fail(program, str(e))
+
+  app.run(run_main, argv=argv, flags_parser=flags_parser or parse)
+
+
+def is_verbose(args: List[str]) -> bool:
+  """True if -v/--verbosity asks for INFO logs or more."""
+  for i, arg in enumerate(args):
+    if arg in ("-v", "--verbosity") and i + 1 < len(args):
+      return args[i + 1].isdigit()
+    if arg.startswith(("--verbosity=", "-v=")):
+      return arg.split("=", 1)[1].isdigit()
+  return False
