@@ -5,9 +5,9 @@ Stages, in pipeline order (WORKSPACE_NOTES.md, "Architecture"):
     graph → cost → placement → simulator → grouping → placers (+ rl)
       → pipeline → measurement → trace → apply → experiments → cli
 
-`errors`, `io_utils`, `device_names` and `interrupts` are base modules anyone
-may import; `models` (benchmark graph builders) imports only `graph`. Imports
-inside functions count too: a lazy import is still a dependency.
+`errors`, `io_utils`, `device_names`, `interrupts` and `units` are base modules
+anyone may import; `models` (benchmark graph builders) imports only `graph`.
+Imports inside functions count too: a lazy import is still a dependency.
 """
 
 import ast
@@ -20,7 +20,7 @@ STAGES = ["graph", "cost", "placement", "simulator", "grouping",
           "placers", "pipeline", "measurement", "trace", "apply",
           "experiments", "cli"]
 SAME_STAGE = {"rl": "placers"}
-BASE = {"errors", "io_utils", "device_names", "interrupts"}
+BASE = {"errors", "io_utils", "device_names", "interrupts", "units"}
 EXEMPT = {"__init__", "__main__"}  # The lazy public API and `python -m`.
 
 

@@ -20,6 +20,7 @@ from absl import flags
 
 from tfplace.cli.run_helpers import CLUSTER_HELP
 from tfplace.errors import TfplaceError
+from tfplace.units import format_bytes, format_seconds
 
 _CLUSTER = flags.DEFINE_string("cluster", None, CLUSTER_HELP)
 _PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
@@ -73,11 +74,13 @@ def _report(result, bound: float, cluster) -> None:
     where = ", ".join(out["oom_devices"]) or "(an op has no kernel on its device)"
     sys.stdout.write(f"infeasible: out of memory on {where}\n")
   else:
-    sys.stdout.write(f"step time {step * 1e3:.3f} ms (lower bound "
-                     f"{bound * 1e3:.3f} ms)\n")
-  sys.stdout.write(f"bytes moved {result.bytes_moved}\n")
+    sys.stdout.write(f"step time {format_seconds(step)} (lower bound "
+                     f"{format_seconds(bound)})\n")
+  sys.stdout.write(f"bytes moved between devices: "
+                   f"{format_bytes(result.bytes_moved)}\n")
   for i, name in enumerate(names):
     mem = cluster.devices[i].memory_bytes
     sys.stdout.write(
-        f"  {name}: busy {result.device_busy_s[i] * 1e3:.3f} ms, peak memory "
-        f"{result.peak_memory_bytes[i] / 2**20:.1f} MiB of {mem / 2**20:.0f}\n")
+        f"  {name}: busy {format_seconds(result.device_busy_s[i])}, peak "
+        f"memory {format_bytes(result.peak_memory_bytes[i])} of "
+        f"{format_bytes(mem)}\n")

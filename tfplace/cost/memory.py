@@ -9,6 +9,7 @@ is rejected before placing, with a message that says by how much.
 from tfplace.cost.cluster import Cluster
 from tfplace.errors import ClusterError
 from tfplace.graph.op_graph import OpGraph
+from tfplace.units import format_bytes
 
 
 def memory_floor_bytes(graph: OpGraph) -> int:
@@ -23,15 +24,8 @@ def check_model_fits(graph: OpGraph, cluster: Cluster) -> None:
   have = sum(d.memory_bytes for d in cluster.devices)
   if need > have:
     raise ClusterError(
-        f"{graph.name} needs at least {_size(need)} (parameters and optimizer "
-        f"slots {_size(graph.param_bytes.sum())} plus the largest op's "
+        f"{graph.name} needs at least {format_bytes(need)} (parameters and optimizer "
+        f"slots {format_bytes(graph.param_bytes.sum())} plus the largest op's "
         f"tensors), more than all {cluster.num_devices} devices of cluster "
-        f"{cluster.name!r} hold together ({_size(have)}); use a cluster with "
+        f"{cluster.name!r} hold together ({format_bytes(have)}); use a cluster with "
         "more memory or a smaller model")
-
-
-def _size(nbytes: float) -> str:
-  for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-    if nbytes >= scale:
-      return f"{nbytes / scale:.1f} {unit}"
-  return f"{int(nbytes)} B"
