@@ -1,11 +1,13 @@
 """import a model or graph file and write it as a graph file.
 
-  tfplace import GRAPH_FILE --out FILE [--json]
+  tfplace import GRAPH_FILE --out FILE [--json] [--loop_trip_counts L=N,...]
   tfplace import --model NAME --out FILE [--json]
 
 FILE is a MetaGraphDef (keeping the train_op, losses and init_op collections)
 when it ends with .meta or .meta.pbtxt, else a GraphDef; text when it ends
-with .pbtxt. Prints the graph's summary.
+with .pbtxt. Prints the graph's summary. Trip counts given with
+--loop_trip_counts are recorded in FILE's loops, so later verbs need not
+repeat them.
 """
 
 import json
@@ -14,6 +16,7 @@ from typing import Optional
 
 from absl import flags
 
+from tfplace.cli.run_helpers import LOOP_TRIP_COUNTS_HELP
 from tfplace.errors import GraphImportError, TfplaceError
 from tfplace.graph import graph_io
 from tfplace.graph.op_graph import OpGraph
@@ -25,9 +28,13 @@ _OUT = flags.DEFINE_string("out", None, "graph file to write",
                            allow_override=True)
 _JSON = flags.DEFINE_bool("json", False, "print the summary as JSON",
                           allow_override=True)
+_LOOP_TRIP_COUNTS = flags.DEFINE_string(
+    "loop_trip_counts", None, LOOP_TRIP_COUNTS_HELP + "; recorded in FILE",
+    allow_override=True)
 
 
-def load(source: Optional[str], model: Optional[str]) -> OpGraph:
+def load(source: Optional[str], model: Optional[str],
+         loop_trip_counts: Optional[str] = None) -> OpGraph:
   """The OpGraph of a graph file or a benchmark model name."""
   if (source is None) == (model is None):
     raise GraphImportError("give exactly one of a graph file or --model NAME")
@@ -37,8 +44,10 @@ def load(source: Optional[str], model: Optional[str]) -> OpGraph:
       return registry.build_model(model)
     except KeyError:
       raise GraphImportError(f"unknown model {model!r}") from None
+  from tfplace.cli.run_helpers import parse_loop_trip_counts
   from tfplace.graph.importers import import_graph
-  return import_graph(source)
+  return import_graph(source, loop_trip_counts=parse_loop_trip_counts(
+      loop_trip_counts))
 
 
 def is_meta_path(path: str) -> bool:
@@ -54,10 +63,11 @@ def write(graph: OpGraph, out: str) -> None:
   graph_io.write_graph_file(out, proto)
 
 
-def run(source: Optional[str], model: Optional[str], out: str) -> dict:
+def run(source: Optional[str], model: Optional[str], out: str,
+        loop_trip_counts: Optional[str] = None) -> dict:
   """Imports and writes; returns the summary."""
   check_out_path(out)
-  graph = load(source, model)
+  graph = load(source, model, loop_trip_counts)
   write(graph, out)
   summary = graph.summary()
   summary["out"] = os.path.abspath(out)
@@ -67,7 +77,8 @@ def run(source: Optional[str], model: Optional[str], out: str) -> dict:
 def main(argv) -> None:
   if len(argv) > 2:
     raise TfplaceError(f"expected one graph file, got {argv[1:]}")
-  summary = run(argv[1] if len(argv) == 2 else None, _MODEL.value, _OUT.value)
+  summary = run(argv[1] if len(argv) == 2 else None, _MODEL.value, _OUT.value,
+                _LOOP_TRIP_COUNTS.value)
   if _JSON.value:
     print(json.dumps(summary))
   else:

@@ -2,7 +2,7 @@
 
 usage: tfplace place GRAPH --cluster CLUSTER --placer NAME
                      [--placer_options key=value,...] --out placement.json
-                     [--seed N] [--cost_model NAME]
+                     [--seed N] [--cost_model NAME] [--loop_trip_counts L=N]
                      [--calibration calibration.json] [--allow_infeasible]
                      [--json]
 
@@ -22,7 +22,7 @@ from typing import List
 
 from absl import flags
 
-from tfplace.cli.run_helpers import CLUSTER_HELP
+from tfplace.cli.run_helpers import CLUSTER_HELP, LOOP_TRIP_COUNTS_HELP
 from tfplace.errors import PlacementError, TfplaceError
 
 _CLUSTER = flags.DEFINE_string("cluster", None, CLUSTER_HELP)
@@ -42,6 +42,8 @@ _ALLOW_INFEASIBLE = flags.DEFINE_bool(
     "allow_infeasible", False, "write the placement even if it does not fit "
     "in memory (exit 0)")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
+_LOOP_TRIP_COUNTS = flags.DEFINE_string(
+    "loop_trip_counts", None, LOOP_TRIP_COUNTS_HELP)
 
 
 def extra_help() -> str:
@@ -54,7 +56,8 @@ def extra_help() -> str:
 def main(argv: List[str]) -> None:
   """Runs `tfplace place`; see the module docstring."""
   from tfplace import pipeline
-  from tfplace.cli.run_helpers import cluster_and_cost_model
+  from tfplace.cli.run_helpers import (cluster_and_cost_model,
+                                      parse_loop_trip_counts)
   from tfplace.graph.importers import import_graph
   from tfplace.io_utils import check_out_path
   from tfplace.placers.registry import get_placer
@@ -65,7 +68,8 @@ def main(argv: List[str]) -> None:
   get_placer(_PLACER.value, _PLACER_OPTIONS.value)  # Bad name/options first.
   cluster, cost_model = cluster_and_cost_model(
       _CLUSTER.value, _COST_MODEL.value, _CALIBRATION.value)
-  graph = import_graph(argv[1])
+  graph = import_graph(argv[1], loop_trip_counts=parse_loop_trip_counts(
+      _LOOP_TRIP_COUNTS.value))
   placement = pipeline.place(graph, cluster, placer=_PLACER.value,
                              options=_PLACER_OPTIONS.value,
                              cost_model=cost_model, seed=_SEED.value)

@@ -6,7 +6,7 @@ names, and absl rejects a second definition.
 import contextlib
 import os
 import sys
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from tfplace.errors import GraphImportError, TfplaceError
 
@@ -17,12 +17,41 @@ CLUSTER_HELP = (
     '({"worker": ["host:port", ...]})')
 
 
-def load_graph_or_model(source: str):
-  """A graph file, or a benchmark model name (GraphImportError if neither)."""
+# The --loop_trip_counts flag's help, the same for every verb that takes one.
+LOOP_TRIP_COUNTS_HELP = (
+    "trip counts of While loops the graph does not make static, "
+    "loop=N,loop=N (a loop nested in another's body: outer/inner=N); the "
+    "import error names the loops that need one")
+
+
+def parse_loop_trip_counts(text: Optional[str]) -> Dict[str, int]:
+  """{loop name: trip count} from "--loop_trip_counts while=35,other=2"."""
+  counts: Dict[str, int] = {}
+  for item in filter(None, (p.strip() for p in (text or "").split(","))):
+    name, sep, value = item.rpartition("=")
+    try:
+      trips = int(value)
+    except ValueError:
+      trips = -1
+    if not sep or not name or trips < 0:
+      raise TfplaceError(f"--loop_trip_counts: {item!r} is not loop=N with "
+                         "N a whole number >= 0")
+    counts[name.strip()] = trips
+  return counts
+
+
+def load_graph_or_model(source: str, loop_trip_counts: Optional[str] = None):
+  """A graph file, or a benchmark model name (GraphImportError if neither).
+
+  Args:
+    source: a graph file or a model name.
+    loop_trip_counts: the --loop_trip_counts flag's value, for a graph file.
+  """
   from tfplace.models import registry
   if os.path.exists(source):
     from tfplace.graph.importers import import_graph
-    return import_graph(source)
+    return import_graph(source, loop_trip_counts=parse_loop_trip_counts(
+        loop_trip_counts))
   if source in registry.list_models():
     return registry.build_model(source)
   raise GraphImportError(f"{source!r} is neither a graph file nor a model "

@@ -3,6 +3,7 @@
 usage: tfplace simulate GRAPH --cluster CLUSTER
                         --placement placement.json [--cost_model NAME]
                         [--calibration calibration.json] [--json]
+                        [--loop_trip_counts LOOP=N,...]
 
 Reads GRAPH (any form `tfplace.graph.importers.import_graph` reads), costs
 it with --cost_model (default: analytical, or calibrated when --calibration
@@ -18,7 +19,7 @@ from typing import List
 
 from absl import flags
 
-from tfplace.cli.run_helpers import CLUSTER_HELP
+from tfplace.cli.run_helpers import CLUSTER_HELP, LOOP_TRIP_COUNTS_HELP
 from tfplace.errors import TfplaceError
 from tfplace.units import format_bytes, format_seconds
 
@@ -30,12 +31,15 @@ _COST_MODEL = flags.DEFINE_string(
     "cost_model", None, "op cost model: analytical, grappler or calibrated "
     "(default: analytical, or calibrated when --calibration is given)")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
+_LOOP_TRIP_COUNTS = flags.DEFINE_string(
+    "loop_trip_counts", None, LOOP_TRIP_COUNTS_HELP)
 
 
 def main(argv: List[str]) -> None:
   """Runs `tfplace simulate`; see the module docstring."""
   from tfplace import pipeline
-  from tfplace.cli.run_helpers import cluster_and_cost_model
+  from tfplace.cli.run_helpers import (cluster_and_cost_model,
+                                      parse_loop_trip_counts)
   from tfplace.graph.importers import import_graph
   from tfplace.placement import Placement
   from tfplace.placers.problem import PlacementProblem
@@ -47,7 +51,8 @@ def main(argv: List[str]) -> None:
   cluster, cost_model = cluster_and_cost_model(
       _CLUSTER.value, _COST_MODEL.value, _CALIBRATION.value)
   placement = Placement.load(_PLACEMENT.value)
-  graph = import_graph(argv[1])
+  graph = import_graph(argv[1], loop_trip_counts=parse_loop_trip_counts(
+      _LOOP_TRIP_COUNTS.value))
   problem = PlacementProblem(graph, cluster,
                              cost_model.op_costs(graph, cluster))
   result = pipeline.evaluate(problem, placement)

@@ -10,16 +10,22 @@ k ops at once and shares its peak among them, so each op gets 1/k of it
 type has no kernel for the op. Trivial ops (NoOp, Const, Identity, variable
 handles and reads, shape queries...) cost `trivial_overhead_factor` times the
 launch overhead and nothing else.
+
+A functional control-flow op (While/If/Case, `Op.body`) costs what its
+bodies run: the same formula for each body op, times its executions (a
+loop's trip count), summed, plus the op's own launch overhead. Its memory
+(`OpCosts.output_bytes`) is its outputs plus one body iteration's working set
+(`OpGraph.activation_bytes`).
 """
 
 import dataclasses
-from typing import FrozenSet, Mapping
+from typing import FrozenSet, Mapping, Sequence
 
 import numpy as np
 
 from tfplace.cost.cluster import Cluster
 from tfplace.cost.op_costs import CostModel, OpCosts, kernel_mask
-from tfplace.graph.op_graph import OpGraph
+from tfplace.graph.op_graph import ControlFlowCost, OpGraph
 
 TRIVIAL_OP_TYPES = frozenset({
     "NoOp", "Const", "HostConst", "Identity", "IdentityN", "StopGradient",
@@ -63,9 +69,22 @@ class AnalyticalCostModel(CostModel):
 
   def estimate(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
     """Returns compute seconds [M, D], parameter and output bytes [M]."""
+    moved = (graph.input_bytes + graph.output_bytes).astype(np.float64)
+    flops = graph.flops.copy()
+    bodies = [i for i, op in enumerate(graph.ops) if op.body is not None]
+    flops[bodies] = 0.0  # The op itself only launches its bodies.
+    moved[bodies] = 0.0
+    seconds = self._seconds(graph.op_types, flops, moved, cluster)
+    for i in bodies:
+      seconds[i] += self._body_seconds(graph.ops[i].body, cluster)
+    seconds[~kernel_mask(graph, cluster)] = np.inf
+    return OpCosts(compute_s=seconds, param_bytes=graph.param_bytes.copy(),
+                   output_bytes=graph.activation_bytes.copy())
+
+  def _seconds(self, op_types: Sequence[str], flops: np.ndarray,
+               moved: np.ndarray, cluster: Cluster) -> np.ndarray:
+    """Roofline seconds [N, D] of one execution of N ops on every device."""
     cfg = self.config
-    flops = graph.flops[:, None]
-    moved = (graph.input_bytes + graph.output_bytes).astype(np.float64)[:, None]
     devices = cluster.devices
     eff = np.array([cfg.compute_efficiency.get(d.type,
                                                cfg.default_compute_efficiency)
@@ -75,13 +94,24 @@ class AnalyticalCostModel(CostModel):
     bandwidth = (np.array([d.memory_bandwidth for d in devices])
                  * cfg.memory_efficiency / slots)
     overhead = np.array([d.launch_overhead_s for d in devices])
-    compute = np.maximum(flops / peak[None, :], moved / bandwidth[None, :])
-    scale = np.array([cfg.op_type_scale.get(t, 1.0) for t in graph.op_types])
+    compute = np.maximum(flops[:, None] / peak[None, :],
+                         moved[:, None] / bandwidth[None, :])
+    scale = np.array([cfg.op_type_scale.get(t, 1.0) for t in op_types])
     compute *= scale[:, None]
-    trivial = np.array([t in cfg.trivial_op_types for t in graph.op_types])
+    trivial = np.array([t in cfg.trivial_op_types for t in op_types],
+                       dtype=bool)
     compute[trivial] = 0.0
     over = np.where(trivial[:, None], cfg.trivial_overhead_factor, 1.0)
-    seconds = compute + over * overhead[None, :]
-    seconds[~kernel_mask(graph, cluster)] = np.inf
-    return OpCosts(compute_s=seconds, param_bytes=graph.param_bytes.copy(),
-                   output_bytes=graph.output_bytes.copy())
+    return compute + over * overhead[None, :]
+
+  def _body_seconds(self, body: ControlFlowCost,
+                    cluster: Cluster) -> np.ndarray:
+    """Seconds [D] of everything a control-flow op's bodies run."""
+    if not body.ops:
+      return np.zeros(cluster.num_devices)
+    rows = body.ops
+    per_run = self._seconds(
+        [r.type for r in rows], np.array([r.flops for r in rows]),
+        np.array([r.bytes_moved for r in rows], dtype=np.float64), cluster)
+    executions = np.array([r.executions for r in rows])
+    return executions @ per_run

@@ -12,8 +12,9 @@ estimated time from the returned step stats. Grappler counts cross-device
 transfers as free and has no per-op overhead, so only the per-op compute
 times are used; the tfplace simulator adds transfers, overhead and memory.
 Per op: time = grappler's estimate + the device's `launch_overhead_s`; ops
-grappler does not report fall back to the analytical model; inf where the
-device type has no kernel (`analytical.kernel_mask`).
+grappler does not report, and functional control flow (costed from its
+bodies), fall back to the analytical model; inf where the device type has no
+kernel (`analytical.kernel_mask`).
 
 How tfplace figures become a grappler device (`DeviceProperties`):
 
@@ -140,9 +141,12 @@ class GrapplerCostModel(CostModel):
     by_figures: Dict[FigureSet, list] = {}
     for j, device in enumerate(cluster.devices):
       by_figures.setdefault(self.figures(device), []).append(j)
+    # Grappler costs a While/If/Case op as one op; the fallback costs its
+    # bodies (`Op.body`), so it keeps those.
+    bodies = np.array([op.body is not None for op in graph.ops], dtype=bool)
     for figures, cols in by_figures.items():
       est = self.estimate_on(graph, figures)
-      known = ~np.isnan(est.seconds)
+      known = ~np.isnan(est.seconds) & ~bodies
       for j in cols:
         overhead = (cluster.devices[j].launch_overhead_s
                     if self.config.add_launch_overhead else 0.0)

@@ -8,26 +8,24 @@ standalone graph-mode training step (see `importers_function` and
 """
 
 import os
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Mapping, Optional, Sequence
 
 import numpy as np
 from absl import logging
 
 from tfplace.errors import GraphImportError
-from tfplace.graph import colocation, graph_io, kernels, op_flops
+from tfplace.graph import colocation, control_flow, graph_io
 from tfplace.graph.op_graph import Edge, Op, OpGraph, StepFetches
+from tfplace.graph.op_reader import read_op
 
-# Bytes of one tensor whose dtype has no fixed element size (a handle).
-HANDLE_BYTES = 8
-_NON_NUMERIC = ("resource", "variant", "string")
-_VARIABLE_OPS = ("VarHandleOp", "VariableV2", "Variable")
-_warned_unknown_dims = [False]
+LoopTripCounts = Optional[Mapping[str, int]]
 
 
 def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
                  loss: Optional[str] = None,
                  init_ops: Optional[Sequence[str]] = None,
                  name: Optional[str] = None, unknown_dim: int = 1,
+                 loop_trip_counts: LoopTripCounts = None,
                  **keras_kwargs) -> OpGraph:
   """Imports any supported TensorFlow form as an `OpGraph`.
 
@@ -42,6 +40,9 @@ def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
     name: a human name for the graph.
     unknown_dim: size given to dimensions static shape inference leaves
       unknown.
+    loop_trip_counts: {While op name: trip count} for loops whose trip count
+      the graph does not make static (see `tfplace.graph.control_flow`; a
+      loop nested in another's body is "outer/inner").
     **keras_kwargs: for Keras: `optimizer`, `batch_size`, `x`, `y`, `seed`;
       for a tf.function: `input_signature` or `args`.
 
@@ -55,7 +56,7 @@ def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
   from tensorflow.core.framework import graph_pb2
   from tensorflow.core.protobuf import meta_graph_pb2
   common = dict(train_ops=train_ops, init_ops=init_ops,
-                unknown_dim=unknown_dim)
+                unknown_dim=unknown_dim, loop_trip_counts=loop_trip_counts)
   is_graph = isinstance(source, (str, os.PathLike, tf.Graph, graph_pb2.GraphDef,
                                  meta_graph_pb2.MetaGraphDef))
   if is_graph and keras_kwargs:
@@ -68,7 +69,8 @@ def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
     if meta is not None:
       return from_meta_graph(meta, train_op=train_ops, loss=loss,
                              init_ops=init_ops, name=name,
-                             unknown_dim=unknown_dim)
+                             unknown_dim=unknown_dim,
+                             loop_trip_counts=loop_trip_counts)
     return from_graph_def(graph_def, loss=loss, name=name, **common)
   if isinstance(source, tf.Graph):
     if train_ops is None and source.get_collection("train_op"):
@@ -78,12 +80,14 @@ def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
   if isinstance(source, meta_graph_pb2.MetaGraphDef):
     return from_meta_graph(source, train_op=train_ops, loss=loss,
                            init_ops=init_ops, name=name or "graph",
-                           unknown_dim=unknown_dim)
+                           unknown_dim=unknown_dim,
+                           loop_trip_counts=loop_trip_counts)
   if isinstance(source, graph_pb2.GraphDef):
     return from_graph_def(source, loss=loss, name=name or "graph", **common)
   if hasattr(source, "get_weights") and hasattr(source, "compile"):
     return from_keras(source, loss=loss, name=name or source.name,
-                      unknown_dim=unknown_dim, **keras_kwargs)
+                      unknown_dim=unknown_dim,
+                      loop_trip_counts=loop_trip_counts, **keras_kwargs)
   if hasattr(source, "get_concrete_function") or hasattr(source,
                                                          "function_def"):
     return from_function(source, loss=loss, name=name, **common,
@@ -111,7 +115,8 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
 def from_graph_def(graph_def, train_ops: Optional[Sequence[str]] = None,
                    loss: Optional[str] = None,
                    init_ops: Optional[Sequence[str]] = None,
-                   name: str = "graph", unknown_dim: int = 1) -> OpGraph:
+                   name: str = "graph", unknown_dim: int = 1,
+                   loop_trip_counts: LoopTripCounts = None) -> OpGraph:
   """Imports a GraphDef (train ops, loss, init detected when not given)."""
   import tensorflow as tf
   if not graph_def.node:
@@ -124,12 +129,14 @@ def from_graph_def(graph_def, train_ops: Optional[Sequence[str]] = None,
       raise GraphImportError(f"{name}: TensorFlow cannot import the "
                              f"GraphDef: {e}") from None
   return from_tf_graph(graph, train_ops, loss, init_ops, name=name,
-                       unknown_dim=unknown_dim)
+                       unknown_dim=unknown_dim,
+                       loop_trip_counts=loop_trip_counts)
 
 
 def from_meta_graph(meta_graph_def, train_op=None, loss: Optional[str] = None,
                     init_ops: Optional[Sequence[str]] = None,
-                    name: str = "graph", unknown_dim: int = 1) -> OpGraph:
+                    name: str = "graph", unknown_dim: int = 1,
+                    loop_trip_counts: LoopTripCounts = None) -> OpGraph:
   """Imports a MetaGraphDef.
 
   The train op comes from `train_op` (a name or names) or the "train_op"
@@ -153,12 +160,14 @@ def from_meta_graph(meta_graph_def, train_op=None, loss: Optional[str] = None,
     init_ops = collection("init_op") or None
   return from_graph_def(meta_graph_def.graph_def,
                         [_op_name(t) for t in train] or None, loss,
-                        init_ops, name=name, unknown_dim=unknown_dim)
+                        init_ops, name=name, unknown_dim=unknown_dim,
+                        loop_trip_counts=loop_trip_counts)
 
 
 def from_tf_graph(graph, train_ops: Optional[Sequence[str]],
                   loss: Optional[str], init_ops: Sequence[str] = (),
-                  name: str = "graph", unknown_dim: int = 1) -> OpGraph:
+                  name: str = "graph", unknown_dim: int = 1,
+                  loop_trip_counts: LoopTripCounts = None) -> OpGraph:
   """Reads a `tf.Graph` (graph mode) as an OpGraph.
 
   Args:
@@ -169,22 +178,31 @@ def from_tf_graph(graph, train_ops: Optional[Sequence[str]],
     init_ops: op names that initialize variables (None: a NoOp "init").
     name: a human readable name.
     unknown_dim: size of dimensions static shape inference leaves unknown.
+    loop_trip_counts: trip counts of loops that are not static (see
+      `import_graph`).
 
   Returns:
-    The OpGraph, with colocation groups.
+    The OpGraph, with colocation groups; each functional control-flow op is
+    one op costed from its bodies (`Op.body`).
+
+  Raises:
+    GraphImportError: the graph is empty, or a loop's trip count is neither
+      static nor given.
   """
   graph_def = graph.as_graph_def()
   if not graph_def.node:
     raise GraphImportError(f"{name}: the graph is empty (no ops)")
-  ops = [_read_op(node, graph.get_operation_by_name(node.name), unknown_dim)
+  flow = control_flow.ControlFlowAnalysis(
+      graph, {f.signature.name: f for f in graph_def.library.function}, name,
+      unknown_dim, loop_trip_counts)
+  bodies = flow.analyze()
+  _record_given_trip_counts(graph_def, bodies)
+  ops = [read_op(node, graph.get_operation_by_name(node.name), unknown_dim,
+                 body=bodies.get(node.name), variant_bytes=flow.variant_bytes)
          for node in graph_def.node]
   edges = _read_edges(graph_def, ops, name)
   fetches = _fetches(ops, edges, train_ops, loss, init_ops, name)
   groups = colocation.colocation_groups(ops, edges)
-  flow = [op.name for op in ops if op.is_control_flow]
-  if flow:
-    logging.info("%s: %d functional control-flow op(s) placed whole, e.g. %s",
-                 name, len(flow), flow[0])
   graph_out = OpGraph(ops, edges, graph_def, fetches=fetches, name=name,
                       colocation_groups=groups)
   logging.info("imported %s: %d ops, %d edges, %d colocation groups", name,
@@ -193,65 +211,16 @@ def from_tf_graph(graph, train_ops: Optional[Sequence[str]],
   return graph_out
 
 
+def _record_given_trip_counts(graph_def, bodies) -> None:
+  """Writes given trip counts into the loops' NodeDefs (kept in files)."""
+  for node in graph_def.node:
+    body = bodies.get(node.name)
+    if body is not None and body.trip_count_source == "given":
+      node.attr[control_flow.TRIP_COUNT_ATTR].i = body.trip_count
+
+
 def _op_name(tensor_or_op: str) -> str:
   return tensor_or_op.lstrip("^").split(":")[0]
-
-
-def _resolve_shape(shape, unknown_dim: int) -> Tuple[int, ...]:
-  if shape.rank is None:
-    _warn_unknown()
-    return (unknown_dim,)
-  dims = []
-  for d in shape.as_list():
-    if d is None:
-      _warn_unknown()
-      d = unknown_dim
-    dims.append(int(d))
-  return tuple(dims)
-
-
-def _warn_unknown() -> None:
-  if not _warned_unknown_dims[0]:
-    _warned_unknown_dims[0] = True
-    logging.warning("some tensor shapes have unknown dimensions; they are "
-                    "taken as `unknown_dim` for bytes and FLOPs")
-
-
-def _tensor_bytes(dtype, shape: Tuple[int, ...]) -> int:
-  base = dtype.base_dtype
-  if base.name in _NON_NUMERIC:
-    return HANDLE_BYTES
-  return int(base.size) * op_flops.num_elements(shape)
-
-
-def _param_bytes(node, tf_op, unknown_dim: int) -> int:
-  if node.op not in _VARIABLE_OPS:
-    return 0
-  import tensorflow as tf
-  shape = _resolve_shape(tf.TensorShape(node.attr["shape"].shape),
-                         unknown_dim)
-  return _tensor_bytes(tf.as_dtype(node.attr["dtype"].type), shape)
-
-
-def _read_op(node, tf_op, unknown_dim: int) -> Op:
-  """Features of one op from its NodeDef and tf.Operation."""
-  shapes = tuple(_resolve_shape(t.shape, unknown_dim) for t in tf_op.outputs)
-  dtypes = tuple(t.dtype for t in tf_op.outputs)
-  in_shapes = [_resolve_shape(t.shape, unknown_dim) for t in tf_op.inputs]
-
-  def attr(key: str):
-    return tf_op.get_attr(key) if key in node.attr else None
-
-  coloc = tuple(s.decode()[len("loc:@"):] for s in node.attr["_class"].list.s
-                if s.startswith(b"loc:@")) if "_class" in node.attr else ()
-  return Op(
-      name=node.name, type=node.op, output_shapes=shapes,
-      output_dtypes=tuple(d.name for d in dtypes),
-      output_bytes=tuple(_tensor_bytes(d, s) for d, s in zip(dtypes, shapes)),
-      param_bytes=_param_bytes(node, tf_op, unknown_dim),
-      flops=op_flops.op_flops(node.op, in_shapes, shapes, attr),
-      kernels=kernels.kernel_device_types(node.op),
-      requested_device=node.device, colocation_names=coloc)
 
 
 def _read_edges(graph_def, ops: Sequence[Op], name: str) -> List[Edge]:

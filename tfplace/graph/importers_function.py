@@ -3,7 +3,8 @@
 The function's graph is made placeable and runnable on its own:
   * every (Stateful)PartitionedCall of a library function is inlined (our own
     inliner, repeated until no call is left), so the ops inside can be placed;
-    functional control flow (While/If/Case) stays one op, placed whole;
+    functional control flow (While/If/Case) stays one op, placed whole and
+    costed from its bodies (`tfplace.graph.control_flow`);
   * captured variable handles (resource placeholders) become VarHandleOp
     variables, initialized from the variables' current values by an `init`
     op; other captured tensors and the function's arguments become Consts.
@@ -25,7 +26,8 @@ def from_function(fn_or_concrete, train_ops: Optional[Sequence[str]] = None,
                   loss: Optional[str] = None,
                   init_ops: Optional[Sequence[str]] = None,
                   name: Optional[str] = None, unknown_dim: int = 1,
-                  input_signature=None, args=None, seed: int = 0) -> OpGraph:
+                  input_signature=None, args=None, seed: int = 0,
+                  loop_trip_counts=None) -> OpGraph:
   """Imports a tf.function or ConcreteFunction as a training step.
 
   Args:
@@ -40,6 +42,8 @@ def from_function(fn_or_concrete, train_ops: Optional[Sequence[str]] = None,
     input_signature: TensorSpecs to trace a tf.function with.
     args: sample arguments (they become Consts in the graph).
     seed: seed of the random arguments made when `args` is not given.
+    loop_trip_counts: trip counts of loops that are not static (see
+      `tfplace.graph.importers.import_graph`).
   """
   from tfplace.graph import importers
   concrete = _concrete(fn_or_concrete, input_signature, args)
@@ -61,7 +65,7 @@ def from_function(fn_or_concrete, train_ops: Optional[Sequence[str]] = None,
   return importers.from_graph_def(
       graph_def, train_ops, loss,
       [init_name] if init_ops is None else init_ops, name=name,
-      unknown_dim=unknown_dim)
+      unknown_dim=unknown_dim, loop_trip_counts=loop_trip_counts)
 
 
 def _concrete(fn, input_signature, args):

@@ -18,7 +18,8 @@ from tfplace.graph.op_graph import OpGraph
 def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
                y=None, name: Optional[str] = None, unknown_dim: int = 1,
                seed: int = 0, train_ops: Optional[Sequence[str]] = None,
-               init_ops: Optional[Sequence[str]] = None) -> OpGraph:
+               init_ops: Optional[Sequence[str]] = None,
+               loop_trip_counts=None) -> OpGraph:
   """Imports one training step of a Keras model.
 
   Args:
@@ -34,6 +35,8 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
     seed: seeds the random data and the graph (dropout).
     train_ops: ignored unless given (default: the "train" op).
     init_ops: ignored unless given (default: the "init" op).
+    loop_trip_counts: trip counts of loops that are not static (see
+      `tfplace.graph.importers.import_graph`).
 
   Returns:
     The OpGraph of one step.
@@ -62,7 +65,7 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
                                train_ops + init_ops + [loss_t.op.name])
   return importers.from_graph_def(
       graph_def, train_ops, loss_t.name, init_ops, name=name or model.name,
-      unknown_dim=unknown_dim)
+      unknown_dim=unknown_dim, loop_trip_counts=loop_trip_counts)
 
 
 def _build_step(model, loss_fn, opt_cls, opt_config, weights, x, y, seed):

@@ -34,6 +34,55 @@ LOOP_FRAME_OPS = frozenset({
 
 
 @dataclasses.dataclass(frozen=True)
+class BodyOp:
+  """One op that a functional control-flow op runs inside its functions.
+
+  Attributes:
+    name: the op's path below the control-flow op ("while/MatMul"; loop
+      bookkeeping rows are named "(loop frame)").
+    type: TF op type.
+    flops: FLOPs of one execution.
+    bytes_moved: input plus output bytes of one execution.
+    executions: how many times it runs per run of the control-flow op (the
+      trip count, times the trip counts of enclosing nested loops).
+  """
+  name: str
+  type: str
+  flops: float
+  bytes_moved: int
+  executions: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlFlowCost:
+  """The work of a functional control-flow op (While/If/Case), from its
+  function bodies (see `tfplace.graph.control_flow`).
+
+  Attributes:
+    ops: every op it runs, flattened over nested control flow.
+    trip_count: iterations of a While (None for If/Case).
+    trip_count_source: how the trip count was found ("static: ..." or
+      "given"); "" for If/Case.
+    working_bytes: bytes of the tensors one iteration of the body produces
+      (held while the op runs; nested control flow included).
+  """
+  ops: Tuple[BodyOp, ...]
+  trip_count: Optional[int] = None
+  trip_count_source: str = ""
+  working_bytes: int = 0
+
+  @property
+  def flops(self) -> float:
+    """FLOPs of one run of the control-flow op (all iterations)."""
+    return float(sum(o.flops * o.executions for o in self.ops))
+
+  @property
+  def bytes_moved(self) -> float:
+    """Bytes its ops read and write over one run (all iterations)."""
+    return float(sum(o.bytes_moved * o.executions for o in self.ops))
+
+
+@dataclasses.dataclass(frozen=True)
 class Op:
   """One operation of the training step.
 
@@ -49,6 +98,8 @@ class Op:
     kernels: device types with a registered kernel (e.g. {"CPU", "GPU"}).
     requested_device: the NodeDef's device field as imported ("" if none).
     colocation_names: names from the `_class` attr ("loc:@x" -> "x").
+    body: for functional control flow (While/If/Case), the ops its
+      functions run and the trip count; `flops` is then their total.
   """
   name: str
   type: str
@@ -60,6 +111,7 @@ class Op:
   kernels: FrozenSet[str] = frozenset({"CPU", "GPU"})
   requested_device: str = ""
   colocation_names: Tuple[str, ...] = ()
+  body: Optional[ControlFlowCost] = None
 
   @property
   def is_control_flow(self) -> bool:
@@ -189,6 +241,14 @@ class OpGraph:
   def output_bytes(self) -> np.ndarray:
     """Total bytes of all outputs, per op."""
     return np.array([op.total_output_bytes for op in self.ops], dtype=np.int64)
+
+  @functools.cached_property
+  def activation_bytes(self) -> np.ndarray:
+    """Bytes an op holds while its outputs live, per op: its outputs, plus
+    for functional control flow the working set of one body iteration."""
+    extra = np.array([op.body.working_bytes if op.body else 0
+                      for op in self.ops], dtype=np.int64)
+    return self.output_bytes + extra
 
   @functools.cached_property
   def input_bytes(self) -> np.ndarray:
@@ -358,6 +418,11 @@ class OpGraph:
         "activation_bytes": int(self.output_bytes.sum()),
         "flops": float(self.flops.sum()),
         "num_control_flow_ops": sum(op.is_control_flow for op in self.ops),
+        "loops": {op.name: {"trip_count": op.body.trip_count,
+                            "source": op.body.trip_count_source,
+                            "flops": op.body.flops}
+                  for op in self.ops
+                  if op.body is not None and op.body.trip_count is not None},
         "train_ops": list(self.fetches.train_ops),
         "loss": self.fetches.loss,
         "op_types": dict(sorted(type_counts.items(), key=lambda kv: -kv[1])),

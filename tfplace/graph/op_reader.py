@@ -1,0 +1,100 @@
+"""One op's features (shapes, bytes, FLOPs, kernels) from its NodeDef and
+`tf.Operation`, shared by the importers and the control-flow costing."""
+
+from typing import Callable, Optional, Sequence, Tuple
+
+from absl import logging
+
+from tfplace.graph import kernels, op_flops
+from tfplace.graph.op_graph import ControlFlowCost, Op
+
+# Bytes of one tensor whose dtype has no fixed element size (a handle).
+HANDLE_BYTES = 8
+_NON_NUMERIC = ("resource", "variant", "string")
+_VARIABLE_OPS = ("VarHandleOp", "VariableV2", "Variable")
+_warned_unknown_dims = [False]
+
+
+def resolve_shape(shape, unknown_dim: int) -> Tuple[int, ...]:
+  """A static `tf.TensorShape` as ints, unknown dimensions -> unknown_dim."""
+  if shape.rank is None:
+    _warn_unknown()
+    return (unknown_dim,)
+  dims = []
+  for d in shape.as_list():
+    if d is None:
+      _warn_unknown()
+      d = unknown_dim
+    dims.append(int(d))
+  return tuple(dims)
+
+
+def _warn_unknown() -> None:
+  if not _warned_unknown_dims[0]:
+    _warned_unknown_dims[0] = True
+    logging.warning("some tensor shapes have unknown dimensions; they are "
+                    "taken as `unknown_dim` for bytes and FLOPs")
+
+
+def tensor_bytes(dtype, shape: Sequence[int]) -> int:
+  """Bytes of a tensor (HANDLE_BYTES for resources, variants, strings)."""
+  base = dtype.base_dtype
+  if base.name in _NON_NUMERIC:
+    return HANDLE_BYTES
+  return int(base.size) * op_flops.num_elements(shape)
+
+
+def _param_bytes(node, unknown_dim: int) -> int:
+  if node.op not in _VARIABLE_OPS:
+    return 0
+  import tensorflow as tf
+  shape = resolve_shape(tf.TensorShape(node.attr["shape"].shape),
+                        unknown_dim)
+  return tensor_bytes(tf.as_dtype(node.attr["dtype"].type), shape)
+
+
+def op_shapes_and_flops(node, tf_op, unknown_dim: int):
+  """(output shapes, input shapes, FLOPs of one execution) of an op."""
+  shapes = tuple(resolve_shape(t.shape, unknown_dim) for t in tf_op.outputs)
+  in_shapes = [resolve_shape(t.shape, unknown_dim) for t in tf_op.inputs]
+
+  def attr(key: str):
+    return tf_op.get_attr(key) if key in node.attr else None
+
+  return shapes, in_shapes, op_flops.op_flops(node.op, in_shapes, shapes,
+                                              attr)
+
+
+def read_op(node, tf_op, unknown_dim: int,
+            body: Optional[ControlFlowCost] = None,
+            variant_bytes: Optional[Callable[[object], Optional[int]]] = None
+            ) -> Op:
+  """Features of one op from its NodeDef and tf.Operation.
+
+  Args:
+    node: the op's NodeDef.
+    tf_op: the same op as a `tf.Operation` (static shapes).
+    unknown_dim: size given to unknown dimensions.
+    body: for functional control flow, what its functions run (its FLOPs
+      become the op's).
+    variant_bytes: optional `tensor -> bytes or None` for variant outputs
+      whose real size is known (TensorList accumulators).
+  """
+  shapes, _, flops = op_shapes_and_flops(node, tf_op, unknown_dim)
+  dtypes = tuple(t.dtype for t in tf_op.outputs)
+  out_bytes = [tensor_bytes(d, s) for d, s in zip(dtypes, shapes)]
+  if variant_bytes is not None:
+    for k, t in enumerate(tf_op.outputs):
+      if t.dtype.name == "variant":
+        known = variant_bytes(t)
+        out_bytes[k] = out_bytes[k] if known is None else int(known)
+  coloc = tuple(s.decode()[len("loc:@"):] for s in node.attr["_class"].list.s
+                if s.startswith(b"loc:@")) if "_class" in node.attr else ()
+  return Op(
+      name=node.name, type=node.op, output_shapes=shapes,
+      output_dtypes=tuple(d.name for d in dtypes),
+      output_bytes=tuple(out_bytes),
+      param_bytes=_param_bytes(node, unknown_dim),
+      flops=body.flops if body is not None else flops,
+      kernels=kernels.kernel_device_types(node.op),
+      requested_device=node.device, colocation_names=coloc, body=body)
