@@ -108,6 +108,31 @@ def profiler_xplane(out):
   shutil.rmtree(logdir)
 
 
+def two_worker_profile(out):
+  """`tfplace.measure` on a LocalCluster of two TF server processes with a
+  trace_dir: profile_2workers/plugins/profile/<run>/<host>_<port>.xplane.pb,
+  one per worker, and tasks.json naming each file's task (the step_stats.pb
+  that measure also writes is left out)."""
+  from tfplace.graph.importers import from_tf_graph
+  from tfplace.measurement.local_cluster import LocalCluster, worker_device
+  from tfplace.measurement.runner import measure
+  from tfplace.placement import Placement
+  g, e = _graph("/job:worker/task:0/cpu:0", "/job:worker/task:1/cpu:0")
+  graph = from_tf_graph(g, [e.op.name], None, [], name="two_workers")
+  placement = Placement({op.name: worker_device(int(op.name.startswith(
+      ("mm1", "relu1")))) for op in graph.ops})
+  trace_dir = os.path.join(out, "_measure_tmp")
+  with LocalCluster(num_workers=2) as servers:
+    timing = measure(graph, placement, target=servers.target, steps=3,
+                     trace_dir=trace_dir)
+  assert timing.profile_error is None, timing.profile_error
+  run = glob.glob(os.path.join(trace_dir, "plugins/profile/*"))[0]
+  dst = os.path.join(out, "profile_2workers", "plugins", "profile",
+                     os.path.basename(run))
+  shutil.copytree(run, dst)
+  shutil.rmtree(trace_dir)
+
+
 def main():
   out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
   tf.config.set_logical_device_configuration(
@@ -116,6 +141,7 @@ def main():
   local_step_stats(out)
   two_worker_run_metadata(out)
   profiler_xplane(out)
+  two_worker_profile(out)
 
 
 if __name__ == "__main__":

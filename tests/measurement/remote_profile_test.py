@@ -101,3 +101,14 @@ def test_which_profilers_a_measurement_asks():
     assert runner._profilers("grpc://127.0.0.1:9", None) == ("127.0.0.1:10",)
   finally:
     del local_cluster._PROFILERS["grpc://127.0.0.1:9"]
+
+
+def test_task_names_are_written_beside_the_xplanes(tmp_path):
+  run = tmp_path / "plugins" / "profile" / "run"
+  run.mkdir(parents=True)
+  remote_profile.write_task_names([str(run)], ["127.0.0.1:7001",
+                                               "grpc://host2:7002"])
+  doc = json.loads((run / remote_profile.TASKS_FILE).read_text())
+  assert doc == {"format": remote_profile.TASKS_FORMAT, "tasks": {
+      "127.0.0.1_7001": "/job:worker/replica:0/task:0",
+      "host2_7002": "/job:worker/replica:0/task:1"}}

@@ -40,7 +40,10 @@ def test_chrome_trace_layout():
   assert names == {(1, A), (2, B), (3, "transfers")}
   xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]
   w = [e for e in xs if e["args"]["name"] == "w"][0]
-  assert (w["pid"], w["ts"], w["dur"], w["name"]) == (2, 7000.0, 3000.0, "Conv2D")
+  # Slices are named by op name (what a user searches for); the type is in
+  # args.
+  assert (w["pid"], w["ts"], w["dur"], w["name"]) == (2, 7000.0, 3000.0, "w")
+  assert w["args"]["op_type"] == "Conv2D"
   t1 = [e for e in xs if e["args"]["name"] == "t1"][0]
   assert t1["pid"] == 3 and t1["args"]["src_device"] == A
   json.dumps(doc)  # serializable

@@ -215,10 +215,12 @@ def test_xplanes_of_two_hosts_by_hand(tmp_path):
   t = load_trace(str(tmp_path))
   # One clock (absolute ns): a at 10**18 + 100 ns is time 0; b starts 5 ns
   # later; runtime events (no "name:Type") are dropped.
+  # h0_1 sends from W0's task, so its host plane is W0 (the only CPU its
+  # transfers name); h1_2 has no transfers and keeps its host name.
   assert [(e.device, e.name, e.op_type, e.kind) for e in t.events] == [
-      ("h0_1/host:CPU", "a", "MatMul", "op"),
+      (W0, "a", "MatMul", "op"),
       ("h1_2/host:CPU", "b", "AddV2", "op"),
-      ("h0_1/host:CPU", "a_S1", "_Send", TRANSFER)]
+      (W0, "a_S1", "_Send", TRANSFER)]
   assert [e.start_s for e in t.events] == pytest.approx([0, 5e-9, 15e-9])
   assert [e.duration_s for e in t.events] == pytest.approx([1e-8, 5e-9, 4e-9])
   send = t.transfers()[0]

@@ -1,13 +1,15 @@
 """Inspect, export, plot or compare a profiler trace.
 
 usage: tfplace trace PATH [--json] [--top 10] [--perfetto OUT.json]
-                          [--gantt OUT.png] [--compare OTHER_PATH]
+                          [--gantt OUT.png [--placement p.json]]
+                          [--compare OTHER_PATH]
 
 PATH is a TF profiler log directory (or .xplane.pb), a Chrome-trace JSON
 (.json/.json.gz) or a saved StepStats/RunMetadata (.pb/.pbtxt). Prints a
-summary (per-device busy time and idle gaps, transfers, top ops, critical
-path); with --compare, also how OTHER_PATH differs from PATH. Bad input exits
-with status 2 and writes nothing.
+one-page summary: per-device busy time and idle gaps, transfers, top ops, and
+the critical path by device and its longest segments (--top rows per list;
+--json has every event); with --compare, also how OTHER_PATH differs from
+PATH. Bad input exits with status 2 and writes nothing.
 """
 
 import json
@@ -17,7 +19,8 @@ from absl import flags
 from tfplace.errors import TraceError
 
 _JSON = flags.DEFINE_bool("json", False, "print the results as JSON")
-_TOP = flags.DEFINE_integer("top", 10, "how many ops to list by total time", lower_bound=0)
+_TOP = flags.DEFINE_integer("top", 10, "rows per list (devices, transfers, "
+                            "ops, critical-path segments)", lower_bound=0)
 _PERFETTO = flags.DEFINE_string(
     "perfetto", None, "also write the trace as Chrome-trace/Perfetto JSON "
     "(.json or .json.gz)")
@@ -25,6 +28,9 @@ _GANTT = flags.DEFINE_string("gantt", None, "also draw a Gantt chart (.png; "
                              "needs matplotlib, the viz extra)")
 _COMPARE = flags.DEFINE_string("compare", None, "a second trace to compare "
                                "PATH with (PATH is 'before')")
+_PLACEMENT = flags.DEFINE_string(
+    "placement", None, "the placement JSON that ran, to title the Gantt "
+    "chart with its placer and devices")
 
 
 def main(argv):
@@ -38,6 +44,10 @@ def main(argv):
     export.check_perfetto_path(_PERFETTO.value)
   if _GANTT.value:
     plot.check_gantt_path(_GANTT.value)
+  placement = None
+  if _PLACEMENT.value:
+    from tfplace.placement import Placement  # pylint: disable=import-outside-toplevel
+    placement = Placement.load(_PLACEMENT.value)
   trace = reader.load_trace(argv[1])
   other = reader.load_trace(_COMPARE.value) if _COMPARE.value else None
   result = summary.summarize(trace, top_k=_TOP.value)
@@ -45,7 +55,7 @@ def main(argv):
   if _PERFETTO.value:
     export.write_perfetto(trace, _PERFETTO.value)
   if _GANTT.value:
-    plot.gantt(trace, _GANTT.value)
+    plot.gantt(trace, _GANTT.value, placement=placement)
   if _JSON.value:
     print(json.dumps({"summary": result.to_dict(),
                       "comparison": comparison.to_dict() if comparison else None},

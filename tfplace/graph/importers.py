@@ -201,6 +201,14 @@ def from_tf_graph(graph, train_ops: Optional[Sequence[str]],
                  body=bodies.get(node.name), variant_bytes=flow.variant_bytes)
          for node in graph_def.node]
   edges = _read_edges(graph_def, ops, name)
+  frames = sorted({n.attr["frame_name"].s.decode() for n in graph_def.node
+                   if n.op in ("Enter", "RefEnter")})
+  if frames:
+    logging.warning(
+        "%s: %d TF1 while-loop frame(s) (Enter/Exit ops, e.g. %s): their ops "
+        "are costed for one iteration, not times the trip count; build the "
+        "loop with TF2 control flow (tf.while_loop -> While, the default) to "
+        "have it costed in full", name, len(frames), frames[0])
   fetches = _fetches(ops, edges, train_ops, loss, init_ops, name)
   groups = colocation.colocation_groups(ops, edges)
   graph_out = OpGraph(ops, edges, graph_def, fetches=fetches, name=name,

@@ -12,17 +12,25 @@ worker writes `logdir/plugins/profile/<run>/<host>_<port>.xplane.pb` (one run
 directory for all of them); on several hosts `logdir` must be a path they
 all share.
 
+Beside the xplane files, `tasks.json` names each file's TF task
+(`{"format": "tfplace.profile_tasks/1", "tasks": {"127.0.0.1_6009":
+"/job:worker/replica:0/task:0"}}`; the profiler addresses are given in task
+order), so `tfplace.trace` can show tasks instead of host:port.
+
 A failed or incomplete capture is returned as a message, never raised: the
 trace is an extra, the measurement stands without it.
 """
 
 import glob
+import json
 import os
 import threading
 import time
 from typing import Callable, Dict, Optional, Sequence, Set
 
 from absl import logging
+
+from tfplace.io_utils import atomic_write
 
 # Seconds between sending the capture request and starting the step: the
 # workers start tracing as they get the request (well under 0.1 s on
@@ -32,6 +40,9 @@ LEAD_S = 0.3
 GRACE_S = 10.0
 # Margin, in seconds, added to the traced window.
 _MARGIN_S = 0.5
+# In a profile run directory: the TF task of each worker's xplane file.
+TASKS_FILE = "tasks.json"
+TASKS_FORMAT = "tfplace.profile_tasks/1"
 
 
 def capture_duration_ms(step_s: float, lead_s: float = LEAD_S) -> int:
@@ -60,6 +71,18 @@ def _xplanes(run_dirs) -> Dict[str, int]:
     for f in glob.glob(os.path.join(run, "*.xplane.pb")):
       out[os.path.basename(f)] = os.path.getsize(f)
   return out
+
+
+def write_task_names(run_dirs, addresses: Sequence[str],
+                     job: str = "worker") -> None:
+  """Writes TASKS_FILE in each run directory: address i is task i of `job`
+  (xplane files are named "<host>_<port>")."""
+  names = {a.replace("grpc://", "").replace(":", "_"):
+           f"/job:{job}/replica:0/task:{i}" for i, a in enumerate(addresses)}
+  for run in run_dirs:
+    atomic_write(os.path.join(run, TASKS_FILE),
+                 json.dumps({"format": TASKS_FORMAT, "tasks": names},
+                            indent=1))
 
 
 def _options():
@@ -121,8 +144,11 @@ def capture_remote(run_step: Callable[[], None], addresses: Sequence[str],
   if thread.is_alive():
     return (f"the profile capture from {list(addresses)} did not return "
             f"within {duration_ms / 1000 + GRACE_S:.1f} s")
-  files = _xplanes(_runs(logdir) - before)
+  runs = _runs(logdir) - before
+  files = _xplanes(runs)
   got = sum(1 for size in files.values() if size > 0)
+  if got:
+    write_task_names(runs, addresses)
   if "error" in box and not got:
     return f"the profile capture from {list(addresses)} failed: {box['error']}"
   if got < len(addresses):

@@ -233,9 +233,10 @@ def measure(graph: OpGraph, placement: Placement, *,
       `step_stats.pb` are written there.
     timeout_s: deadline for the whole measurement (each run gets what is left).
     profiler_addresses: on a server target, the "host:port" profiler servers
-      to capture the trace from (one per worker; on other hosts `trace_dir`
-      must be a path they share). None: those of the running `LocalCluster`
-      with this target, else the target's own server.
+      to capture the trace from (one per worker, in task order; on other
+      hosts `trace_dir` must be a path they share). None: those of the
+      running `LocalCluster` with this target, else the target's own server
+      (task 0).
 
   Returns:
     The step time statistics, op records and device check.

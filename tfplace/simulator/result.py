@@ -1,9 +1,12 @@
 """SimResult: what the simulator predicts for one placement."""
 
 import dataclasses
-from typing import Optional, Tuple
+import math
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
+
+from tfplace.units import format_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +43,9 @@ class SimResult:
     oom_devices: indices of devices over their memory.
     schedule: op executions, if requested.
     transfers: transfers, if requested.
+    device_names: the cluster's device names, index order (the simulator's
+      own tuple, shared: no copy per result).
+    memory_capacity_bytes: float64 [D], each device's memory (shared too).
   """
   step_time_s: float
   feasible: bool
@@ -49,3 +55,37 @@ class SimResult:
   oom_devices: Tuple[int, ...] = ()
   schedule: Optional[Tuple[ScheduledOp, ...]] = None
   transfers: Optional[Tuple[ScheduledTransfer, ...]] = None
+  device_names: Tuple[str, ...] = ()
+  memory_capacity_bytes: Optional[np.ndarray] = None
+
+  def __str__(self) -> str:
+    return self.format()
+
+  def format(self, device_names: Optional[Sequence[str]] = None) -> str:
+    """The result as a few readable lines: step time, then per device its
+    busy time and peak memory (of its capacity).
+
+    Args:
+      device_names: names by device index (default: the stored ones, else
+        "device 0", "device 1", ...).
+    """
+    d = len(self.device_busy_s)
+    names = list(device_names or self.device_names or
+                 [f"device {i}" for i in range(d)])
+    if self.feasible and math.isfinite(self.step_time_s):
+      head = f"step time {self.step_time_s * 1e3:.3f} ms"
+    else:
+      where = ", ".join(names[i] for i in self.oom_devices)
+      head = ("infeasible: " + (f"out of memory on {where}" if where else
+                                "an op has no kernel on its device"))
+    lines = [head, f"moved between devices: {format_bytes(self.bytes_moved)}"]
+    width = max(len(n) for n in names) if names else 6
+    lines.append(f"{'device':<{width}}  {'busy ms':>9}  peak memory")
+    for i in range(d):
+      peak = format_bytes(int(self.peak_memory_bytes[i]))
+      if self.memory_capacity_bytes is not None:
+        peak += f" of {format_bytes(float(self.memory_capacity_bytes[i]))}"
+      flag = "  OUT OF MEMORY" if i in self.oom_devices else ""
+      lines.append(f"{names[i]:<{width}}  {self.device_busy_s[i] * 1e3:9.3f}"
+                   f"  {peak}{flag}")
+    return "\n".join(lines)

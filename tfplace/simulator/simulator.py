@@ -114,6 +114,7 @@ class Simulator:
     self._param_bytes = np.asarray(costs.param_bytes, dtype=np.float64)
     self._lat = np.ascontiguousarray(cluster.link_latency, dtype=np.float64)
     self._bw = np.ascontiguousarray(cluster.link_bandwidth, dtype=np.float64)
+    self._device_names = tuple(cluster.device_names)
     self._mem_cap = np.array([dv.memory_bytes for dv in cluster.devices],
                              dtype=np.float64)
     self._slots = np.array([dv.slots for dv in cluster.devices], dtype=np.int64)
@@ -218,7 +219,8 @@ class Simulator:
         step_time_s=float(step) if status == kernel.OK else float("inf"),
         feasible=status == kernel.OK, device_busy_s=busy,
         peak_memory_bytes=peak.astype(np.int64), bytes_moved=int(moved),
-        oom_devices=oom)
+        oom_devices=oom, device_names=self._device_names,
+        memory_capacity_bytes=self._mem_cap)
     if record_schedule and status != kernel.NO_KERNEL:
       result = _with_schedule(result, dev, start, end, self._t_prod,
                               self._t_bytes, x_tensor[:nx], x_dst[:nx],

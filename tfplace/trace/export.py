@@ -2,8 +2,8 @@
 
 One process per device (thread "ops"), and one more process, "transfers",
 with one thread per (source -> destination) pair. Events are complete ("X")
-events with times in microseconds; each carries its full `TraceEvent` fields
-in `args`, so `tfplace.trace.reader.load_trace` reads the file back to the
+events with times in microseconds, named by op name (the op type and the
+other `TraceEvent` fields are in `args`), so `tfplace.trace.reader.load_trace` reads the file back to the
 same events. The output opens in https://ui.perfetto.dev and chrome://tracing.
 """
 
@@ -31,7 +31,7 @@ def _complete(e: TraceEvent, pid: int, tid: int) -> Dict[str, Any]:
           "device": e.device, "nbytes": e.nbytes}
   if e.kind != OP:
     args.update(src_device=e.src_device, dst_device=e.dst_device)
-  return {"name": e.op_type if e.kind == OP else e.name, "cat": e.kind,
+  return {"name": e.name, "cat": e.kind,
           "ph": "X", "pid": pid, "tid": tid, "ts": round(e.start_s * 1e6, 3),
           "dur": round(e.duration_s * 1e6, 3), "args": args}
 

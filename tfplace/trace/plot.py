@@ -1,17 +1,45 @@
 """Gantt chart of a trace: one row per device, ops as bars over time.
 
+Rows are labelled with the shortest device names that stay distinct
+(`short_device_names`). Transfers get one lane per (source, destination)
+pair, labelled with their count and bytes; each transfer is a thin line from
+its start to its end with a tick at its start, so they can be counted where a
+bar per transfer would merge into one block; with few transfers, a faint
+arrow also joins the source and destination rows. The title gives the step
+time and, when a placement is given, its placer and devices.
+
 Needs matplotlib (the `viz` extra: `pip install tfplace[viz]`); it is imported
 only when a chart is drawn.
 """
 
+import dataclasses
 import io
 from typing import Dict, List, Optional, Tuple
 
+from tfplace.units import format_bytes
 from tfplace.errors import TfplaceError
 from tfplace.io_utils import atomic_write
-from tfplace.trace.trace import OP, Trace
+from tfplace.trace.trace import OP, Trace, TraceEvent, short_device_names
 
 _MAX_LEGEND = 12
+# Above this many transfers, no arrows between device rows (too dense).
+_MAX_ARROWS = 60
+
+
+@dataclasses.dataclass(frozen=True)
+class GanttLayout:
+  """What the chart shows, before drawing.
+
+  Attributes:
+    title: the chart title.
+    device_rows: (label, op events) per device, in device order.
+    transfer_lanes: (label, transfer events, src row, dst row) per device
+      pair; a row is None when that device has no ops.
+  """
+  title: str
+  device_rows: Tuple[Tuple[str, Tuple[TraceEvent, ...]], ...]
+  transfer_lanes: Tuple[Tuple[str, Tuple[TraceEvent, ...], Optional[int],
+                              Optional[int]], ...]
 
 
 def _require_matplotlib():
@@ -33,23 +61,44 @@ def check_gantt_path(path: str) -> None:
   _require_matplotlib()
 
 
-def _rows(trace: Trace) -> List[Tuple[str, list]]:
-  """(label, events) per row: devices first, then one per transfer pair."""
-  rows = [(d, [e for e in trace.events_on(d) if e.kind == OP])
-          for d in trace.devices()]
-  pairs: Dict[str, list] = {}
+def gantt_title(trace: Trace, placement=None) -> str:
+  """"<placer> placement on N devices: step time X ms" (see `gantt`)."""
+  step = f"step time {trace.span_s() * 1e3:.3f} ms"
+  devices = trace.devices()
+  if placement is None:
+    names = short_device_names(devices)
+    return f"{step} on {len(devices)} devices ({', '.join(names.values())})"
+  meta = placement.metadata
+  used = sorted(set(placement.devices.values()))
+  text = (f"{meta.placer or 'given'} placement on {len(used)} devices: "
+          f"{step}")
+  if meta.predicted_step_time_s:
+    text += f" (predicted {meta.predicted_step_time_s * 1e3:.3f} ms)"
+  return text
+
+
+def gantt_layout(trace: Trace, placement=None,
+                 title: Optional[str] = None) -> GanttLayout:
+  """The chart's rows, lanes and title (see the module docstring)."""
+  devices = list(trace.devices())
+  ends = [d for e in trace.transfers() for d in (e.src_device, e.dst_device)
+          if d]
+  names = short_device_names(devices + ends)
+  rows = tuple((names[d], tuple(e for e in trace.events_on(d) if e.kind == OP))
+               for d in devices)
+  row_of = {d: i for i, d in enumerate(devices)}
+  pairs: Dict[Tuple[str, str], List[TraceEvent]] = {}
   for e in trace.transfers():
-    label = f"{_short(e.src_device or '?')} -> {_short(e.dst_device or '?')}"
-    pairs.setdefault(label, []).append(e)
-  return [(_short(d), evs) for d, evs in rows] + sorted(pairs.items())
-
-
-def _short(device: str) -> str:
-  """"/job:localhost/replica:0/task:0/device:CPU:0" -> "task:0/CPU:0"."""
-  parts = [p for p in device.split("/") if p]
-  task = next((p for p in parts if p.startswith("task:")), None)
-  dev = parts[-1].replace("device:", "") if parts else device
-  return f"{task}/{dev}" if task and dev != task else dev
+    pairs.setdefault((e.src_device or "?", e.dst_device or "?"), []).append(e)
+  lanes = []
+  for (src, dst), events in sorted(pairs.items()):
+    nbytes = sum(e.nbytes for e in events)
+    label = (f"{names.get(src, src)} -> {names.get(dst, dst)}: "
+             f"{len(events)} transfer{'s' if len(events) != 1 else ''}"
+             + (f", {format_bytes(nbytes)}" if nbytes else ""))
+    lanes.append((label, tuple(events), row_of.get(src), row_of.get(dst)))
+  return GanttLayout(title or gantt_title(trace, placement), rows,
+                     tuple(lanes))
 
 
 def _palette(trace: Trace, cmap) -> Dict[str, tuple]:
@@ -63,36 +112,63 @@ def _palette(trace: Trace, cmap) -> Dict[str, tuple]:
   return {t: colors[i] if i < len(colors) else gray for i, t in enumerate(ranked)}
 
 
-def gantt(trace: Trace, path: str, title: Optional[str] = None) -> None:
+def _draw_transfers(ax, layout: GanttLayout) -> None:
+  """Thin lines with start ticks, one lane per pair; arrows when few."""
+  first = len(layout.device_rows)
+  total = sum(len(lane[1]) for lane in layout.transfer_lanes)
+  for k, (_, events, src_row, dst_row) in enumerate(layout.transfer_lanes):
+    y = first + k
+    starts = [e.start_s * 1e3 for e in events]
+    ax.hlines([y] * len(events), starts, [e.end_s * 1e3 for e in events],
+              colors="tab:red", linewidth=1.5)
+    ax.plot(starts, [y] * len(events), linestyle="none", marker="|",
+            markersize=9, color="black")
+    if total <= _MAX_ARROWS and src_row is not None and dst_row is not None:
+      for e in events:
+        ax.annotate("", xy=(e.end_s * 1e3, dst_row), xytext=(e.start_s * 1e3,
+                                                             src_row),
+                    arrowprops=dict(arrowstyle="->", color="tab:red",
+                                    alpha=0.35, linewidth=0.6))
+
+
+def gantt(trace: Trace, path: str, title: Optional[str] = None,
+          placement=None) -> None:
   """Draws `trace` as a Gantt chart and writes it to `path` (PNG, atomic).
 
   Args:
     trace: the trace.
     path: output `.png` path.
-    title: chart title (default: the trace's source).
+    title: chart title (default: the step time and the devices, or the
+      placement's placer and device count: `gantt_title`).
+    placement: the `Placement` that ran, for the title.
 
   Raises:
     TfplaceError: if matplotlib is missing or `path` is not a `.png`.
   """
   check_gantt_path(path)
   plt = _require_matplotlib()
-  rows = _rows(trace)
+  layout = gantt_layout(trace, placement, title)
+  labels = [r[0] for r in layout.device_rows] + [
+      lane[0] for lane in layout.transfer_lanes]
   cmap = plt.get_cmap("tab20")
-  fig, ax = plt.subplots(figsize=(12, 1.2 + 0.6 * len(rows)), dpi=100)
+  fig, ax = plt.subplots(figsize=(12, 1.2 + 0.6 * len(labels)), dpi=100)
   try:
     palette = _palette(trace, cmap)
-    for y, (_, events) in enumerate(rows):
-      ax.broken_barh([(e.start_s * 1e3, max(e.duration_s * 1e3, 1e-6)) for e in events],
-                     (y - 0.35, 0.7), facecolors=[palette[e.op_type] for e in events],
+    for y, (_, events) in enumerate(layout.device_rows):
+      ax.broken_barh([(e.start_s * 1e3, max(e.duration_s * 1e3, 1e-6))
+                      for e in events], (y - 0.35, 0.7),
+                     facecolors=[palette[e.op_type] for e in events],
                      edgecolor="black", linewidth=0.3)
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([label for label, _ in rows])
+    _draw_transfers(ax, layout)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels)
     ax.invert_yaxis()
     ax.set_xlim(0, max(trace.span_s() * 1e3, 1e-6))
     ax.set_xlabel("time (ms)")
-    ax.set_title(title or trace.source or "trace")
+    ax.set_title(layout.title)
     ax.grid(axis="x", linestyle=":", linewidth=0.5)
-    top = list(palette)[:_MAX_LEGEND]
+    top = [t for t in palette if any(e.op_type == t for e in trace.ops())]
+    top = top[:_MAX_LEGEND]
     handles = [plt.Rectangle((0, 0), 1, 1, color=palette[t]) for t in top]
     ax.legend(handles, top, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               fontsize="small", title="op type")

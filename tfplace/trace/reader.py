@@ -32,7 +32,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tfplace.errors import TraceError
 from tfplace.measurement.runner import STEP_STATS_FILE
-from tfplace.trace.trace import OP, TRANSFER, TraceEvent, Trace, is_transfer_op, make_trace
+from tfplace.trace.trace import (CLIENT, OP, TRANSFER, TraceEvent, Trace,
+                                 is_transfer_op, make_trace)
 
 _SKIPPED_NODES = ("_SOURCE", "_SINK")
 _DEVICE_IN_TEXT = re.compile(r"(/job:[^\s,;()@]+|/device:[^\s,;()@]+)")
@@ -146,6 +147,13 @@ def _transfer_fields(args: Dict[str, Any], device: str, op_type: str):
       src = device
     elif op_type.startswith(("_Recv", "_HostRecv", "RecvTensor")):
       dst = device
+  elif src is not None and src == dst:
+    # A key from a device to itself: the step's fetch to (or feed from) the
+    # session's client, which TF routes through the master's device.
+    if op_type.startswith(("_Send", "_HostSend")):
+      dst = CLIENT
+    elif op_type.startswith(("_Recv", "_HostRecv")):
+      src = CLIENT
   nbytes = args.get("nbytes", args.get("bytes", 0))
   try:
     nbytes = int(nbytes)

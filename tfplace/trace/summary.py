@@ -68,13 +68,47 @@ class OpTime:
 
 @dataclasses.dataclass(frozen=True)
 class PathStep:
-  """One event on the critical path."""
+  """One event on the critical path (transfers: with their end devices)."""
   name: str
   op_type: str
   device: str
   kind: str
   start_s: float
   duration_s: float
+  src_device: Optional[str] = None
+  dst_device: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PathSegment:
+  """Consecutive critical-path events on one device (or one transfer link).
+
+  Attributes:
+    device: the device its events ran on.
+    kind: "op" or "transfer".
+    start_s: start of its first event.
+    end_s: end of its last event.
+    busy_s: summed durations of its events.
+    n_events: how many events it has.
+    n_trivial: how many of them are trivial ops (Const, Identity, NoOp, ...).
+    longest: name of its longest non-trivial event ("" if all are trivial).
+    longest_type: that event's op type.
+    longest_s: that event's duration.
+    src_device: for transfers, where the first one came from.
+    dst_device: for transfers, where the first one went.
+  """
+  device: str
+  kind: str
+  start_s: float
+  end_s: float
+  busy_s: float
+  n_events: int
+  n_trivial: int
+  longest: str
+  longest_type: str
+  longest_s: float
+  src_device: Optional[str] = None
+  dst_device: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +124,9 @@ class TraceSummary:
     top_ops: the ops with the most total time, longest first.
     critical_path: the approximate critical path, in time order.
     critical_path_busy_s: summed durations along the critical path.
+    critical_path_segments: the critical path as runs of events on one
+      device, in time order.
+    top_k: how many rows each list shows when printed.
   """
   source: str
   n_events: int
@@ -99,10 +136,15 @@ class TraceSummary:
   top_ops: Tuple[OpTime, ...]
   critical_path: Tuple[PathStep, ...]
   critical_path_busy_s: float
+  critical_path_segments: Tuple[PathSegment, ...] = ()
+  top_k: int = 10
 
   def to_dict(self) -> dict:
     """A JSON-ready dict (for `--json`)."""
     return dataclasses.asdict(self)
+
+  def __str__(self) -> str:
+    return format_summary(self)
 
 
 def merge_intervals(intervals: Sequence[Tuple[float, float]]) -> List[Tuple[float, float]]:
@@ -198,8 +240,38 @@ def critical_path(trace: Trace) -> Tuple[PathStep, ...]:
     seen.add(i)
     chain.append(trace.events[i])
     i = _predecessor(trace, index, i, seen)
-  return tuple(PathStep(e.name, e.op_type, e.device, e.kind, e.start_s, e.duration_s)
+  return tuple(PathStep(e.name, e.op_type, e.device, e.kind, e.start_s,
+                        e.duration_s, e.src_device, e.dst_device)
                for e in reversed(chain))
+
+
+def path_segments(path: Sequence[PathStep]) -> Tuple[PathSegment, ...]:
+  """The critical path as runs of consecutive events on one device (trivial
+  ops such as Const and Identity are counted, not named)."""
+  from tfplace.cost.analytical import TRIVIAL_OP_TYPES
+  runs: List[List[PathStep]] = []
+  for step in path:
+    key = (step.device, step.kind, step.src_device, step.dst_device)
+    if runs and (runs[-1][-1].device, runs[-1][-1].kind,
+                 runs[-1][-1].src_device, runs[-1][-1].dst_device) == key:
+      runs[-1].append(step)
+    else:
+      runs.append([step])
+  out = []
+  for run in runs:
+    real = [s for s in run if s.kind == TRANSFER
+            or s.op_type not in TRIVIAL_OP_TYPES]
+    longest = max(real, key=lambda s: s.duration_s, default=None)
+    out.append(PathSegment(
+        device=run[0].device, kind=run[0].kind, start_s=run[0].start_s,
+        end_s=max(s.start_s + s.duration_s for s in run),
+        busy_s=sum(s.duration_s for s in run), n_events=len(run),
+        n_trivial=len(run) - len(real),
+        longest=longest.name if longest else "",
+        longest_type=longest.op_type if longest else "",
+        longest_s=longest.duration_s if longest else 0.0,
+        src_device=run[0].src_device, dst_device=run[0].dst_device))
+  return tuple(out)
 
 
 def summarize(trace: Trace, top_k: int = 10) -> TraceSummary:
@@ -207,7 +279,8 @@ def summarize(trace: Trace, top_k: int = 10) -> TraceSummary:
 
   Args:
     trace: the trace.
-    top_k: how many ops to list by total time.
+    top_k: how many ops to list by total time, and how many rows every
+      list shows when the summary is printed.
   """
   path = critical_path(trace)
   return TraceSummary(
@@ -215,41 +288,16 @@ def summarize(trace: Trace, top_k: int = 10) -> TraceSummary:
       devices=tuple(device_usage(trace, d) for d in trace.devices()),
       transfers=transfer_stats(trace), top_ops=top_ops(trace, top_k),
       critical_path=path,
-      critical_path_busy_s=sum(s.duration_s for s in path))
+      critical_path_busy_s=sum(s.duration_s for s in path),
+      critical_path_segments=path_segments(path), top_k=max(top_k, 0))
 
 
-def _ms(seconds: float) -> str:
-  return f"{seconds * 1e3:.3f}"
+def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:
+  """A readable text report of `summary`; see `tfplace.trace.report`.
 
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
-  widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-  fmt = lambda row: "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
-  return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
-
-
-def format_summary(summary: TraceSummary) -> str:
-  """A readable text report of `summary` (times in milliseconds)."""
-  lines = [f"trace: {summary.source}",
-           f"events: {summary.n_events}   span: {_ms(summary.span_s)} ms", ""]
-  lines += _table(
-      ["device", "ops", "busy ms", "busy %", "gaps", "gap ms", "largest gap ms"],
-      [[d.device, d.n_ops, _ms(d.busy_s), f"{d.busy_pct:.1f}", d.idle_gaps,
-        _ms(d.idle_gap_s), _ms(d.largest_gap_s)] for d in summary.devices])
-  lines.append("")
-  if summary.transfers:
-    lines += _table(["transfer src -> dst", "count", "bytes", "time ms"],
-                    [[f"{t.src_device} -> {t.dst_device}", t.count, t.nbytes,
-                      _ms(t.time_s)] for t in summary.transfers])
-  else:
-    lines.append("transfers: none")
-  lines += ["", f"top {len(summary.top_ops)} ops by time:"]
-  lines += _table(["op", "type", "device", "count", "total ms"],
-                  [[o.name, o.op_type, o.device, o.count, _ms(o.total_s)]
-                   for o in summary.top_ops])
-  lines += ["", f"critical path ({len(summary.critical_path)} events, busy "
-            f"{_ms(summary.critical_path_busy_s)} ms of {_ms(summary.span_s)} ms):"]
-  lines += [f"  {_ms(s.start_s):>10} ms  {s.name} ({s.op_type}) on {s.device}"
-            + (" [transfer]" if s.kind == TRANSFER else "")
-            for s in summary.critical_path]
-  return "\n".join(lines) + "\n"
+  Args:
+    summary: the summary.
+    top: rows per list (default: the summary's `top_k`).
+  """
+  from tfplace.trace import report
+  return report.format_summary(summary, top)

@@ -6,13 +6,16 @@ in seconds relative to the first event of the trace.
 """
 
 import dataclasses
-from typing import Iterable, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from tfplace.errors import TraceError
 
 OP = "op"
 TRANSFER = "transfer"
 KINDS = (OP, TRANSFER)
+# The end of a transfer that is the session's client (a fetched or fed
+# tensor), not a device.
+CLIENT = "client"
 
 # Op types that move tensors between devices rather than compute.
 _TRANSFER_PREFIXES = ("_Send", "_Recv", "_HostSend", "_HostRecv", "RecvTensor",
@@ -122,3 +125,52 @@ def make_trace(events: Iterable[TraceEvent], source: str) -> Trace:
   shifted = [dataclasses.replace(e, start_s=e.start_s - t0) for e in events]
   shifted.sort(key=lambda e: (e.start_s, e.device, e.name))
   return Trace(events=tuple(shifted), source=source)
+
+
+def _name_parts(device: str) -> Tuple[List[str], int]:
+  """(components, index of the first component after job/replica/task)."""
+  parts = [p for p in device.split("/") if p]
+  tail = len(parts)
+  for i, p in enumerate(parts):
+    if p.startswith(("job:", "replica:", "task:")):
+      tail = i + 1
+  return parts, min(tail, max(len(parts) - 1, 0))
+
+
+def _short(device: str, level: int) -> str:
+  parts, tail = _name_parts(device)
+  if not parts:
+    return device
+  end = [p.replace("device:", "") for p in parts[tail:]]
+  task = [p for p in parts[:tail] if p.startswith("task:")]
+  job = [p[len("job:"):] for p in parts[:tail] if p.startswith("job:")]
+  host = [p for p in parts[:tail] if not p.startswith(("job:", "replica:",
+                                                        "task:"))]
+  if level == 0:
+    pieces = end
+  elif level == 1:
+    pieces = (task or host) + end
+  elif level == 2:
+    pieces = job + (task or host) + end
+  else:
+    return device
+  return "/".join(pieces) or device
+
+
+def short_device_names(devices: Iterable[str]) -> Dict[str, str]:
+  """Short names that stay distinct, for tables and chart rows.
+
+  The shortest of "CPU:0", "task:0/CPU:0", "worker/task:0/CPU:0" and the
+  full name under which no two of `devices` look alike (the same level for
+  all): a worker's CPU and the client's ("/job:localhost/.../CPU:0") keep
+  their job.
+
+  Args:
+    devices: full device names ("?" and other free-form names are kept).
+  """
+  names = sorted(set(devices))
+  for level in range(4):
+    short = {d: _short(d, level) for d in names}
+    if len(set(short.values())) == len(names):
+      return short
+  return {d: d for d in names}

@@ -8,10 +8,19 @@ which keeps the op name of only some events.
 
 A profile run of a TF server cluster has one file per worker
 (`<host>_<port>.xplane.pb`); `read_xplanes` merges them on the hosts' clocks
-(event times are absolute, in ns since the epoch) and, when there are
-several, prefixes each device with the file's host: "127.0.0.1_6009/host:CPU".
+(event times are absolute, in ns since the epoch) and names each file's
+devices by its TF task: from the run's `tasks.json` (written by `tfplace
+measure`), else from the task its `_Send`/`_Recv` events send from or
+receive on, else by the file's host ("127.0.0.1_6009/host:CPU"). A task's
+host plane ("/host:CPU": the profiler records threads, not logical CPUs)
+becomes its CPU device, "/job:worker/replica:0/task:0/device:CPU:0", when
+its transfers name one CPU device (as for `tfplace`'s workers), else
+"<task>/host:CPU", with the transfers of its CPU devices renamed to match.
 """
 
+import collections
+import dataclasses
+import json
 import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -22,6 +31,7 @@ from tfplace.trace.trace import (OP, TRANSFER, Trace, TraceEvent,
 
 # "name:Type": node names hold no ":"; a type starts with a letter or "_".
 _TF_OP = re.compile(r"^([^:\s][^:]*):([A-Za-z_][\w>]*)$")
+_TASK = re.compile(r"^(/job:[^/]+/replica:\d+/task:\d+)(/|$)")
 # Raw event: (device, name, op type, start ns, duration ps, stats).
 _Raw = Tuple[str, str, str, int, int, Dict[str, str]]
 
@@ -114,9 +124,79 @@ def read_xplanes(files: Sequence[str], source: str, transfer_fields) -> Trace:
     TraceError: a file is empty or not an XSpace, or no TF op was traced.
   """
   raw = []
+  merged = len(files) > 1
   for path in files:
-    raw.extend(xplane_events(path, xplane_host(path) if len(files) > 1 else ""))
+    raw.extend(xplane_events(path, xplane_host(path) if merged else ""))
   if not raw:
     raise TraceError(f"{source}: the profile has no TF op events")
   t0_ns = min(r[3] for r in raw)
-  return make_trace([_to_event(r, t0_ns, transfer_fields) for r in raw], source)
+  events = [_to_event(r, t0_ns, transfer_fields) for r in raw]
+  if merged:
+    events = _by_task(events, task_names(files, events))
+  return make_trace(events, source)
+
+
+def task_names(files: Sequence[str], events: Sequence[TraceEvent]
+               ) -> Dict[str, str]:
+  """{file host: TF task} ("127.0.0.1_6009" -> "/job:worker/replica:0/task:0")
+  from the run's tasks.json, else from each host's transfers."""
+  from tfplace.measurement.remote_profile import TASKS_FILE, TASKS_FORMAT
+  path = os.path.join(os.path.dirname(files[0]), TASKS_FILE)
+  hosts = {xplane_host(f) for f in files}
+  try:
+    with open(path) as f:
+      doc = json.load(f)
+    if doc.get("format") == TASKS_FORMAT and isinstance(doc.get("tasks"), dict):
+      return {h: str(t) for h, t in doc["tasks"].items() if h in hosts}
+  except (OSError, ValueError, AttributeError):
+    pass
+  votes: Dict[str, collections.Counter] = collections.defaultdict(
+      collections.Counter)
+  for e in events:
+    host = e.device.split("/", 1)[0]
+    end = e.src_device if e.op_type.startswith(("_Send", "_HostSend")) else (
+        e.dst_device if e.op_type.startswith(("_Recv", "_HostRecv")) else None)
+    if e.kind == TRANSFER and end and _task_of(end):
+      votes[host][_task_of(end)] += 1
+  found = {h: v.most_common(1)[0][0] for h, v in votes.items()}
+  unique = collections.Counter(found.values())
+  return {h: t for h, t in found.items() if unique[t] == 1}
+
+
+def _task_of(device: str) -> Optional[str]:
+  """"/job:w/replica:0/task:1/device:CPU:0" -> "/job:w/replica:0/task:1"."""
+  m = _TASK.match(device)
+  return m.group(1) if m else None
+
+
+def _by_task(events: Sequence[TraceEvent],
+             tasks: Dict[str, str]) -> List[TraceEvent]:
+  """Events with devices named by task (see the module docstring)."""
+  cpus: Dict[str, set] = collections.defaultdict(set)
+  for e in events:
+    for end in (e.src_device, e.dst_device):
+      if end and _task_of(end) and "/device:CPU:" in end:
+        cpus[_task_of(end)].add(end)
+  rename: Dict[str, str] = {}
+  for e in events:
+    host, _, plane = e.device.partition("/")
+    task = tasks.get(host)
+    if task is None or e.device in rename:
+      continue
+    if plane == "host:CPU":
+      named = sorted(cpus.get(task, ()))
+      rename[e.device] = (named[0] if len(named) == 1 else
+                          task + "/device:CPU:0" if not named else
+                          task + "/host:CPU")
+    else:
+      rename[e.device] = f"{task}/{plane}"
+  hosts = {d for d in rename.values() if d.endswith("/host:CPU")}
+
+  def end(device):
+    task = _task_of(device) if device else None
+    folded = f"{task}/host:CPU" if task else None
+    return folded if folded in hosts and "/device:CPU:" in device else device
+
+  return [dataclasses.replace(
+      e, device=rename.get(e.device, e.device), src_device=end(e.src_device),
+      dst_device=end(e.dst_device)) for e in events]
