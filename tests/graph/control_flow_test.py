@@ -216,3 +216,14 @@ def test_count(cmp, init, step, limit, trips):
   from tfplace.graph.trip_counts import Induction, count
   assert count(cmp, Induction(init, step), limit) == trips
 
+
+
+def test_grappler_model_keeps_the_body_costs():
+  from tfplace.cost.grappler_costs import GrapplerCostModel
+  g = import_graph(_rnn_step(6))
+  cluster = cpu_cluster(1)
+  grappler = GrapplerCostModel().estimate(g, cluster).compute_s
+  analytical = AnalyticalCostModel().estimate(g, cluster).compute_s
+  for name in ("while", "gradient_tape/while/while_grad"):
+    i = g.index[name]
+    assert grappler[i, 0] == analytical[i, 0] > 6 * 2 * 1e-6
