@@ -88,10 +88,11 @@ def test_trace_dir_has_an_xplane_per_worker(tmp_path):
                   profiler_addresses=[f"127.0.0.1:{dead}"])
   assert timing.profile_error is None
   trace = load_trace(str(tmp_path / "ok" / "plugins" / "profile"))
-  hosts = [f"127.0.0.1_{p}/host:CPU" for p in lc.profiler_ports]
-  assert set(trace.devices()) == set(hosts)
-  for task, host in enumerate(hosts):
-    ran = {e.name for e in trace.events_on(host)} & set(placement.devices)
+  # Each worker's xplane is named by its task (tasks.json beside them).
+  workers = [worker_device(task) for task in range(2)]
+  assert set(trace.devices()) == set(workers)
+  for task, device in enumerate(workers):
+    ran = {e.name for e in trace.events_on(device)} & set(placement.devices)
     placed = {n for n, d in placement.devices.items()
               if d == worker_device(task)}
     assert ran and ran <= placed, (task, sorted(ran - placed)[:5])
