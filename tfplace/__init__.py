@@ -42,6 +42,7 @@ _API = {
     "load_trace": "tfplace.trace.reader",
     "summarize": "tfplace.trace.summary",
     "build_model": "tfplace.models.registry",
+    "apply": "tfplace.apply",
 }
 
 
