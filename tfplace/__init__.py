@@ -49,7 +49,10 @@ _API = {
 def __getattr__(name):
   if name in _API:
     import importlib
-    return getattr(importlib.import_module(_API[name]), name)
+    module = importlib.import_module(_API[name])
+    if _API[name] == f"{__name__}.{name}":  # a callable package: tfplace.apply
+      return module
+    return getattr(module, name)
   raise AttributeError(f"module 'tfplace' has no attribute {name!r}")
 
 

@@ -19,6 +19,7 @@ from typing import Callable, Optional, Sequence, Union
 from tfplace.apply.devices_used import DeviceMatch, DevicesUsed, record_devices
 from tfplace.apply.function import (PlacedFunction, apply_to_function,
                                     apply_with_factory)
+from tfplace.apply.importing import import_step
 from tfplace.apply.options import ApplyOptions
 from tfplace.apply.remote import connect
 from tfplace.apply.report import ApplyReport
@@ -26,7 +27,14 @@ from tfplace.errors import PlacementError
 from tfplace.placement import Placement
 
 __all__ = ["apply", "ApplyOptions", "ApplyReport", "PlacedFunction",
-           "connect", "record_devices", "DevicesUsed", "DeviceMatch"]
+           "connect", "record_devices", "DevicesUsed", "DeviceMatch",
+           "import_step", "import_fit_step"]
+
+
+def import_fit_step(model, x, y, name=None):
+  """The OpGraph of the step Keras `fit` runs (`tfplace.apply.keras`)."""
+  from tfplace.apply.keras import import_fit_step as _import
+  return _import(model, x, y, name=name)
 
 
 def apply(fn_or_model, placement: Union[Placement, str], *,

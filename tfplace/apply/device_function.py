@@ -1,4 +1,4 @@
-"""The device function that puts each op of a traced step where a placement says.
+"""The device function putting each op of a traced step where a placement says.
 
 The name rule. A placement names the ops of an `OpGraph` imported from a
 `tf.function` (`tfplace.import_graph(fn, args=...)`) or from the step Keras

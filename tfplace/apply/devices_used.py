@@ -1,4 +1,4 @@
-"""The devices TF ran the ops of eager functions on, and how they match a placement.
+"""The devices TF ran eager functions' ops on, and how they match a placement.
 
 `record_devices()` turns on TF's function graph collection
 (`tf.summary.trace_on(graph=True)`) around the first call of a function and

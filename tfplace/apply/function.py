@@ -7,9 +7,9 @@ pushes the placement's device function and calls the step as a nested
 step's output Identity ops, gets its device while it is traced) and inlines
 at run time. After each trace it builds an `ApplyReport` and checks it.
 
-    placed = tfplace.apply(train_step, placement)            # existing variables
+    placed = tfplace.apply(train_step, placement)        # existing variables
     placed = tfplace.apply(make_step, placement, factory=True,
-                           args=(x, y))                      # variables placed
+                           args=(x, y))              # variables placed
     loss = placed(x, y)
 
 Variables must live where the placement puts their colocation group (see
@@ -72,6 +72,7 @@ class PlacedFunction:
     self._replay = replay
     self._signature_of = signature_of
     self._reduce_retracing = reduce_retracing
+    self._settings = None
     check_devices_exist(placement)
     self._step = tf.function(python_function, autograph=self.options.autograph,
                              input_signature=input_signature,
@@ -106,24 +107,27 @@ class PlacedFunction:
   @contextlib.contextmanager
   def _context(self):
     """The variable plan (if any), soft placement off (unless asked) and the
-    disabled grappler passes, while the step is traced and run."""
+    disabled grappler passes while the step is traced and run; TF's settings
+    are set back to what they were at the first call (read once: reading
+    them costs more than the rest of the call)."""
     import tensorflow as tf
-    soft = tf.config.get_soft_device_placement()
-    rewrites = tf.config.optimizer.get_experimental_options()
+    if self._settings is None:
+      rewrites = tf.config.optimizer.get_experimental_options()
+      self._settings = (tf.config.get_soft_device_placement(),
+                        {name: rewrites.get(name, True)
+                         for name in self.options.disabled_rewrites})
+    soft, rewrites = self._settings
     with contextlib.ExitStack() as stack:
-      if self._replay is not None:
+      if self._replay is not None and self._replay.pending:
         stack.enter_context(self._replay.scope())
-      if not self.options.soft_placement:
-        tf.config.set_soft_device_placement(False)
+      tf.config.set_soft_device_placement(self.options.soft_placement and soft)
       tf.config.optimizer.set_experimental_options(
-          {name: False for name in self.options.disabled_rewrites})
+          {name: False for name in rewrites})
       try:
         yield
       finally:
         tf.config.set_soft_device_placement(soft)
-        tf.config.optimizer.set_experimental_options(
-            {name: rewrites.get(name, True)
-             for name in self.options.disabled_rewrites})
+        tf.config.optimizer.set_experimental_options(rewrites)
 
   def _trace_placed(self, *args, **kwargs):
     import tensorflow as tf

@@ -1,4 +1,4 @@
-"""Import the step that `tfplace.apply` will place: the other side of the name rule.
+"""Import the step `tfplace.apply` will place: the other side of the name rule.
 
 `import_step(fn, args, optimizers)` is `tfplace.import_graph(fn, args=...)`
 (the tf.function importer: function library inlined, variables and arguments
