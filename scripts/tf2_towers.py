@@ -1,14 +1,19 @@
 """TF2 step time of independent towers split over two TF servers vs on one.
 
 Starts a 2-worker local TF server cluster (one core each), connects eager TF
-to it (`tfplace.apply.connect`), imports the step Keras `fit` runs for a model
-of independent MLP towers (`tfplace.apply.import_fit_step`), and applies two
-placements with `tfplace.apply`: "split" (tower t on worker t mod 2, the
-rest on worker 0, each colocation group on its members' majority device) and
-"one" (everything on worker 0). It then times the placed train function —
-the step `fit` runs — for each, in alternating rounds, and prints the median
-step times and their ratio (--json: the last line is a JSON object). The
-devices TF used for the split are checked against the placement.
+to it (`tfplace.apply.connect`) and, for a Keras model of independent MLP
+towers, places two TF2 steps with `tfplace.apply`: the step Keras `fit` runs
+(`import_fit_step`; its train function is timed) and a custom tf.function
+step that applies each gradient directly (`skip_gradients_aggregation=True`).
+Each gets two placements: "split" (tower t on worker t mod 2, other ops with
+their inputs) and "one" (everything on worker 0). The steps are timed in
+alternating rounds; it prints the median step times and their ratio per step
+kind (--json: the last line is a JSON object), and checks the devices TF used
+for each split against the placement.
+
+Keras `fit` aggregates gradients with the default strategy's all-reduce, one
+IdentityN op over every gradient: whatever device it gets, the other tower's
+gradients cross to it and back, which the custom step avoids.
 """
 
 import collections
@@ -48,69 +53,126 @@ def towers_model():
 
 
 def split_placement(graph, devices):
-  """Tower t on devices[t % n], the rest on devices[0]; groups kept whole."""
+  """Tower t on devices[t % n] with its colocation groups; other ops go
+  where most of their input bytes are (in topological order; devices[0]
+  without inputs), so that a tower's gradients and updates stay with it."""
   from tfplace.placement import Placement
   tower = re.compile(r"tower(\d+)_")
-  votes = collections.defaultdict(collections.Counter)
+  towers = collections.defaultdict(collections.Counter)
   for i, op in enumerate(graph.ops):
     m = tower.search(op.name)
-    device = devices[int(m.group(1)) % len(devices)] if m else devices[0]
-    votes[int(graph.group_of[i])][device] += 1 if m else 0.1
-  group_device = {g: c.most_common(1)[0][0] for g, c in votes.items()}
-  return Placement({op.name: group_device[int(graph.group_of[i])]
+    if m:
+      towers[int(graph.group_of[i])][int(m.group(1)) % len(devices)] += 1
+  inputs = collections.defaultdict(list)
+  for e in graph.edges:
+    inputs[e.dst].append((e.src, e.bytes + 1))
+  device, votes = {}, collections.defaultdict(collections.Counter)
+  for i in graph.topo_order:
+    group = int(graph.group_of[i])
+    if towers[group]:
+      device[i] = devices[towers[group].most_common(1)[0][0]]
+    else:
+      weights = collections.Counter()
+      for src, nbytes in inputs[i]:
+        weights[device.get(src, devices[0])] += nbytes
+      device[i] = weights.most_common(1)[0][0] if weights else devices[0]
+    votes[group][device[i]] += 1
+  return Placement({op.name: votes[int(graph.group_of[i])].most_common(1)[0][0]
                     for i, op in enumerate(graph.ops)})
 
 
-def time_steps(train_function, iterator, steps: int) -> float:
-  """Median seconds of `steps` placed train steps (loss fetched each)."""
+def custom_step_factory(model_fn):
+  """A builder of a custom tf.function step (Keras model, SGD) that applies
+  each gradient to its variable directly (`skip_gradients_aggregation`: no
+  all-reduce IdentityN that gathers every gradient on one device)."""
+  import tensorflow as tf
+
+  def make():
+    model = model_fn()
+    optimizer, loss_fn = model.optimizer, tf.keras.losses.MeanSquaredError()
+
+    @tf.function
+    def step(x, y):
+      with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+      grads = tape.gradient(loss, model.trainable_variables)
+      optimizer.apply_gradients(zip(grads, model.trainable_variables),
+                                skip_gradients_aggregation=True)
+      return loss
+    return step, model
+  return make
+
+
+def time_steps(step, steps: int) -> float:
+  """Median seconds of `steps` calls of `step()` (loss fetched each)."""
   times = []
   for _ in range(steps):
     start = time.perf_counter()
-    float(train_function(iterator)["loss"])
+    step()
     times.append(time.perf_counter() - start)
   return statistics.median(times)
+
+
+def placed_steps(model, x, y, devices):
+  """{(kind, placement): (step callable, placement, graph)}: Keras fit's
+  train function and the custom step, each split and on one worker."""
+  import tensorflow as tf
+  make = custom_step_factory(towers_model)
+  fit_graph = tfplace.apply.import_fit_step(model, x, y)
+  step, _ = make()
+  custom_graph = tfplace.apply.import_step(step, args=(x, y),
+                                           optimizers=[model.optimizer])
+  out = {}
+  for where, devs in (("split", devices), ("one", devices[:1])):
+    placement = split_placement(fit_graph, devs)
+    placement.validate(fit_graph)
+    fn = tfplace.apply(model, placement, args=(x, y)).train_function
+    it = iter(tf.data.Dataset.from_tensors((x, y)).repeat())
+    out[("fit", where)] = (lambda fn=fn, it=it: float(fn(it)["loss"]),
+                           placement, fn)
+    placement = split_placement(custom_graph, devs)
+    placement.validate(custom_graph)
+    fn = tfplace.apply(make, placement, factory=True, args=(x, y))
+    xt, yt = tf.constant(x), tf.constant(y)
+    out[("custom", where)] = (lambda fn=fn: float(fn(xt, yt)), placement, fn)
+  return out
 
 
 def main(argv):
   del argv
   import numpy as np
-  import tensorflow as tf
   from tfplace.measurement.local_cluster import LocalCluster
   rng = np.random.RandomState(0)
   x = rng.randn(_BATCH.value, _HIDDEN.value).astype(np.float32)
   y = rng.randn(_BATCH.value, 1).astype(np.float32)
   model = towers_model()
-  graph = tfplace.apply.import_fit_step(model, x, y)
   with LocalCluster(num_workers=2) as servers:
     devices = tfplace.apply.connect(servers)
-    placements = {"split": split_placement(graph, devices),
-                  "one": split_placement(graph, devices[:1])}
-    placed, iterators = {}, {}
-    for name, placement in placements.items():
-      placement.validate(graph)
-      placed[name] = tfplace.apply(model, placement, args=(x, y))
-      iterators[name] = iter(tf.data.Dataset.from_tensors((x, y)).repeat())
-    with tfplace.apply.record_devices() as used:
-      time_steps(placed["split"].train_function, iterators["split"], 2)
-    report = placed["split"].train_function.report
-    match = used.compare(placements["split"], prefix=report.call_prefix)
-    time_steps(placed["one"].train_function, iterators["one"], 2)
-    rounds = {name: [] for name in placed}
+    steps = placed_steps(model, x, y, devices)
+    matches = {}
+    for key, (run, placement, fn) in steps.items():
+      with tfplace.apply.record_devices() as used:
+        run()
+      report = fn.report
+      matches[key] = used.compare(placement, prefix=report.call_prefix)
+      run()
+    rounds = {key: [] for key in steps}
     for _ in range(_ROUNDS.value):
-      for name in placed:
-        rounds[name].append(time_steps(placed[name].train_function,
-                                       iterators[name], _STEPS.value))
-  result = {name: statistics.median(v) for name, v in rounds.items()}
-  result.update(
-      speedup=result["one"] / result["split"],
-      split_ops_on_placed_device=match.fraction,
-      split_ops_compared=match.compared,
-      ops=graph.num_ops, towers=_TOWERS.value, hidden=_HIDDEN.value,
-      layers=_LAYERS.value, batch=_BATCH.value)
-  print(f"split over 2 workers: {result['split'] * 1e3:.1f} ms/step, "
-        f"all on one worker: {result['one'] * 1e3:.1f} ms/step, speedup "
-        f"{result['speedup']:.2f}x ({100 * match.fraction:.1f} % of "
-        f"{match.compared} placed ops ran on their device)")
+      for key, (run, _, _) in steps.items():
+        rounds[key].append(time_steps(run, _STEPS.value))
+  result = {"towers": _TOWERS.value, "hidden": _HIDDEN.value,
+            "layers": _LAYERS.value, "batch": _BATCH.value}
+  for kind in ("fit", "custom"):
+    split = statistics.median(rounds[(kind, "split")])
+    one = statistics.median(rounds[(kind, "one")])
+    match = matches[(kind, "split")]
+    result[kind] = {"split_s": split, "one_s": one, "speedup": one / split,
+                    "split_ops_on_placed_device": match.fraction,
+                    "split_ops_compared": match.compared}
+    print(f"{kind}: split over 2 workers {split * 1e3:.1f} ms/step, all on "
+          f"one worker {one * 1e3:.1f} ms/step, speedup {one / split:.2f}x "
+          f"({100 * match.fraction:.1f} % of {match.compared} placed ops ran "
+          "on their device)")
   if _JSON.value:
     print(json.dumps(result))
 

@@ -26,6 +26,7 @@ The optimizer starts afresh (iteration 0, zero slots), as in a new model.
 
 from typing import Callable, Optional, Sequence
 
+from tfplace.apply.device_function import check_devices_exist
 from tfplace.apply.function import PlacedFunction, plan_build
 from tfplace.apply.options import ApplyOptions
 from tfplace.apply.variables import VariableReplay
@@ -111,6 +112,7 @@ def apply_to_model(model, placement: Placement, args: Sequence,
   """
   options = options or ApplyOptions()
   _check_compiled(model)
+  check_devices_exist(placement)
   if args is None or len(args) != 2:
     raise PlacementError("placing a Keras model needs args=(x, y), a sample "
                          "batch")
