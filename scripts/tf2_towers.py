@@ -22,10 +22,16 @@ import re
 import statistics
 import time
 
-from absl import app
-from absl import flags
+import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace import interrupts
+
+interrupts.install("tf2_towers")  # Ctrl-C during the imports ends cleanly.
+
+from absl import flags
+
+from tfplace.cli.app_runner import run_app
 
 _TOWERS = flags.DEFINE_integer("towers", 2, "independent towers")
 _HIDDEN = flags.DEFINE_integer("hidden", 1024, "units per dense layer")
@@ -178,4 +184,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app(main, sys.argv, "tf2_towers")
