@@ -20,9 +20,8 @@ import collections
 import json
 import re
 import statistics
-import time
-
 import sys
+import time
 
 import tfplace  # noqa: F401  (before TensorFlow)
 from tfplace import interrupts
