@@ -42,13 +42,17 @@ _API = {
     "load_trace": "tfplace.trace.reader",
     "summarize": "tfplace.trace.summary",
     "build_model": "tfplace.models.registry",
+    "apply": "tfplace.apply",
 }
 
 
 def __getattr__(name):
   if name in _API:
     import importlib
-    return getattr(importlib.import_module(_API[name]), name)
+    module = importlib.import_module(_API[name])
+    if _API[name] == f"{__name__}.{name}":  # a callable package: tfplace.apply
+      return module
+    return getattr(module, name)
   raise AttributeError(f"module 'tfplace' has no attribute {name!r}")
 
 
