@@ -8,7 +8,6 @@ import pytest
 import dataclasses
 
 from tfplace.cost.cluster import Cluster, Device
-from tfplace.cost.op_costs import CostModel, OpCosts
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import Edge, Op, OpGraph
 from tfplace.placement import Placement
@@ -21,15 +20,6 @@ GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 
 BASELINES = ["critical_path", "expert", "hash", "metis", "round_robin",
              "scotch", "single_cpu", "single_gpu"]
-
-
-class FixedCosts(CostModel):
-  """Op i takes (i+1) ms on the CPU and (i+1)/10 ms on the GPU."""
-
-  def estimate(self, graph, cluster):
-    base = (np.arange(graph.num_ops) + 1.0) * 1e-3
-    compute = np.stack([base, base / 10], axis=1)
-    return OpCosts(compute, graph.param_bytes, graph.output_bytes)
 
 
 def small():
@@ -100,9 +90,8 @@ def test_register_placer_decorator(monkeypatch):
   with pytest.raises(ValueError, match="already registered"):
     registry.register_placer("everything_on_last")(type("Other", (Placer,), {}))
   graph, cluster = small()
-  costs = FixedCosts().op_costs(graph, cluster)
   p = registry.get_placer("everything_on_last").place(
-      PlacementProblem(graph, cluster, costs))
+      PlacementProblem.build(graph, cluster))
   assert set(p.devices.values()) == {GPU0}
 
 
