@@ -60,22 +60,24 @@ def main(argv):
     os.makedirs(_CALIBRATION_OUT.value, exist_ok=True)
   from tfplace.experiments import fidelity
   from tfplace.measurement import comm_benchmark
+  from tfplace.measurement.config import MeasureConfig
   from tfplace.measurement.local_cluster import LocalCluster, worker_device
   from tfplace.models.registry import build_model
   reports = []
   with LocalCluster(num_workers=2, cores_per_worker=1) as lc:
     cluster = lc.to_cluster()
+    config = MeasureConfig(target=lc.target, steps=_STEPS.value)
     samples = comm_benchmark.benchmark_transfers(
-        worker_device(0), worker_device(1), target=lc.target, repeats=7)
+        worker_device(0), worker_device(1),
+        config=MeasureConfig(target=lc.target, steps=7))
     link = comm_benchmark.fit_link(samples)
     print(f"loopback link: latency {link.latency_s * 1e6:.1f} us, bandwidth "
           f"{link.bandwidth / 1e9:.3f} GB/s (R^2 {link.r2:.3f})\n")
     for name in _GRAPHS.value:
       graph = build_model(name, **SIZES.get(name, {}))
       report = fidelity.run_fidelity(
-          graph, cluster, lc.target, num_random=_NUM_RANDOM.value,
-          steps=_STEPS.value, link_fits={"loopback": link},
-          cache_dir=_CACHE.value)
+          graph, cluster, config, num_random=_NUM_RANDOM.value,
+          link_fits={"loopback": link}, cache_dir=_CACHE.value)
       print(fidelity.markdown_table(report))
       if _CALIBRATION_OUT.value:
         path = os.path.join(_CALIBRATION_OUT.value,

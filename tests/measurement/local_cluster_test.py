@@ -10,6 +10,7 @@ import tfplace  # noqa: F401
 from tfplace.errors import MeasureError
 from tfplace.measurement.local_cluster import (LocalCluster, RemoteCluster,
                                                free_ports, worker_device)
+from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.runner import measure
 from tfplace.models.registry import build_model
 from tfplace.placement import Placement
@@ -37,8 +38,8 @@ def test_two_workers_measure_then_dead_worker_then_stop():
     assert lc.target.startswith("grpc://127.0.0.1:")
     cluster = lc.to_cluster()
     assert cluster.device_names == [worker_device(0), worker_device(1)]
-    timing = measure(graph, placement, cluster=cluster, target=lc.target,
-                     warmup=1, steps=3, timeout_s=60)
+    timing = measure(graph, placement, MeasureConfig(
+        target=lc.target, warmup=1, steps=3, timeout_s=60), cluster=cluster)
     assert all(t > 0 for t in timing.step_times_s)
     assert timing.devices_match, timing.mismatches[:3]
     assert {r.device for r in timing.op_records} == set(cluster.device_names)
@@ -46,8 +47,8 @@ def test_two_workers_measure_then_dead_worker_then_stop():
     lc.processes[1].wait()
     start = time.monotonic()
     with pytest.raises(MeasureError):
-      measure(graph, placement, target=lc.target, warmup=0, steps=2,
-              timeout_s=6)
+      measure(graph, placement, MeasureConfig(
+          target=lc.target, warmup=0, steps=2, timeout_s=6))
     assert time.monotonic() - start < 20
   assert lc.processes == []
   assert all(_gone(p) for p in pids)
@@ -79,12 +80,14 @@ def test_trace_dir_has_an_xplane_per_worker(tmp_path):
   with LocalCluster(num_workers=2) as lc:
     assert all(lc.profiler_ports)
     assert lc.state()["profiler_ports"] == lc.profiler_ports
-    timing = measure(graph, placement, target=lc.target, warmup=1, steps=2,
-                     trace_dir=str(tmp_path / "ok"), timeout_s=60)
+    timing = measure(graph, placement, MeasureConfig(
+        target=lc.target, warmup=1, steps=2, timeout_s=60),
+                     trace_dir=str(tmp_path / "ok"))
     # A profiler nobody serves: reported, and the step stats are still kept.
     dead, = free_ports(1)
-    bad = measure(graph, placement, target=lc.target, warmup=0, steps=1,
-                  trace_dir=str(tmp_path / "bad"), timeout_s=60,
+    bad = measure(graph, placement, MeasureConfig(
+        target=lc.target, warmup=0, steps=1, timeout_s=60),
+                  trace_dir=str(tmp_path / "bad"),
                   profiler_addresses=[f"127.0.0.1:{dead}"])
   assert timing.profile_error is None
   trace = load_trace(str(tmp_path / "ok" / "plugins" / "profile"))

@@ -2,7 +2,8 @@
 
 usage: tfplace measure GRAPH --placement placement.json
          [--local_workers N | --cluster STATE_OR_SPEC | --target grpc://...]
-         [--warmup 2] [--steps 10] [--trace_dir DIR] [--json]
+         [--warmup 2] [--steps 10] [--timeout_s 300] [--step_timeout_s 120]
+         [--trace_dir DIR] [--json]
 
 GRAPH is a graph file (any form `import_graph` reads) or a benchmark model
 name (`mlp_towers`, `small_cnn`, ...). Without a cluster option the steps run
@@ -19,6 +20,7 @@ from typing import List, Optional
 
 from absl import flags
 
+from tfplace.cli import measure_flags
 from tfplace.cli.run_helpers import (load_graph_or_model,
                                      native_stdout_to_stderr,
                                      servers_from_cluster_arg)
@@ -31,12 +33,10 @@ _CLUSTER = flags.DEFINE_string(
     "cluster", None, "`tfplace cluster up` state file, or a cluster spec JSON "
     "(inline or file) of running TF servers")
 _TARGET = flags.DEFINE_string("target", "", "session target, grpc://host:port")
-_WARMUP = flags.DEFINE_integer("warmup", 2, "untimed steps")
-_STEPS = flags.DEFINE_integer("steps", 10, "timed steps")
-_TIMEOUT = flags.DEFINE_float("timeout_s", 300.0, "deadline of the run")
 _TRACE_DIR = flags.DEFINE_string(
     "trace_dir", None, "write a TF profiler trace and step_stats.pb here")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
+flags.adopt_module_key_flags(measure_flags)
 
 
 def main(argv: List[str]) -> None:
@@ -52,6 +52,7 @@ def main(argv: List[str]) -> None:
   if sum(chosen) > 1:
     raise TfplaceError("use at most one of --local_workers, --cluster, "
                        "--target")
+  measure_flags.measure_config("")  # bad values fail before any work
   placement = Placement.load(_PLACEMENT.value)
   graph = load_graph_or_model(argv[1])
   with native_stdout_to_stderr():
@@ -73,9 +74,8 @@ def _run(graph, placement):
 def _measure(graph, placement, target: str,
              profiler_addresses: Optional[List[str]] = None):
   from tfplace.measurement.runner import measure
-  return measure(graph, placement, target=target, warmup=_WARMUP.value,
-                 steps=_STEPS.value, trace_dir=_TRACE_DIR.value,
-                 timeout_s=_TIMEOUT.value,
+  return measure(graph, placement, measure_flags.measure_config(target),
+                 trace_dir=_TRACE_DIR.value,
                  profiler_addresses=profiler_addresses)
 
 

@@ -36,6 +36,7 @@ from tfplace.measurement.calibration_runs import (CalibrationReport,
                                                   random_group_placements,
                                                   report_from_runs)
 from tfplace.measurement.comm_benchmark import LinkFit
+from tfplace.measurement.config import MeasureConfig
 from tfplace.placement import Placement
 
 
@@ -82,33 +83,28 @@ def predictor(graph: OpGraph, cluster: Cluster, calibration: Calibration):
   return lambda p: float(sim.simulate(p.to_array(graph, cluster)).step_time_s)
 
 
-def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
+def run_fidelity(graph: OpGraph, cluster: Cluster, config: MeasureConfig, *,
                  num_random: int = 16, num_calibration_random: int = 8,
-                 warmup: int = 2, steps: int = 10,
                  link_fits: Optional[Dict[str, LinkFit]] = None,
-                 cache_dir: Optional[str] = None, seed: int = 0,
-                 timeout_s: float = 120.0) -> FidelityReport:
+                 cache_dir: Optional[str] = None,
+                 seed: int = 0) -> FidelityReport:
   """Calibrates on a few runs, then predicts and measures other placements.
 
   Args:
     graph: the graph to place.
     cluster: the (uncalibrated) cluster of the running servers.
-    target: the session target of the servers.
+    config: the servers' session target, warmup and timed steps per
+      placement (the median is used), deadlines per placement.
     num_random: random group placements evaluated besides the baselines.
     num_calibration_random: random placements among the calibration runs.
-    warmup: untimed steps per placement.
-    steps: timed steps per placement (the median is used).
     link_fits: link kind -> fitted latency/bandwidth (comm benchmark).
     cache_dir: measurement cache directory.
     seed: seed of the random placements.
-    timeout_s: limit per measured placement.
 
   Returns:
     The report over the evaluated placements, none of which is a
     calibration placement.
   """
-  run = dict(target=target, warmup=warmup, steps=steps, cache_dir=cache_dir,
-             timeout_s=timeout_s, cluster=cluster)
   calib_set = calibration_placements(graph, cluster, seed,
                                      num_calibration_random)
   fitted_on = {_key(p) for _, p in calib_set}
@@ -120,7 +116,8 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
   # machine that slows down or speeds up mid-way biases neither side.
   order = interleave(len(calib_set), len(labelled))
   everything = list(calib_set) + list(labelled)
-  measured = measure_batch(graph, [everything[i][1] for i in order], **run)
+  measured = measure_batch(graph, [everything[i][1] for i in order], config,
+                           cluster=cluster, cache_dir=cache_dir)
   by_index = dict(zip(order, measured))
   calib_out = [by_index[i] for i in range(len(calib_set))]
   outcomes = [by_index[len(calib_set) + j] for j in range(len(labelled))]

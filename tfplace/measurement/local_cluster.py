@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 
@@ -87,11 +87,49 @@ def reachable(address: str, timeout_s: float = 0.5) -> bool:
     return False
 
 
+def check_reachable(addresses: Sequence[str], timeout_s: float = 2.0) -> None:
+  """Raises MeasureError unless each "host:port" accepts a TCP connection."""
+  for address in addresses:
+    host, _, port = address.replace("grpc://", "").rpartition(":")
+    try:
+      socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as e:
+      raise MeasureError(
+          f"TF server {address} is not reachable: {e}; is the server running "
+          "(`tfplace cluster up`, or tf.distribute.Server on that host) and "
+          "the address right?") from None
+
+
 def _memory_bytes() -> float:
   try:
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
   except (ValueError, OSError, AttributeError):
     return 8e9
+
+
+def cluster_from_target(target: str, timeout_s: float = 30.0) -> Cluster:
+  """The Cluster of `/job:worker` CPUs that the server at `target` lists.
+
+  Raises:
+    MeasureError: the server is unreachable, or lists no worker CPUs.
+  """
+  import tensorflow as tf
+  from tfplace.measurement.session import first_line, session_config
+  check_reachable([target])
+  try:
+    config = session_config(remote=True, timeout_s=timeout_s)
+    with tf.compat.v1.Session(target, config=config) as sess:
+      names = {d.name for d in sess.list_devices()}
+  except tf.errors.OpError as e:
+    raise MeasureError(f"cannot list the devices of {target}: "
+                       f"{first_line(e)}") from None
+  n = 0
+  while worker_device(n) in names:
+    n += 1
+  if n == 0:
+    raise MeasureError(f"{target} lists no /job:worker CPU devices; pass its "
+                       'cluster spec as --cluster {"worker": [...]}')
+  return make_worker_cluster(n, name="tf_servers")
 
 
 def make_worker_cluster(num_workers: int, cores_per_worker: int = 1,
