@@ -23,6 +23,9 @@ from tfplace.cli.app_runner import run_app
 
 _MODEL = flags.DEFINE_string("model", "mlp_towers", "benchmark graph")
 _OUT = flags.DEFINE_string("out_dir", "/tmp/tfplace_demo", "output directory")
+_PLACEHOLDERS = flags.DEFINE_bool(
+    "placeholder_inputs", False, "use the model's placeholder-fed variant "
+    "(synthetic values fed every step)")
 _STEPS = flags.DEFINE_integer("steps", 5, "timed steps per placement (5: a "
                               "quick demo; scripts/fidelity.py times 10)")
 
@@ -38,7 +41,10 @@ def main(argv):
   from tfplace.measurement.config import MeasureConfig
   from tfplace.measurement.local_cluster import LocalCluster, worker_device
   from tfplace.models.registry import build_model
-  graph = build_model(_MODEL.value, **SIZES.get(_MODEL.value, {}))
+  sizes = dict(SIZES.get(_MODEL.value, {}))
+  if _PLACEHOLDERS.value:
+    sizes["placeholder_inputs"] = True
+  graph = build_model(_MODEL.value, **sizes)
   with LocalCluster(num_workers=2) as lc:
     cluster = lc.to_cluster()
     link = comm_benchmark.fit_link(comm_benchmark.benchmark_transfers(

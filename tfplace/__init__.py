@@ -36,6 +36,7 @@ _API = {
     "place": "tfplace.pipeline",
     "measure": "tfplace.measurement.runner",
     "MeasureConfig": "tfplace.measurement.config",
+    "FeedOptions": "tfplace.measurement.feeds",
     "measure_batch": "tfplace.measurement.batch",
     "LocalCluster": "tfplace.measurement.local_cluster",
     "get_cost_model": "tfplace.cost.cost_models",

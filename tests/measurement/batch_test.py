@@ -53,3 +53,31 @@ def test_key_depends_on_placement_and_settings(graph):
   # Deadlines do not change a timing, so they do not change the key.
   assert placement_key(graph, a) == placement_key(
       graph, a, MeasureConfig(timeout_s=5, step_timeout_s=1))
+
+
+def test_placeholder_graph_batch_states_its_inputs(tmp_path):
+  from tfplace.measurement.feeds import FeedOptions, resolve_inputs
+  g = build_model("small_cnn", batch_size=2, image_size=8,
+                  placeholder_inputs=True)
+  one = Placement({op.name: CPU % 0 for op in g.ops})
+  split = Placement({op.name: CPU % (int(g.group_of[i]) % 2)
+                     for i, op in enumerate(g.ops)})
+  config = MeasureConfig(warmup=0, steps=2)
+  outcomes = measure_batch(g, [one, split], config, progress=False,
+                           cache_dir=str(tmp_path))
+  assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+  for o in outcomes:
+    assert {(i.name, i.source) for i in o.timing.inputs} == {
+        ("images", "synthetic"), ("labels", "synthetic")}
+  # What is fed is part of the cache key; a graph without feeds keeps the
+  # key it had before feeds existed.
+  seed0 = resolve_inputs(g)
+  seed1 = resolve_inputs(g, options=FeedOptions(seed=1))
+  assert (placement_key(g, one, config, seed0)
+          != placement_key(g, one, config, seed1))
+  assert outcomes[0].placement_key == placement_key(g, one, config, seed0)
+  plain = build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                      input_size=8, num_layers=1)
+  p = Placement({op.name: CPU % 0 for op in plain.ops})
+  assert placement_key(plain, p, config) == placement_key(
+      plain, p, config, resolve_inputs(plain))

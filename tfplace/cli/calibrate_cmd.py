@@ -25,6 +25,7 @@ spec ({"worker": ["host:port", ...]}, inline or a file); --target names one
 server, whose cluster's workers are listed from it.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -34,7 +35,7 @@ from typing import List, Tuple
 from absl import flags
 
 from tfplace.cli import measure_flags
-from tfplace.cli.run_helpers import (load_graph_or_model,
+from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
                                      native_stdout_to_stderr,
                                      servers_from_cluster_arg)
 from tfplace.errors import TfplaceError
@@ -64,24 +65,36 @@ def main(argv: List[str]) -> None:
   _check_flags()
   check_out_path(_OUT.value)
   graph = load_graph_or_model(argv[1])
-  from tfplace.measurement.calibration_runs import calibrate_on_cluster
+  inputs = measure_flags.step_inputs(graph)
   settings = dict(num_random=_NUM_RANDOM.value, link=_LINK.value,
-                  seed=_SEED.value)
-  with native_stdout_to_stderr():
-    if _LOCAL_WORKERS.value:
-      from tfplace.measurement.local_cluster import LocalCluster
-      with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
-        cluster = lc.to_cluster()
-        report = calibrate_on_cluster(
-            graph, cluster, measure_flags.measure_config(lc.target),
-            **settings)
-    else:
-      cluster, target = (_from_cluster_flag(_CLUSTER.value) if _CLUSTER.value
-                         else _from_target(_TARGET.value))
-      report = calibrate_on_cluster(
-          graph, cluster, measure_flags.measure_config(target), **settings)
+                  seed=_SEED.value, feeds=inputs)
+  try:
+    with native_stdout_to_stderr():
+      report, cluster = _calibrate(graph, settings)
+  except TfplaceError as e:
+    exit_now_if_tf_busy("calibrate", e)
+    raise
   report.calibration.save(_OUT.value)
-  _print_report(report, cluster, os.path.abspath(_OUT.value))
+  _print_report(report, cluster, os.path.abspath(_OUT.value), inputs)
+
+
+def _calibrate(graph, settings):
+  """(CalibrationReport, Cluster) on the cluster the flags name."""
+  from tfplace.measurement.calibration_runs import calibrate_on_cluster
+  if _LOCAL_WORKERS.value:
+    from tfplace.measurement.local_cluster import LocalCluster
+    with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
+      cluster = lc.to_cluster()
+      return calibrate_on_cluster(
+          graph, cluster,
+          measure_flags.measure_config(lc.target, lc.addresses),
+          **settings), cluster
+  cluster, target, workers = (
+      _from_cluster_flag(_CLUSTER.value) if _CLUSTER.value
+      else _from_target(_TARGET.value))
+  return calibrate_on_cluster(
+      graph, cluster, measure_flags.measure_config(target, workers),
+      **settings), cluster
 
 
 def _check_flags() -> None:
@@ -99,23 +112,25 @@ def _check_flags() -> None:
   measure_flags.measure_config("")  # --steps, --warmup, timeouts
 
 
-def _from_cluster_flag(value: str) -> Tuple[object, str]:
-  """(Cluster, target) of the servers --cluster names, checked reachable."""
+def _from_cluster_flag(value: str) -> Tuple[object, str, List[str]]:
+  """(Cluster, target, worker addresses) of the servers --cluster names,
+  checked reachable."""
   from tfplace.measurement.local_cluster import check_reachable
   remote, _ = servers_from_cluster_arg(value)
   check_reachable(remote.addresses)
-  return remote.to_cluster(), remote.target
+  return remote.to_cluster(), remote.target, remote.addresses
 
 
-def _from_target(target: str) -> Tuple[object, str]:
-  """(Cluster, target): the worker CPUs the server at `target` lists."""
+def _from_target(target: str) -> Tuple[object, str, List[str]]:
+  """(Cluster, target, []): the worker CPUs the server at `target` lists
+  (their addresses are unknown: only the target is health-checked)."""
   from tfplace.measurement.local_cluster import cluster_from_target
   if not target.startswith("grpc://"):
     target = "grpc://" + target
-  return cluster_from_target(target), target
+  return cluster_from_target(target), target, []
 
 
-def _print_report(report, cluster, out: str) -> None:
+def _print_report(report, cluster, out: str, inputs) -> None:
   cal = report.calibration
   ok = [r for r in report.runs if r.measured_s is not None]
   if _JSON.value:
@@ -129,11 +144,13 @@ def _print_report(report, cluster, out: str) -> None:
         "runs": [{"label": r.label, "predicted_s": r.predicted_s,
                   "measured_s": r.measured_s, "error": r.error}
                  for r in report.runs],
-        "link_benchmarked": bool(report.link_fits)}) + "\n")
+        "link_benchmarked": bool(report.link_fits),
+        "inputs": [dataclasses.asdict(s) for s in inputs.sources]}) + "\n")
     return
   lines = [f"calibrated on {report.graph_name} ({report.num_ops} ops): "
            f"{len(ok)} of {len(report.runs)} placements measured on "
            f"{cluster.name} ({cluster.num_devices} devices)"]
+  lines += [f"  {line}" for line in measure_flags.input_lines(inputs)]
   lines += _figures(report, cluster)
   lines += [f"in-sample median |rel error| on the {len(ok)} calibration runs "
             f"(the runs the fit saw): {report.median_abs_rel_error * 100:.1f}"

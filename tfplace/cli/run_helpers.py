@@ -74,6 +74,20 @@ def servers_from_cluster_arg(value: str) -> Tuple[object, List[str]]:
   return remote, list(spec.profiler_addresses or remote.profiler_addresses)
 
 
+def exit_now_if_tf_busy(verb: str, error: Exception) -> None:
+  """After a real run failed on a dead TF server, TensorFlow calls may be
+  left waiting in background threads until their deadlines, and a normal
+  exit would wait for them (`tfplace.measurement.session`). Then this
+  prints the verb's one error line and exits with status 2 at once;
+  otherwise it returns (the caller re-raises)."""
+  from tfplace.measurement.session import background_calls
+  if background_calls():
+    sys.stdout.flush()
+    sys.stderr.write(f"tfplace {verb}: error: {error}\n")
+    sys.stderr.flush()
+    os._exit(2)  # pylint: disable=protected-access
+
+
 @contextlib.contextmanager
 def native_stdout_to_stderr():
   """Sends what TF's C++ prints on stdout (e.g. the profiler's "Starting to

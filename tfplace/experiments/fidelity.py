@@ -37,12 +37,26 @@ from tfplace.measurement.calibration_runs import (CalibrationReport,
                                                   report_from_runs)
 from tfplace.measurement.comm_benchmark import LinkFit
 from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.feeds import resolve_inputs
+from tfplace.measurement.timing import InputSource, describe_inputs
 from tfplace.placement import Placement
 
 
 @dataclasses.dataclass(frozen=True)
 class FidelityReport:
-  """Fidelity of the simulator on one graph."""
+  """Fidelity of the simulator on one graph.
+
+  Attributes:
+    graph_name: the graph.
+    num_ops: its ops.
+    rows: the evaluated placements, predicted vs measured.
+    calibration: the calibration fitted on the calibration runs.
+    median_abs_rel_error: over the measured rows.
+    spearman: rank correlation of predicted and measured step times.
+    calibration_report: the fit and its in-sample error.
+    inputs: where the graph's inputs came from in every run (synthetic,
+      the user's, or an in-graph pipeline; empty: the graph makes its own).
+  """
   graph_name: str
   num_ops: int
   rows: Tuple[PredictedRun, ...]
@@ -50,6 +64,7 @@ class FidelityReport:
   median_abs_rel_error: float
   spearman: float
   calibration_report: Optional[CalibrationReport] = None
+  inputs: Tuple[InputSource, ...] = ()
 
 
 def baseline_placements(graph: OpGraph, cluster: Cluster
@@ -86,8 +101,8 @@ def predictor(graph: OpGraph, cluster: Cluster, calibration: Calibration):
 def run_fidelity(graph: OpGraph, cluster: Cluster, config: MeasureConfig, *,
                  num_random: int = 16, num_calibration_random: int = 8,
                  link_fits: Optional[Dict[str, LinkFit]] = None,
-                 cache_dir: Optional[str] = None,
-                 seed: int = 0) -> FidelityReport:
+                 cache_dir: Optional[str] = None, seed: int = 0,
+                 feeds=None, feed_options=None) -> FidelityReport:
   """Calibrates on a few runs, then predicts and measures other placements.
 
   Args:
@@ -100,11 +115,14 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, config: MeasureConfig, *,
     link_fits: link kind -> fitted latency/bandwidth (comm benchmark).
     cache_dir: measurement cache directory.
     seed: seed of the random placements.
+    feeds: values for the graph's placeholders (see `measure_batch`).
+    feed_options: how synthetic input values are made.
 
   Returns:
     The report over the evaluated placements, none of which is a
     calibration placement.
   """
+  inputs = resolve_inputs(graph, feeds, feed_options)
   calib_set = calibration_placements(graph, cluster, seed,
                                      num_calibration_random)
   fitted_on = {_key(p) for _, p in calib_set}
@@ -117,7 +135,8 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, config: MeasureConfig, *,
   order = interleave(len(calib_set), len(labelled))
   everything = list(calib_set) + list(labelled)
   measured = measure_batch(graph, [everything[i][1] for i in order], config,
-                           cluster=cluster, cache_dir=cache_dir)
+                           cluster=cluster, cache_dir=cache_dir,
+                           feeds=inputs)
   by_index = dict(zip(order, measured))
   calib_out = [by_index[i] for i in range(len(calib_set))]
   outcomes = [by_index[len(calib_set) + j] for j in range(len(labelled))]
@@ -131,7 +150,7 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, config: MeasureConfig, *,
       for (label, p), o in zip(labelled, outcomes))
   med, rho = summarize(rows)
   return FidelityReport(graph.name, graph.num_ops, rows, calibration, med,
-                        rho, fitted)
+                        rho, fitted, inputs.sources)
 
 
 def interleave(num_a: int, num_b: int) -> List[int]:
@@ -168,6 +187,7 @@ def summarize(rows: Sequence[PredictedRun]) -> Tuple[float, float]:
 def markdown_table(report: FidelityReport) -> str:
   """The per-placement table, predicted vs measured, in milliseconds."""
   lines = [f"### {report.graph_name} ({report.num_ops} ops)", "",
+           f"inputs: {describe_inputs(report.inputs)}", "",
            "| placement | transfers | predicted ms | measured ms | abs error |",
            "|---|---:|---:|---:|---:|"]
   for r in report.rows:

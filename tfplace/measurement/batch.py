@@ -26,6 +26,7 @@ from tfplace.errors import TfplaceError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.io_utils import atomic_write
 from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.feeds import FeedOptions, StepInputs, resolve_inputs
 from tfplace.measurement.runner import measure
 from tfplace.measurement.timing import StepTiming
 from tfplace.placement import Placement
@@ -59,18 +60,24 @@ class _Job:
   placement: Placement
   cluster: Optional[Cluster]
   config: MeasureConfig
+  inputs: StepInputs
 
 
 def placement_key(graph: OpGraph, placement: Placement,
-                  config: Optional[MeasureConfig] = None) -> str:
+                  config: Optional[MeasureConfig] = None,
+                  inputs: Optional[StepInputs] = None) -> str:
   """A stable hash of the graph fingerprint, the placement and the settings
-  that change a timing (server or in process, warmup and timed steps)."""
+  that change a timing (server or in process, warmup and timed steps, what
+  is fed: a graph without feeds keeps the key it had before feeds)."""
   config = config or MeasureConfig()
   h = hashlib.sha256()
   h.update(graph.fingerprint.encode())
   h.update(json.dumps(sorted(placement.devices.items())).encode())
   h.update(f"|remote={config.remote}|warmup={config.warmup}|"
            f"steps={config.steps}".encode())
+  fed = inputs.fingerprint() if inputs is not None else ""
+  if fed:
+    h.update(f"|inputs={fed}".encode())
   return h.hexdigest()[:24]
 
 
@@ -78,7 +85,9 @@ def measure_batch(graph: OpGraph, placements: Sequence[Placement],
                   config: Optional[MeasureConfig] = None, *,
                   cluster: Optional[Cluster] = None, workers: int = 1,
                   cache_dir: Optional[str] = None,
-                  progress: bool = True) -> List[MeasureOutcome]:
+                  progress: bool = True, feeds=None,
+                  feed_options: Optional[FeedOptions] = None
+                  ) -> List[MeasureOutcome]:
   """Measures each placement; failures are reported per placement.
 
   Args:
@@ -89,16 +98,26 @@ def measure_batch(graph: OpGraph, placements: Sequence[Placement],
     workers: parallel measurement processes (1: in this process, in order).
     cache_dir: directory of cached outcomes (None: no cache).
     progress: show a tqdm bar.
+    feeds: values for the graph's placeholders (see `measure`), the same
+      for every placement.
+    feed_options: how synthetic input values are made.
 
   Returns:
     One `MeasureOutcome` per placement, in input order.
+
+  Raises:
+    FeedError: a feed does not fit the graph (before anything runs).
   """
   config = config or MeasureConfig()
-  keys = [placement_key(graph, p, config) for p in placements]
+  inputs = resolve_inputs(graph, feeds, feed_options)
+  for line in inputs.describe():
+    logging.info("%s input: %s", graph.name, line)
+  keys = [placement_key(graph, p, config, inputs) for p in placements]
   outcomes: List[Optional[MeasureOutcome]] = [
       _cached(cache_dir, k) for k in keys]
   todo = [i for i, o in enumerate(outcomes) if o is None]
-  jobs = {i: _Job(graph, placements[i], cluster, config) for i in todo}
+  jobs = {i: _Job(graph, placements[i], cluster, config, inputs)
+          for i in todo}
   bar = tqdm(total=len(placements), initial=len(placements) - len(todo),
              desc=f"measure {graph.name}", disable=not progress)
   for i, outcome in _run_jobs(jobs, keys, workers, config.timeout_s):
@@ -142,7 +161,7 @@ def _outcome(key: str, job: _Job) -> MeasureOutcome:
   """Measures one job; any failure becomes an error outcome."""
   try:
     timing = measure(job.graph, job.placement, job.config,
-                     cluster=job.cluster)
+                     cluster=job.cluster, feeds=job.inputs)
     return MeasureOutcome(key, timing)
   except TfplaceError as e:
     return MeasureOutcome(key, None, str(e))

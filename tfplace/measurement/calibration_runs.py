@@ -221,7 +221,8 @@ def calibrate_on_cluster(graph: OpGraph, cluster: Cluster,
                          config: MeasureConfig, *, num_random: int = 8,
                          link: bool = True, seed: int = 0,
                          cache_dir: Optional[str] = None,
-                         progress: bool = True) -> CalibrationReport:
+                         progress: bool = True, feeds=None,
+                         feed_options=None) -> CalibrationReport:
   """Benchmarks the link, measures the calibration placements, fits.
 
   Args:
@@ -236,6 +237,8 @@ def calibrate_on_cluster(graph: OpGraph, cluster: Cluster,
     seed: seed of the random placements.
     cache_dir: measurement cache directory.
     progress: show tqdm bars.
+    feeds: values for the graph's placeholders (see `measure_batch`).
+    feed_options: how synthetic input values are made.
 
   Returns:
     The calibration and its in-sample error on the calibration runs.
@@ -248,6 +251,7 @@ def calibrate_on_cluster(graph: OpGraph, cluster: Cluster,
   labelled = calibration_placements(graph, cluster, seed, num_random)
   outcomes = measure_batch(graph, [p for _, p in labelled], config,
                            cluster=cluster, cache_dir=cache_dir,
-                           progress=progress)
+                           progress=progress, feeds=feeds,
+                           feed_options=feed_options)
   link_fits = {cluster.default_link.kind: link_fit} if link_fit else None
   return report_from_runs(graph, cluster, labelled, outcomes, link_fits)

@@ -7,6 +7,7 @@ arguments, so they share one set of defaults.
 """
 
 import dataclasses
+from typing import Tuple
 
 from tfplace.errors import MeasureError
 
@@ -43,6 +44,9 @@ class MeasureConfig:
       of `timeout_s`).
     health_interval_s: seconds between checks that every worker of a server
       cluster is alive (no checks in process).
+    workers: "host:port" of every worker of the target's cluster, checked
+      while steps run (empty: those of the `LocalCluster` of this process
+      with this target, else the target's server alone).
   """
   target: str = ""
   warmup: int = 2
@@ -50,8 +54,11 @@ class MeasureConfig:
   timeout_s: float = 300.0
   step_timeout_s: float = 120.0
   health_interval_s: float = 0.5
+  workers: Tuple[str, ...] = ()
 
   def __post_init__(self):
+    object.__setattr__(self, "workers", tuple(
+        w.replace("grpc://", "") for w in self.workers))
     if int(self.steps) != self.steps or self.steps < 1:
       raise MeasureError(f"steps must be an integer >= 1, got {self.steps}")
     if int(self.warmup) != self.warmup or self.warmup < 0:

@@ -18,29 +18,37 @@ runs), giving `trace_dir/plugins/profile/<run>/<host>_<port>.xplane.pb`, one
 per worker. A failed or incomplete capture is logged and reported in
 `StepTiming.profile_error`; it never fails the measurement.
 
-A run that fails or passes its deadline raises `MeasureError`; transient
-failures (worker unavailable, deadline exceeded, aborted) are retried once,
-keeping the step times measured before the failure.
+Faults: on a server cluster a `HealthMonitor` checks every worker while
+steps run (`tfplace.measurement.health`); a worker that dies ends the
+measurement at once with a `WorkerDiedError` naming it and keeping the steps
+timed so far (TF itself would wait for it until the run's deadline, then
+again in `Session.close()`). Each `Session.run` has a deadline
+(`MeasureConfig.step_timeout_s`); other transient failures (unavailable,
+deadline exceeded, aborted) are retried once, keeping the timed steps. A
+run that still fails or passes its deadline raises `MeasureError`.
 """
 
 import dataclasses
 import os
 import statistics
 import threading
-import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 
 from tfplace.cost.cluster import Cluster
-from tfplace.errors import MeasureError
+from tfplace.errors import MeasureError, WorkerDiedError
 from tfplace.graph.op_graph import OpGraph, StepFetches
 from tfplace.io_utils import atomic_write
 from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.feeds import FeedOptions, StepInputs, resolve_inputs
+from tfplace.measurement.graph_inputs import step_fetches
+from tfplace.measurement.health import DeadTask, HealthMonitor
 from tfplace.measurement.local_cluster import (check_reachable,
-                                               profiler_addresses_for)
+                                               profiler_addresses_for,
+                                               workers_for)
 from tfplace.measurement.session import (Deadline, StepSession,
-                                         TransientRunError)
+                                         TransientRunError, adopt_background)
 # The result types live in `timing`; they are importable from here too.
 from tfplace.measurement.timing import (STEP_STATS_FILE, DeviceMismatch,  # noqa: F401
                                         OpRecord, StepTiming,
@@ -72,27 +80,12 @@ def num_local_cpus(placement: Placement) -> int:
   return count
 
 
-def step_fetches(graph: OpGraph) -> StepFetches:
-  """What one step of `graph` runs: its train ops and loss, else every op
-  without consumers; its init ops, else the op named "init" if any."""
-  fetches = graph.fetches
-  train_ops = tuple(fetches.train_ops)
-  if not train_ops and not fetches.loss:
-    ptr, _ = graph.successors_csr
-    train_ops = tuple(op.name for i, op in enumerate(graph.ops)
-                      if ptr[i + 1] == ptr[i])
-  init = tuple(fetches.init_ops)
-  if not init and "init" in graph.index:
-    init = ("init",)
-  return StepFetches(train_ops=train_ops, loss=fetches.loss, init_ops=init)
-
-
 def _check_target(placement: Placement, config: MeasureConfig) -> int:
   """Logical CPUs to give an in-process session (1 on a server target).
 
   Raises:
-    MeasureError: the placement's devices do not fit the target, or the
-      target's server does not answer.
+    MeasureError: the placement's devices do not fit the target, or a
+      server of the target's cluster does not answer.
   """
   if not config.remote:
     return num_local_cpus(placement)
@@ -103,8 +96,30 @@ def _check_target(placement: Placement, config: MeasureConfig) -> int:
         f"the placement uses in-process devices (e.g. {local[0]}) but the "
         f"target {config.target} is a server cluster, whose devices are "
         "/job:worker/replica:0/task:I/device:CPU:0")
-  check_reachable([config.target])
   return 1
+
+
+def _check_servers(monitor: HealthMonitor, config: MeasureConfig) -> None:
+  """Before anything runs: raises WorkerDiedError naming a dead worker of a
+  known cluster, or MeasureError if a lone target does not answer."""
+  if monitor.addresses == [config.target.replace("grpc://", "")]:
+    check_reachable([config.target])
+  _raise_if_dead(monitor, [], config)
+
+
+def _monitor(config: MeasureConfig, wake: threading.Event
+             ) -> Optional[HealthMonitor]:
+  """The health monitor of a server target's workers (None in process)."""
+  if not config.remote:
+    return None
+  addresses, processes = workers_for(config.target)
+  if config.workers:
+    addresses, processes = list(config.workers), (
+        processes if list(config.workers) == addresses else [])
+  if not addresses:
+    addresses = [config.target.replace("grpc://", "")]
+  return HealthMonitor(addresses, processes, config.health_interval_s,
+                       died=wake)
 
 
 # ---- measuring ------------------------------------------------------------
@@ -120,6 +135,7 @@ class _RunSpec:
   deadline: Deadline
   trace_dir: Optional[str]
   profiler_addresses: Tuple[str, ...] = ()
+  inputs: StepInputs = StepInputs()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +150,9 @@ def measure(graph: OpGraph, placement: Placement,
             config: Optional[MeasureConfig] = None, *,
             cluster: Optional[Cluster] = None,
             trace_dir: Optional[str] = None,
-            profiler_addresses: Optional[Sequence[str]] = None) -> StepTiming:
+            profiler_addresses: Optional[Sequence[str]] = None,
+            feeds=None,
+            feed_options: Optional[FeedOptions] = None) -> StepTiming:
   """Times real training steps of `graph` placed by `placement`.
 
   Args:
@@ -150,38 +168,48 @@ def measure(graph: OpGraph, placement: Placement,
       hosts `trace_dir` must be a path they share). None: those of the
       running `LocalCluster` with this target, else the target's own server
       (task 0).
+    feeds: values for the graph's placeholders: a mapping name -> array, an
+      input function `run index -> mapping`, or `StepInputs`; placeholders
+      not fed get synthetic values (see `tfplace.measurement.feeds`).
+    feed_options: how synthetic values are made (batch size, shapes of
+      unknown dimensions, ranges of integer inputs).
 
   Returns:
-    The step time statistics, op records and device check.
+    The step time statistics, op records, device check, last loss and
+    where each input came from (`StepTiming.inputs`).
 
   Raises:
+    FeedError: a feed does not fit the graph, or an input cannot be made.
     MeasureError: the run failed, timed out or a server was unreachable.
   """
   config = config or MeasureConfig()
   graph_def = placed_graph_def(graph, placement, cluster)
+  fetches = step_fetches(graph)
+  inputs = resolve_inputs(graph, feeds, feed_options, fetches)
   cpus = _check_target(placement, config)
   spec = _RunSpec(
-      graph_def=graph_def, fetches=step_fetches(graph), config=config,
+      graph_def=graph_def, fetches=fetches, config=config,
       num_cpu_devices=cpus, deadline=Deadline(config), trace_dir=trace_dir,
-      profiler_addresses=_profilers(config.target, profiler_addresses))
+      profiler_addresses=_profilers(config.target, profiler_addresses),
+      inputs=inputs)
   collected: List[float] = []
+  wake = threading.Event()
+  monitor = _monitor(config, wake)
+  if monitor:
+    _check_servers(monitor, config)
+    monitor.start()
   try:
-    result = _watched(spec, collected)
-  except TransientRunError as e:
-    logging.warning("measurement failed (%s); retrying once, keeping %d "
-                    "timed step(s)", e, len(collected))
-    try:
-      result = _watched(spec, collected)
-    except TransientRunError as e2:
-      raise MeasureError(f"measurement failed twice: first {e}; then "
-                         f"{e2}") from None
+    result = _with_retry(spec, collected, monitor, wake)
+  finally:
+    if monitor:
+      monitor.stop()
   records = op_records(result.metadata.step_stats, graph)
   mismatches = device_mismatches(records, placement)
   return timing_from_steps(
       collected, op_records=tuple(records), devices_match=not mismatches,
       mismatches=tuple(mismatches), trace_path=trace_dir,
       target=config.target, profile_error=result.profile_error,
-      loss=result.loss)
+      loss=result.loss, inputs=inputs.sources)
 
 
 def _profilers(target: str,
@@ -195,10 +223,62 @@ def _profilers(target: str,
   return tuple(a.replace("grpc://", "") for a in addresses)
 
 
-def _watched(spec: _RunSpec, collected: List[float]) -> _RunResult:
-  """`_run` in a watchdog thread: if TensorFlow ignores its own deadline
-  (a hung RPC), the caller still gets a MeasureError, WATCHDOG_GRACE_S after
-  the deadline; the stuck thread is left behind (daemon)."""
+def _with_retry(spec: _RunSpec, collected: List[float],
+                monitor: Optional[HealthMonitor],
+                wake: threading.Event) -> _RunResult:
+  """`_watched`, once more after a transient failure unless a worker died."""
+  try:
+    return _watched(spec, collected, monitor, wake)
+  except TransientRunError as e:
+    first = str(e)
+    _raise_if_dead(monitor, collected, spec.config, first)
+  logging.warning("measurement failed (%s); retrying once, keeping %d "
+                  "timed step(s)", first, len(collected))
+  try:
+    return _watched(spec, collected, monitor, wake)
+  except TransientRunError as e:
+    _raise_if_dead(monitor, collected, spec.config, str(e))
+    raise MeasureError(f"measurement failed twice: first {first}; then {e}; "
+                       f"{_kept(collected, spec.config)}") from None
+
+
+def _raise_if_dead(monitor: Optional[HealthMonitor], collected: List[float],
+                   config: MeasureConfig, cause: str = "") -> None:
+  """Raises WorkerDiedError if the monitor found (or finds now) a dead
+  worker."""
+  dead = (monitor.dead or monitor.check_now()) if monitor else []
+  if dead:
+    raise _died(dead, collected, config, cause)
+
+
+def _died(dead: Sequence[DeadTask], collected: List[float],
+          config: MeasureConfig, cause: str = "") -> WorkerDiedError:
+  steps = list(collected)
+  detail = f" (the run reported {cause})" if cause else ""
+  return WorkerDiedError(
+      f"{'; '.join(map(str, dead))}: the worker died during the "
+      f"measurement{detail}; {_kept(steps, config)}",
+      dead_tasks=[str(d) for d in dead], step_times_s=steps)
+
+
+def _kept(collected: Sequence[float], config: MeasureConfig) -> str:
+  """What was timed before a failure, for its message."""
+  if not collected:
+    return "no step had been timed"
+  t = timing_from_steps(collected)
+  return (f"{len(collected)} of {config.steps} timed steps were done "
+          f"(median {t.median_step_time_s * 1e3:.3f} ms, min "
+          f"{t.min_step_time_s * 1e3:.3f} ms, max "
+          f"{t.max_step_time_s * 1e3:.3f} ms)")
+
+
+def _watched(spec: _RunSpec, collected: List[float],
+             monitor: Optional[HealthMonitor],
+             wake: threading.Event) -> _RunResult:
+  """`_run` in a thread, watched: a dead worker (the monitor sets `wake`)
+  or a run that ignores its deadline (a hung RPC; WATCHDOG_GRACE_S after
+  the deadline) ends the wait at once with an error. The stuck thread is
+  left behind (daemon); its runs end at their own deadlines."""
   box: Dict[str, object] = {}
 
   def target():
@@ -206,14 +286,23 @@ def _watched(spec: _RunSpec, collected: List[float]) -> _RunResult:
       box["result"] = _run(spec, collected)
     except BaseException as e:  # pylint: disable=broad-except
       box["error"] = e
+    finally:
+      wake.set()
 
+  wake.clear()
+  if monitor and monitor.dead:
+    raise _died(monitor.dead, collected, spec.config)
   thread = threading.Thread(target=target, daemon=True, name="tfplace-measure")
   thread.start()
-  thread.join(max(0.0, spec.deadline.left_s()) + WATCHDOG_GRACE_S)
-  if thread.is_alive():
+  wake.wait(max(0.0, spec.deadline.left_s()) + WATCHDOG_GRACE_S)
+  if not box:  # the run is left behind: its runs end at their deadlines
+    adopt_background(thread, 2 * spec.config.step_timeout_s + 5.0)
+  if monitor and monitor.dead:
+    raise _died(monitor.dead, collected, spec.config)
+  if not box:
     raise MeasureError(f"the run did not return within its deadline plus "
                        f"{WATCHDOG_GRACE_S:.0f} s (a worker hangs?); "
-                       f"{len(collected)} step(s) were timed")
+                       f"{_kept(collected, spec.config)}")
   if "error" in box:
     raise box["error"]
   return box["result"]
@@ -221,12 +310,16 @@ def _watched(spec: _RunSpec, collected: List[float]) -> _RunResult:
 
 def _run(spec: _RunSpec, collected: List[float]) -> _RunResult:
   """Opens a session; runs init, warmup, timed and traced steps. A retry
-  (some steps already `collected`) warms up with one step only."""
+  (some steps already `collected`) warms up with one step only; a step that
+  reads an input pipeline gets at least one untimed step (the fill)."""
+  warmup = spec.config.warmup if not collected else 1
+  if spec.inputs.fill_step:
+    warmup = max(warmup, 1)
   with StepSession(spec.graph_def, spec.fetches, config=spec.config,
                    num_cpu_devices=spec.num_cpu_devices,
-                   deadline=spec.deadline) as session:
+                   deadline=spec.deadline, inputs=spec.inputs) as session:
     session.initialize()
-    for _ in range(spec.config.warmup if not collected else 1):
+    for _ in range(warmup):
       session.step()
     while len(collected) < spec.config.steps:
       collected.append(session.step().seconds)

@@ -10,15 +10,28 @@ where it was placed. It runs the init ops, then steps (untimed, timed or
 traced with FULL_TRACE), each `Session.run` under a deadline
 (`MeasureConfig.step_timeout_s`, capped by what is left of `timeout_s`).
 
+Inputs (`StepInputs`, see `feeds`): every run is fed the step's
+placeholder values (built before the run's clock starts); after the init ops
+the input pipelines' initializers run (`MakeIterator`, lookup tables), and
+the enqueue ops of the TF1 queues the step reads run in background threads
+(as TF1's QueueRunner does) until the session closes.
+
 Its two users: `run_training_step` (init + n steps: tests and the importers'
 round trips) and `tfplace.measurement.runner.measure` (warmup, timed, traced
 and profiled steps).
+
+A failed run on a dead server can leave TensorFlow calls waiting for their
+deadlines in background threads (`run_in_background`, `adopt_background`);
+at exit the process waits for them, so that none returns into a finalizing
+interpreter (which aborts the process).
 """
 
+import atexit
 import contextlib
 import dataclasses
+import threading
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from absl import logging
 
@@ -26,11 +39,60 @@ from tfplace.device_names import canonical_device
 from tfplace.errors import ClusterError, MeasureError
 from tfplace.graph.op_graph import StepFetches
 from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.feeds import StepInputs
 from tfplace.measurement.timing import op_records
 
 # Lines of a TF error message that say nothing about the cause.
 _NOISE_PREFIXES = ("Graph execution error:", "[[", "Additional GRPC error",
                    "Detected at node", "Node: '", "File \"")
+
+
+# Threads left running TensorFlow calls against a server that died (a run
+# waiting for its deadline, a close waiting for a dead worker), with the
+# monotonic time by which each must have ended. The process must not finish
+# while one of them can still return into Python: CPython ends such a daemon
+# thread with pthread_exit inside TensorFlow's C++ frames, and the process
+# aborts ("FATAL: exception not rethrown").
+_BACKGROUND: List[Tuple[threading.Thread, float]] = []
+_BACKGROUND_LOCK = threading.Lock()
+
+
+def adopt_background(thread: threading.Thread, bound_s: float) -> None:
+  """Tracks a thread left inside TensorFlow calls that end within
+  `bound_s` seconds (their deadlines)."""
+  with _BACKGROUND_LOCK:
+    _BACKGROUND.append((thread, time.monotonic() + bound_s))
+
+
+def run_in_background(target: Callable[[], None], name: str,
+                      bound_s: float) -> threading.Thread:
+  """Runs `target` in a tracked daemon thread (see `adopt_background`)."""
+  thread = threading.Thread(target=target, daemon=True, name=name)
+  thread.start()
+  adopt_background(thread, bound_s)
+  return thread
+
+
+def background_calls() -> int:
+  """How many tracked threads are still inside TensorFlow calls."""
+  with _BACKGROUND_LOCK:
+    _BACKGROUND[:] = [(t, end) for t, end in _BACKGROUND if t.is_alive()]
+    return len(_BACKGROUND)
+
+
+@atexit.register
+def _wait_for_background() -> None:
+  """At exit, lets the tracked TF calls reach their deadlines first."""
+  if not background_calls():
+    return
+  with _BACKGROUND_LOCK:
+    pending = list(_BACKGROUND)
+  longest = max(end for _, end in pending) - time.monotonic()
+  logging.warning("waiting up to %.0f s for %d TensorFlow call(s) to a dead "
+                  "TF server to give up (MeasureConfig.step_timeout_s)",
+                  max(0.0, longest), len(pending))
+  for thread, end in pending:
+    thread.join(max(0.0, end - time.monotonic()))
 
 
 class TransientRunError(MeasureError):
@@ -120,6 +182,11 @@ def tf_errors(what: str = "the step"):
                tf.errors.AbortedError, tf.errors.CancelledError)
   try:
     yield
+  except tf.errors.OutOfRangeError as e:
+    raise MeasureError(
+        f"{what} failed: the input pipeline ran out of data "
+        f"({first_line(e)}); repeat the dataset (dataset.repeat()) or time "
+        "fewer steps") from None
   except transient as e:
     raise TransientRunError(f"{type(e).__name__}: {first_line(e)}") from None
   except tf.errors.OpError as e:
@@ -180,7 +247,8 @@ class StepSession:
   def __init__(self, graph_def, fetches: StepFetches, *,
                config: MeasureConfig = MeasureConfig(),
                num_cpu_devices: int = 1,
-               deadline: Optional[Deadline] = None):
+               deadline: Optional[Deadline] = None,
+               inputs: Optional[StepInputs] = None):
     """Describes the session; `open()` (or `with`) creates it.
 
     Args:
@@ -190,31 +258,45 @@ class StepSession:
       num_cpu_devices: logical CPU devices of an in-process session.
       deadline: the measurement's deadline, shared with a retry (default: a
         new one from `config`).
+      inputs: feeds and input pipelines (None: the graph makes its own
+        inputs).
     """
     self.graph_def = graph_def
     self.fetches = fetches
     self.config = config
     self.num_cpu_devices = num_cpu_devices
     self.deadline = deadline or Deadline(config)
+    self.inputs = inputs or StepInputs()
     self.session = None
+    self.runs = 0  # Session.run calls so far (the input function's index)
+    self._queues: Optional[_QueueFiller] = None
     self._run_list = ([fetches.loss] if fetches.loss else []) + list(
         fetches.train_ops)
 
   def __enter__(self) -> "StepSession":
     return self.open()
 
-  def __exit__(self, *exc) -> None:
-    self.close()
+  def __exit__(self, exc_type, *exc) -> None:
+    if exc_type is not None and issubclass(exc_type, TransientRunError):
+      # A worker may be gone: closing can wait for it until the session's
+      # operation timeout, so the caller does not wait for the close.
+      run_in_background(self.close, "tfplace-session-close",
+                        self.config.step_timeout_s + 5.0)
+    else:
+      self.close()
 
   def open(self) -> "StepSession":
     """Imports the graph and creates the session (no run yet)."""
     import tensorflow as tf
     graph = import_graph_def(self.graph_def)
+    close_ops = _add_queue_close_ops(graph, self.inputs.pipelines.queues)
     config = session_config(self.num_cpu_devices, self.config.remote,
                             self.config.step_timeout_s)
     with tf_errors("opening the session"):
       self.session = tf.compat.v1.Session(self.config.target, graph=graph,
                                           config=config)
+    if self.inputs.pipelines.enqueue_ops:
+      self._queues = _QueueFiller(self, close_ops)
     return self
 
   def run_options(self, trace: bool = False):
@@ -225,22 +307,35 @@ class StepSession:
     return tf.compat.v1.RunOptions(
         trace_level=level, timeout_in_ms=self.deadline.run_timeout_ms())
 
+  def feed_dict(self) -> Dict[str, object]:
+    """The feeds of the next run (counts the run)."""
+    feeds = self.inputs.feed_dict(self.runs)
+    self.runs += 1
+    return feeds
+
   def initialize(self) -> None:
-    """Runs the init ops (nothing when there are none)."""
-    if self.fetches.init_ops:
-      with tf_errors("initialization"):
-        self.session.run(list(self.fetches.init_ops),
-                         options=self.run_options())
+    """Runs the init ops, then the input pipelines' initializers, then
+    starts filling the queues the step reads (all before any step)."""
+    for ops, what in ((self.fetches.init_ops, "initialization"),
+                      (self.inputs.pipelines.init_ops,
+                       "initializing the input pipelines")):
+      if ops:
+        with tf_errors(what):
+          self.session.run(list(ops), feed_dict=self.feed_dict(),
+                           options=self.run_options())
+    if self._queues:
+      self._queues.start()
 
   def step(self, trace: bool = False) -> StepResult:
     """Runs one training step; its wall time excludes building options."""
     import tensorflow as tf
     metadata = tf.compat.v1.RunMetadata() if trace else None
+    feeds = self.feed_dict()
     options = self.run_options(trace)
     with tf_errors():
       start = time.perf_counter()
-      values = self.session.run(self._run_list, options=options,
-                                run_metadata=metadata)
+      values = self.session.run(self._run_list, feed_dict=feeds,
+                                options=options, run_metadata=metadata)
       seconds = time.perf_counter() - start
     loss = float(values[0]) if self.fetches.loss else None
     return StepResult(seconds=seconds, loss=loss, run_metadata=metadata)
@@ -249,12 +344,74 @@ class StepSession:
     """Closes the session; a failure is logged, never raised."""
     if self.session is None:
       return
+    if self._queues:
+      self._queues.stop()
     session, self.session = self.session, None
     try:
       session.close()
     except Exception as e:  # pylint: disable=broad-except  (TF status errors)
       logging.warning("closing the session failed (%s: %s); a worker may "
                       "have died", type(e).__name__, first_line(e))
+
+
+def _add_queue_close_ops(graph, queues) -> List[str]:
+  """Adds a close op (cancelling pending enqueues) next to each queue, so
+  the enqueue threads can be stopped; returns their names."""
+  import tensorflow as tf
+  names = []
+  with graph.as_default():
+    for queue in queues:
+      handle = graph.get_operation_by_name(queue).outputs[0]
+      with tf.device(handle.op.device):
+        close = tf.raw_ops.QueueCloseV2(handle=handle,
+                                        cancel_pending_enqueues=True,
+                                        name=f"{queue}/tfplace_close")
+      names.append(close.name)
+  return names
+
+
+class _QueueFiller:
+  """Runs each enqueue op of the step's queues in a loop in its own thread
+  (what TF1's QueueRunner does) until `stop()` closes the queues."""
+
+  def __init__(self, owner: StepSession, close_ops: List[str]):
+    self.owner = owner
+    self.close_ops = close_ops
+    self.stopping = threading.Event()
+    self.threads: List[threading.Thread] = []
+    self.errors: List[str] = []
+
+  def start(self) -> None:
+    for op in self.owner.inputs.pipelines.enqueue_ops:
+      thread = threading.Thread(target=self._loop, args=(op,), daemon=True,
+                                name=f"tfplace-enqueue-{op}")
+      thread.start()
+      self.threads.append(thread)
+
+  def _loop(self, op: str) -> None:
+    import tensorflow as tf
+    session = self.owner.session
+    while not self.stopping.is_set():
+      try:
+        session.run(op, feed_dict=self.owner.inputs.feed_dict(0),
+                    options=self.owner.run_options())
+      except (tf.errors.CancelledError, tf.errors.OutOfRangeError,
+              tf.errors.AbortedError):
+        return  # the queue was closed
+      except Exception as e:  # pylint: disable=broad-except
+        if not self.stopping.is_set():
+          self.errors.append(f"{op}: {first_line(e)}")
+          logging.warning("enqueue op %s failed: %s", op, first_line(e))
+        return
+
+  def stop(self) -> None:
+    self.stopping.set()
+    try:
+      self.owner.session.run(self.close_ops, options=self.owner.run_options())
+    except Exception as e:  # pylint: disable=broad-except
+      logging.warning("closing the input queues failed: %s", first_line(e))
+    for thread in self.threads:
+      thread.join(timeout=5.0)
 
 
 def run_training_step(graph_def, fetches: StepFetches, *,

@@ -70,6 +70,13 @@ class InputSource:
     return f"{self.name} {self.dtype}[{shape}] {self.source}: {self.how}"
 
 
+def describe_inputs(inputs: Sequence[InputSource]) -> str:
+  """Where a measurement's inputs came from, on one line."""
+  if not inputs:
+    return "made in the graph (no feeds, no input pipeline)"
+  return "; ".join(s.describe() for s in inputs)
+
+
 @dataclasses.dataclass(frozen=True)
 class StepTiming:
   """Measured step times of one placement.
