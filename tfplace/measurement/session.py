@@ -80,19 +80,29 @@ def background_calls() -> int:
     return len(_BACKGROUND)
 
 
-@atexit.register
-def _wait_for_background() -> None:
-  """At exit, lets the tracked TF calls reach their deadlines first."""
-  if not background_calls():
-    return
+def wait_for_background(timeout_s: Optional[float] = None) -> bool:
+  """Waits for the tracked threads (each at most until its own bound, all
+  at most `timeout_s`); True if none is left."""
   with _BACKGROUND_LOCK:
     pending = list(_BACKGROUND)
-  longest = max(end for _, end in pending) - time.monotonic()
-  logging.warning("waiting up to %.0f s for %d TensorFlow call(s) to a dead "
-                  "TF server to give up (MeasureConfig.step_timeout_s)",
-                  max(0.0, longest), len(pending))
+  give_up = None if timeout_s is None else time.monotonic() + timeout_s
   for thread, end in pending:
-    thread.join(max(0.0, end - time.monotonic()))
+    until = end if give_up is None else min(end, give_up)
+    thread.join(max(0.0, until - time.monotonic()))
+  return background_calls() == 0
+
+
+@atexit.register
+def _wait_for_background_at_exit() -> None:
+  """At exit, lets the tracked TF calls reach their deadlines first."""
+  if wait_for_background(timeout_s=1.0):
+    return
+  with _BACKGROUND_LOCK:
+    longest = max(end for _, end in _BACKGROUND) - time.monotonic()
+  logging.warning("waiting up to %.0f s for TensorFlow call(s) to a dead TF "
+                  "server to give up (MeasureConfig.step_timeout_s)",
+                  max(0.0, longest))
+  wait_for_background()
 
 
 class TransientRunError(MeasureError):
