@@ -30,18 +30,19 @@ _JSON = flags.DEFINE_bool("json", False, "end with a JSON line")
 def main(argv):
   del argv
   from tfplace.measurement import comm_benchmark
+  from tfplace.measurement.config import MeasureConfig
   from tfplace.measurement.local_cluster import LocalCluster, worker_device
   sizes = [int(s) for s in _SIZES.value]
   if _IN_PROCESS.value:
     samples = comm_benchmark.benchmark_transfers(
         "/job:localhost/replica:0/task:0/device:CPU:0",
         "/job:localhost/replica:0/task:0/device:CPU:1", sizes=sizes,
-        repeats=_REPEATS.value)
+        config=MeasureConfig(steps=_REPEATS.value))
   else:
     with LocalCluster(num_workers=2) as lc:
       samples = comm_benchmark.benchmark_transfers(
-          worker_device(0), worker_device(1), sizes=sizes, target=lc.target,
-          repeats=_REPEATS.value)
+          worker_device(0), worker_device(1), sizes=sizes,
+          config=MeasureConfig(target=lc.target, steps=_REPEATS.value))
   print("| bytes | transfer ms |\n|---:|---:|")
   for s in samples:
     print(f"| {s.nbytes} | {s.seconds * 1e3:.3f} |")

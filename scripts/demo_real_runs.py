@@ -1,7 +1,7 @@
 """Real runs end to end: a local TF cluster, baseline placements, traces.
 
 Starts a 2-worker local server cluster (one core each), fits the loopback
-link, calibrates the simulator on six runs of a benchmark graph, then places
+link, calibrates the simulator on ten runs of a benchmark graph, then places
 it with every baseline placer, measures each placement and prints the
 simulator's error table;
 then writes a profiler trace (profile dir + step_stats.pb) of the fastest
@@ -23,7 +23,11 @@ from tfplace.cli.app_runner import run_app
 
 _MODEL = flags.DEFINE_string("model", "mlp_towers", "benchmark graph")
 _OUT = flags.DEFINE_string("out_dir", "/tmp/tfplace_demo", "output directory")
-_STEPS = flags.DEFINE_integer("steps", 5, "timed steps per placement")
+_PLACEHOLDERS = flags.DEFINE_bool(
+    "placeholder_inputs", False, "use the model's placeholder-fed variant "
+    "(synthetic values fed every step)")
+_STEPS = flags.DEFINE_integer("steps", 5, "timed steps per placement (5: a "
+                              "quick demo; scripts/fidelity.py times 10)")
 
 SIZES = {"mlp_towers": dict(num_towers=4, num_layers=3, hidden=128,
                             batch_size=64, input_size=128),
@@ -34,17 +38,22 @@ def main(argv):
   del argv
   from tfplace.experiments import fidelity
   from tfplace.measurement import comm_benchmark, runner
+  from tfplace.measurement.config import MeasureConfig
   from tfplace.measurement.local_cluster import LocalCluster, worker_device
   from tfplace.models.registry import build_model
-  graph = build_model(_MODEL.value, **SIZES.get(_MODEL.value, {}))
+  sizes = dict(SIZES.get(_MODEL.value, {}))
+  if _PLACEHOLDERS.value:
+    sizes["placeholder_inputs"] = True
+  graph = build_model(_MODEL.value, **sizes)
   with LocalCluster(num_workers=2) as lc:
     cluster = lc.to_cluster()
     link = comm_benchmark.fit_link(comm_benchmark.benchmark_transfers(
-        worker_device(0), worker_device(1), target=lc.target, repeats=5))
-    # Calibrated on 6 runs of its own (one device + 5 random placements),
-    # then every baseline placer is predicted and measured.
-    report = fidelity.run_fidelity(graph, cluster, lc.target, num_random=0,
-                                   steps=_STEPS.value,
+        worker_device(0), worker_device(1),
+        config=MeasureConfig(target=lc.target, steps=5)))
+    # Calibrated on 10 runs of its own (one device, halves, 8 random
+    # placements), then every baseline placer is predicted and measured.
+    config = MeasureConfig(target=lc.target, steps=_STEPS.value)
+    report = fidelity.run_fidelity(graph, cluster, config, num_random=0,
                                    link_fits={"loopback": link})
     print(fidelity.markdown_table(report))
     # Trace the fastest placement that uses both workers (a one-device
@@ -56,7 +65,7 @@ def main(argv):
                      key=lambda r: r.measured_s).label
     best = placements[best_label]
     trace_dir = os.path.join(_OUT.value, "trace")
-    runner.measure(graph, best, target=lc.target, steps=2, trace_dir=trace_dir)
+    runner.measure(graph, best, config.replace(steps=2), trace_dir=trace_dir)
   _export(os.path.join(trace_dir, "step_stats.pb"), best_label)
 
 

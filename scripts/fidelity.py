@@ -12,6 +12,11 @@ evaluated. Prints a Markdown table per graph and a summary (with
 with --json the last stdout line is a JSON object with `median_abs_rel_error`
 and `spearman` (the mean of the per-graph Spearman rho).
 
+With --placeholder_inputs the graphs take their inputs from placeholders
+(the models' `placeholder_inputs=True` variants: float inputs/images, int32
+labels and token ids), fed synthetic values each step (integer ids in the
+range the graph implies); each table says where its inputs came from.
+
 Sizes (chosen so the script runs in well under 15 minutes on 2 cores):
   mlp_towers: 4 towers x 3 layers, hidden 128, batch 64, input 128
   small_cnn:  batch 16, 32x32 images
@@ -41,6 +46,9 @@ _STEPS = flags.DEFINE_integer(
     "~1.5x higher: see WORKSPACE_NOTES.md)")
 _CACHE = flags.DEFINE_string("cache_dir", None, "measurement cache directory")
 _JSON = flags.DEFINE_bool("json", False, "end with a JSON summary line")
+_PLACEHOLDERS = flags.DEFINE_bool(
+    "placeholder_inputs", False, "use the graphs' placeholder-fed variants "
+    "(inputs fed synthetic values every step) instead of in-graph inputs")
 _CALIBRATION_OUT = flags.DEFINE_string(
     "calibration_out", None, "write each graph's fitted calibration as "
     "DIR/<graph>.calibration.json (for `tfplace simulate --calibration`)")
@@ -60,22 +68,27 @@ def main(argv):
     os.makedirs(_CALIBRATION_OUT.value, exist_ok=True)
   from tfplace.experiments import fidelity
   from tfplace.measurement import comm_benchmark
+  from tfplace.measurement.config import MeasureConfig
   from tfplace.measurement.local_cluster import LocalCluster, worker_device
   from tfplace.models.registry import build_model
   reports = []
   with LocalCluster(num_workers=2, cores_per_worker=1) as lc:
     cluster = lc.to_cluster()
+    config = MeasureConfig(target=lc.target, steps=_STEPS.value)
     samples = comm_benchmark.benchmark_transfers(
-        worker_device(0), worker_device(1), target=lc.target, repeats=7)
+        worker_device(0), worker_device(1),
+        config=MeasureConfig(target=lc.target, steps=7))
     link = comm_benchmark.fit_link(samples)
     print(f"loopback link: latency {link.latency_s * 1e6:.1f} us, bandwidth "
           f"{link.bandwidth / 1e9:.3f} GB/s (R^2 {link.r2:.3f})\n")
     for name in _GRAPHS.value:
-      graph = build_model(name, **SIZES.get(name, {}))
+      sizes = dict(SIZES.get(name, {}))
+      if _PLACEHOLDERS.value:
+        sizes["placeholder_inputs"] = True
+      graph = build_model(name, **sizes)
       report = fidelity.run_fidelity(
-          graph, cluster, lc.target, num_random=_NUM_RANDOM.value,
-          steps=_STEPS.value, link_fits={"loopback": link},
-          cache_dir=_CACHE.value)
+          graph, cluster, config, num_random=_NUM_RANDOM.value,
+          link_fits={"loopback": link}, cache_dir=_CACHE.value)
       print(fidelity.markdown_table(report))
       if _CALIBRATION_OUT.value:
         path = os.path.join(_CALIBRATION_OUT.value,
@@ -101,7 +114,9 @@ def main(argv):
             "median_abs_rel_error": rep.median_abs_rel_error,
             "spearman": rep.spearman, "placements": len(rep.rows)}
                       for rep in reports},
-        "link": {"latency_s": link.latency_s, "bandwidth": link.bandwidth}}))
+        "link": {"latency_s": link.latency_s, "bandwidth": link.bandwidth},
+        "inputs": {rep.graph_name: [i.describe() for i in rep.inputs]
+                   for rep in reports}}))
 
 
 if __name__ == "__main__":

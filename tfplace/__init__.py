@@ -35,6 +35,8 @@ _API = {
     "Simulator": "tfplace.simulator.simulator",
     "place": "tfplace.pipeline",
     "measure": "tfplace.measurement.runner",
+    "MeasureConfig": "tfplace.measurement.config",
+    "FeedOptions": "tfplace.measurement.feeds",
     "measure_batch": "tfplace.measurement.batch",
     "LocalCluster": "tfplace.measurement.local_cluster",
     "get_cost_model": "tfplace.cost.cost_models",

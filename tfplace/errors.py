@@ -31,3 +31,21 @@ class OutputError(TfplaceError):
 
 class Interrupted(TfplaceError):
   """The user interrupted the run (Ctrl-C); nothing more is written."""
+
+
+class FeedError(TfplaceError):
+  """A feed or input option does not fit the graph's inputs (placeholders)."""
+
+
+class WorkerDiedError(MeasureError):
+  """A worker of a TF server cluster died during a real run.
+
+  Attributes:
+    dead_tasks: one line per dead worker ("worker task 1 (host:port): ...").
+    step_times_s: the steps timed before it died, in order.
+  """
+
+  def __init__(self, message: str, dead_tasks=(), step_times_s=()):
+    super().__init__(message)
+    self.dead_tasks = tuple(dead_tasks)
+    self.step_times_s = tuple(step_times_s)

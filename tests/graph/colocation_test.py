@@ -34,6 +34,21 @@ def test_resource_edge_joins_consumer_with_handle():
   assert _groups(ops, edges) == [["m"], ["r", "u", "v"]]
 
 
+def test_dataset_edges_join_the_pipeline_with_its_iterator():
+  # TensorSliceDataset -> BatchDatasetV2 -> MakeIterator <- IteratorV2
+  # -> IteratorGetNext -> MatMul: the float batch may move, a dataset not.
+  ops = [_op("const", "Const"),
+         _op("slices", "TensorSliceDataset", ("variant",)),
+         _op("batch", "BatchDatasetV2", ("variant",)),
+         _op("it", "IteratorV2", ("resource",)),
+         _op("make", "MakeIterator", ()),
+         _op("next", "IteratorGetNext"), _op("m", "MatMul")]
+  edges = [Edge(0, 1, 0, 4), Edge(1, 2, 0, 8), Edge(2, 4, 0, 8),
+           Edge(3, 4, 0, 8), Edge(3, 5, 0, 8), Edge(5, 6, 0, 4)]
+  assert _groups(ops, edges) == [["batch", "it", "make", "next", "slices"],
+                                 ["const"], ["m"]]
+
+
 def test_ref_edge_joins_assign_not_reader():
   ops = [_op("v", "VariableV2", ("float32_ref",)), _op("a", "Assign"),
          _op("m", "MatMul"), _op("apply", "ApplyGradientDescent")]

@@ -6,6 +6,7 @@ import pytest
 
 import tfplace  # noqa: F401
 from tfplace.measurement.batch import measure_batch, placement_key
+from tfplace.measurement.config import MeasureConfig
 from tfplace.models.registry import build_model
 from tfplace.placement import Placement
 
@@ -25,14 +26,15 @@ def test_cache_hit_and_failure_isolated(graph, tmp_path):
   bad = Placement({op.name: "/job:worker/replica:0/task:3/device:CPU:0"
                    for op in graph.ops})
   cache = str(tmp_path / "cache")
-  first = measure_batch(graph, [good, bad, split], cache_dir=cache, warmup=0,
-                        steps=2, progress=False)
+  config = MeasureConfig(warmup=0, steps=2)
+  first = measure_batch(graph, [good, bad, split], config, cache_dir=cache,
+                        progress=False)
   assert [o.ok for o in first] == [True, False, True]
   assert "not a local device" in first[1].error
   assert not any(o.cached for o in first)
   assert len(os.listdir(cache)) == 2  # failures are not cached
-  second = measure_batch(graph, [good, split], cache_dir=cache, warmup=0,
-                         steps=2, progress=False)
+  second = measure_batch(graph, [good, split], config, cache_dir=cache,
+                         progress=False)
   assert [o.cached for o in second] == [True, True]
   assert second[0].timing == first[0].timing
   assert second[1].placement_key == first[2].placement_key
@@ -43,5 +45,39 @@ def test_key_depends_on_placement_and_settings(graph):
   b = Placement({op.name: CPU % 1 for op in graph.ops})
   assert placement_key(graph, a) == placement_key(graph, a)
   assert placement_key(graph, a) != placement_key(graph, b)
-  assert placement_key(graph, a) != placement_key(graph, a, steps=3)
-  assert placement_key(graph, a) != placement_key(graph, a, remote=True)
+  assert placement_key(graph, a) == placement_key(graph, a, MeasureConfig())
+  assert placement_key(graph, a) != placement_key(graph, a,
+                                                  MeasureConfig(steps=3))
+  assert placement_key(graph, a) != placement_key(
+      graph, a, MeasureConfig(target="grpc://127.0.0.1:1"))
+  # Deadlines do not change a timing, so they do not change the key.
+  assert placement_key(graph, a) == placement_key(
+      graph, a, MeasureConfig(timeout_s=5, step_timeout_s=1))
+
+
+def test_placeholder_graph_batch_states_its_inputs(tmp_path):
+  from tfplace.measurement.feeds import FeedOptions, resolve_inputs
+  g = build_model("small_cnn", batch_size=2, image_size=8,
+                  placeholder_inputs=True)
+  one = Placement({op.name: CPU % 0 for op in g.ops})
+  split = Placement({op.name: CPU % (int(g.group_of[i]) % 2)
+                     for i, op in enumerate(g.ops)})
+  config = MeasureConfig(warmup=0, steps=2)
+  outcomes = measure_batch(g, [one, split], config, progress=False,
+                           cache_dir=str(tmp_path))
+  assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+  for o in outcomes:
+    assert {(i.name, i.source) for i in o.timing.inputs} == {
+        ("images", "synthetic"), ("labels", "synthetic")}
+  # What is fed is part of the cache key; a graph without feeds keeps the
+  # key it had before feeds existed.
+  seed0 = resolve_inputs(g)
+  seed1 = resolve_inputs(g, options=FeedOptions(seed=1))
+  assert (placement_key(g, one, config, seed0)
+          != placement_key(g, one, config, seed1))
+  assert outcomes[0].placement_key == placement_key(g, one, config, seed0)
+  plain = build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                      input_size=8, num_layers=1)
+  p = Placement({op.name: CPU % 0 for op in plain.ops})
+  assert placement_key(plain, p, config) == placement_key(
+      plain, p, config, resolve_inputs(plain))

@@ -1,15 +1,19 @@
 """Tests for tfplace.measurement.local_cluster: real TF server processes (slow)."""
 
 import os
+import shutil
 import socket
+import tempfile
+import threading
 import time
 
 import pytest
 
 import tfplace  # noqa: F401
-from tfplace.errors import MeasureError
+from tfplace.errors import MeasureError, WorkerDiedError
 from tfplace.measurement.local_cluster import (LocalCluster, RemoteCluster,
                                                free_ports, worker_device)
+from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.runner import measure
 from tfplace.models.registry import build_model
 from tfplace.placement import Placement
@@ -37,20 +41,68 @@ def test_two_workers_measure_then_dead_worker_then_stop():
     assert lc.target.startswith("grpc://127.0.0.1:")
     cluster = lc.to_cluster()
     assert cluster.device_names == [worker_device(0), worker_device(1)]
-    timing = measure(graph, placement, cluster=cluster, target=lc.target,
-                     warmup=1, steps=3, timeout_s=60)
+    timing = measure(graph, placement, MeasureConfig(
+        target=lc.target, warmup=1, steps=3, timeout_s=60), cluster=cluster)
     assert all(t > 0 for t in timing.step_times_s)
     assert timing.devices_match, timing.mismatches[:3]
     assert {r.device for r in timing.op_records} == set(cluster.device_names)
     lc.processes[1].kill()
     lc.processes[1].wait()
     start = time.monotonic()
-    with pytest.raises(MeasureError):
-      measure(graph, placement, target=lc.target, warmup=0, steps=2,
-              timeout_s=6)
+    with pytest.raises(WorkerDiedError, match="worker task 1 .*exited"):
+      measure(graph, placement, MeasureConfig(
+          target=lc.target, warmup=0, steps=2, timeout_s=6))
     assert time.monotonic() - start < 20
+    log_dir = lc.log_dir
+    assert os.path.isfile(os.path.join(log_dir, "worker_0.log"))
   assert lc.processes == []
   assert all(_gone(p) for p in pids)
+  # The temporary log folder goes with the cluster, unless kept.
+  assert log_dir.startswith(os.path.join(tempfile.gettempdir(),
+                                         "tfplace_cluster_"))
+  assert not os.path.exists(log_dir)
+
+
+def _busy_worker(pid: int, cpu_s: float = 0.3, timeout_s: float = 60.0):
+  """Waits until process `pid` has used `cpu_s` more CPU seconds (steps are
+  running on it)."""
+  def cpu():
+    with open(f"/proc/{pid}/stat") as f:
+      fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+  start, deadline = cpu(), time.monotonic() + timeout_s
+  while cpu() - start < cpu_s and time.monotonic() < deadline:
+    time.sleep(0.05)
+
+
+@pytest.mark.parametrize("task", [0, 1])
+def test_worker_killed_mid_measurement_is_named_and_steps_kept(task):
+  # Task 0 is the master (the session target): TF's client retries it until
+  # the deadline; task 1's death makes the master wait for it the same way.
+  graph = build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                      input_size=8, num_layers=1)
+  placement = Placement({op.name: worker_device(int(graph.group_of[i]) % 2)
+                         for i, op in enumerate(graph.ops)})
+  with LocalCluster(num_workers=2, keep_logs=True) as lc:
+    victim = lc.processes[task]
+    killer = threading.Thread(target=lambda: (
+        _busy_worker(victim.pid), victim.kill()), daemon=True)
+    killer.start()
+    start = time.monotonic()
+    with pytest.raises(WorkerDiedError) as info:
+      measure(graph, placement, MeasureConfig(
+          target=lc.target, warmup=1, steps=10 ** 7, step_timeout_s=5))
+    elapsed = time.monotonic() - start
+  err = info.value
+  assert f"worker task {task} ({lc.addresses[task]})" in str(err)
+  assert err.dead_tasks and err.dead_tasks[0].startswith(f"worker task {task}")
+  # The steps timed before the kill are kept and reported.
+  assert len(err.step_times_s) > 0 and all(t > 0 for t in err.step_times_s)
+  assert f"{len(err.step_times_s)} of 10000000 timed steps" in str(err)
+  # Found by the health check (0.5 s), not by TF's 300 s deadline.
+  assert elapsed < 30
+  assert os.path.isdir(lc.log_dir)  # keep_logs
+  shutil.rmtree(lc.log_dir)
 
 
 def test_base_port_in_use_is_a_clear_error():
@@ -79,12 +131,14 @@ def test_trace_dir_has_an_xplane_per_worker(tmp_path):
   with LocalCluster(num_workers=2) as lc:
     assert all(lc.profiler_ports)
     assert lc.state()["profiler_ports"] == lc.profiler_ports
-    timing = measure(graph, placement, target=lc.target, warmup=1, steps=2,
-                     trace_dir=str(tmp_path / "ok"), timeout_s=60)
+    timing = measure(graph, placement, MeasureConfig(
+        target=lc.target, warmup=1, steps=2, timeout_s=60),
+                     trace_dir=str(tmp_path / "ok"))
     # A profiler nobody serves: reported, and the step stats are still kept.
     dead, = free_ports(1)
-    bad = measure(graph, placement, target=lc.target, warmup=0, steps=1,
-                  trace_dir=str(tmp_path / "bad"), timeout_s=60,
+    bad = measure(graph, placement, MeasureConfig(
+        target=lc.target, warmup=0, steps=1, timeout_s=60),
+                  trace_dir=str(tmp_path / "bad"),
                   profiler_addresses=[f"127.0.0.1:{dead}"])
   assert timing.profile_error is None
   trace = load_trace(str(tmp_path / "ok" / "plugins" / "profile"))

@@ -1,12 +1,20 @@
 """Tests for `tfplace measure` and `tfplace cluster` (subprocess CLI runs)."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import time
+
+import numpy as np
+import pytest
 
 import tfplace  # noqa: F401
 from tfplace.models.registry import build_model
 from tfplace.placement import Placement
+
+import input_graphs
 
 
 def _tfplace(*args, timeout=240):
@@ -35,6 +43,56 @@ def test_measure_bad_input_exit_2(tmp_path):
   assert "no such placement file" in out.stderr
 
 
+def _placeholder_files(tmp_path):
+  """(graph file, placement file) of the placeholder graph on 2 workers."""
+  meta = str(tmp_path / "g.meta")
+  graph = input_graphs.placeholder_graph(meta)
+  placement = str(tmp_path / "p.json")
+  input_graphs.by_group(graph).save(placement)
+  return meta, placement
+
+
+def test_measure_npz_feeds_on_local_workers(tmp_path):
+  meta, placement = _placeholder_files(tmp_path)
+  np.savez(tmp_path / "f.npz", ids=np.ones((3, 4), np.int32),
+           labels=np.array([0, 1, 4], np.int32))
+  out = _tfplace("measure", meta, "--placement", placement,
+                 "--local_workers", "2", "--steps", "2", "--warmup", "1",
+                 "--feeds", str(tmp_path / "f.npz"), "--batch_size", "3",
+                 "--json")
+  assert out.returncode == 0, out.stderr[-2000:]
+  result = json.loads(out.stdout.strip().splitlines()[-1])
+  assert result["devices_match"] is True and result["loss"] > 0
+  sources = {i["name"]: (i["source"], i["shape"]) for i in result["inputs"]}
+  assert sources == {"ids": ("user", [3, 4]), "labels": ("user", [3]),
+                     "x": ("synthetic", [3, 6])}
+
+
+@pytest.mark.parametrize("feeds,extra,message", [
+    ("text", (), "is not an .npz file"),
+    ({"x": np.zeros((3, 6), np.float64)}, ("--batch_size", "3"),
+     "feed 'x' has dtype float64; the placeholder takes float32"),
+    ({"MatMul": np.zeros((3, 6), np.float32)}, ("--batch_size", "3"),
+     "'MatMul' is a MatMul op, not a placeholder"),
+    (None, (), "'ids' (int32[?, 4]) has an unknown dimension 0"),
+])
+def test_measure_bad_inputs_exit_2(tmp_path, feeds, extra, message):
+  meta, placement = _placeholder_files(tmp_path)
+  args = ["measure", meta, "--placement", placement, "--local_workers", "2",
+          *extra]
+  if feeds == "text":
+    (tmp_path / "f.npz").write_text("ids,labels\n1,2\n")
+  elif feeds is not None:
+    np.savez(tmp_path / "f.npz", **feeds)
+  if feeds is not None:
+    args += ["--feeds", str(tmp_path / "f.npz")]
+  out = _tfplace(*args)
+  assert out.returncode == 2, out.stderr[-2000:]
+  assert message in out.stderr
+  assert "Traceback" not in out.stderr
+  assert out.stderr.count("tfplace measure: error:") == 1
+
+
 def test_cluster_status_without_state_is_error(tmp_path):
   out = _tfplace("cluster", "status", "--state", str(tmp_path / "none.json"))
   assert out.returncode == 2
@@ -53,12 +111,67 @@ def test_cluster_up_status_down(tmp_path):
     again = _tfplace("cluster", "up", "--state", state)
     assert again.returncode == 2 and "already up" in again.stderr
   finally:
-    down = _tfplace("cluster", "down", "--state", state)
+    down = _tfplace("cluster", "down", "--state", state, "--keep_logs")
   assert down.returncode == 0, down.stderr[-2000:]
   assert "stopped 2 worker(s)" in down.stdout
+  assert "worker logs kept in" in down.stdout
+  kept = down.stdout.split("worker logs kept in ")[1].strip()
+  assert os.path.isfile(os.path.join(kept, "worker_0.log"))
+  shutil.rmtree(kept)
   for pid in pids:
     try:
       with open(f"/proc/{pid}/cmdline", "rb") as f:
         assert b"worker_main" not in f.read()
     except OSError:
       pass  # gone
+
+
+def _cpu_s(pid: int) -> float:
+  with open(f"/proc/{pid}/stat") as f:
+    fields = f.read().rsplit(")", 1)[1].split()
+  return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.parametrize("task", [0, 1])
+def test_worker_killed_during_measure_then_status_and_down(tmp_path, task):
+  # Task 0 is the master: TF waits for it until the run's deadline, so the
+  # verb exits at once after its message (run_helpers.exit_now_if_tf_busy).
+  state = str(tmp_path / "cluster.json")
+  up = _tfplace("cluster", "up", "--workers", "2", "--state", state)
+  assert up.returncode == 0, up.stderr[-2000:]
+  info = json.load(open(state))
+  pids, log_dir = info["pids"], info["log_dir"]
+  graph = build_model("mlp_towers")
+  placement = str(tmp_path / "p.json")
+  Placement({op.name: "/job:worker/replica:0/task:%d/device:CPU:0" % (
+      int(graph.group_of[i]) % 2) for i, op in enumerate(graph.ops)}).save(
+          placement)
+  try:
+    run = subprocess.Popen(
+        [sys.executable, "-m", "tfplace.cli.main", "measure", "mlp_towers",
+         "--placement", placement, "--cluster", state, "--steps", "10000000",
+         "--step_timeout_s", "5"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Kill the worker once it is running steps (its CPU time grows).
+    start_cpu, deadline = _cpu_s(pids[task]), time.monotonic() + 120
+    while (_cpu_s(pids[task]) - start_cpu < 0.3
+           and time.monotonic() < deadline):
+      time.sleep(0.05)
+    os.kill(pids[task], 9)
+    killed = time.monotonic()
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 2, err[-2000:]
+    assert time.monotonic() - killed < 60  # not TF's 300 s deadline
+    assert "Traceback" not in err
+    lines = [l for l in err.splitlines() if l.startswith("tfplace measure:")]
+    assert len(lines) == 1 and f"worker task {task}" in lines[0], err[-2000:]
+    assert "timed steps were done (median" in lines[0]
+    status = _tfplace("cluster", "status", "--state", state)
+    assert status.returncode == 2
+    assert f"task {task}" in status.stderr and "dead" in status.stderr
+    assert f"task {1 - task}" in status.stdout and "alive" in status.stdout
+  finally:
+    down = _tfplace("cluster", "down", "--state", state)
+  assert down.returncode == 0, down.stderr[-2000:]
+  assert "stopped 1 worker(s)" in down.stdout
+  assert not os.path.exists(log_dir)

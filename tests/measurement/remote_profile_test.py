@@ -96,11 +96,15 @@ def test_which_profilers_a_measurement_asks():
   assert runner._profilers("grpc://h1:5", None) == ("h1:5",)
   assert runner._profilers("grpc://h1:5", rc.profiler_addresses) == (
       "h1:5", "h2:6")
-  local_cluster._PROFILERS["grpc://127.0.0.1:9"] = ("127.0.0.1:10",)
+  lc = local_cluster.LocalCluster(num_workers=1)  # described, not started
+  lc.ports, lc.profiler_ports = [9], [10]
+  local_cluster._RUNNING["grpc://127.0.0.1:9"] = lc
   try:
     assert runner._profilers("grpc://127.0.0.1:9", None) == ("127.0.0.1:10",)
+    assert local_cluster.workers_for("grpc://127.0.0.1:9") == (
+        ["127.0.0.1:9"], [])
   finally:
-    del local_cluster._PROFILERS["grpc://127.0.0.1:9"]
+    del local_cluster._RUNNING["grpc://127.0.0.1:9"]
 
 
 def test_task_names_are_written_beside_the_xplanes(tmp_path):

@@ -7,7 +7,8 @@ import pytest
 
 import tfplace  # noqa: F401  (before TensorFlow)
 from tfplace.errors import MeasureError
-from tfplace.measurement import runner
+from tfplace.measurement import runner, timing
+from tfplace.measurement.config import MeasureConfig
 from tfplace.models.registry import build_model
 from tfplace.placement import Placement
 
@@ -27,28 +28,29 @@ def _two_cpu_placement(graph):
 
 
 def test_timing_statistics_by_hand():
-  t = runner.timing_from_steps([0.4, 0.1, 0.3, 0.2])
+  t = timing.timing_from_steps([0.4, 0.1, 0.3, 0.2])
   assert t.median_step_time_s == pytest.approx(0.25)
   assert t.min_step_time_s == pytest.approx(0.1)
   assert t.max_step_time_s == pytest.approx(0.4)
   # Percentiles 25/75 of 0.1..0.4 (linear): 0.175 and 0.325.
   assert t.iqr_s == pytest.approx(0.15)
   assert t.step_times_s == (0.4, 0.1, 0.3, 0.2)
-  back = runner.StepTiming.from_dict(t.to_dict())
+  back = timing.StepTiming.from_dict(t.to_dict())
   assert back == t
 
 
 def test_measure_two_logical_cpus(graph, tmp_path):
   placement = _two_cpu_placement(graph)
-  timing = runner.measure(graph, placement, warmup=1, steps=3,
+  result = runner.measure(graph, placement, MeasureConfig(warmup=1, steps=3),
                           trace_dir=str(tmp_path))
-  assert len(timing.step_times_s) == 3
-  assert all(t > 0 for t in timing.step_times_s)
-  assert timing.min_step_time_s <= timing.median_step_time_s
-  assert timing.devices_match, timing.mismatches[:3]
-  devices = {r.device for r in timing.op_records}
+  assert len(result.step_times_s) == 3
+  assert all(t > 0 for t in result.step_times_s)
+  assert result.min_step_time_s <= result.median_step_time_s
+  assert result.devices_match, result.mismatches[:3]
+  assert result.loss is not None and result.loss > 0
+  devices = {r.device for r in result.op_records}
   assert devices == {CPU % 0, CPU % 1}
-  by_name = {r.name: r for r in timing.op_records}
+  by_name = {r.name: r for r in result.op_records}
   assert "train_op" in by_name or len(by_name) > graph.num_ops // 2
   for name, rec in by_name.items():
     assert rec.device == placement.devices[name]
@@ -59,17 +61,17 @@ def test_measure_two_logical_cpus(graph, tmp_path):
 
 
 def test_mismatch_detected():
-  rec = runner.OpRecord("a", CPU % 1, 0.0, 1e-3)
+  rec = timing.OpRecord("a", CPU % 1, 0.0, 1e-3)
   placement = Placement({"a": CPU % 0})
-  out = runner.device_mismatches([rec], placement)
-  assert out == [runner.DeviceMismatch("a", CPU % 0, CPU % 1)]
+  out = timing.device_mismatches([rec], placement)
+  assert out == [timing.DeviceMismatch("a", CPU % 0, CPU % 1)]
 
 
 def test_remote_device_in_process_is_an_error(graph):
   placement = Placement({op.name: "/job:worker/replica:0/task:1/device:CPU:0"
                          for op in graph.ops})
   with pytest.raises(MeasureError, match="not a local device"):
-    runner.measure(graph, placement, steps=1)
+    runner.measure(graph, placement, MeasureConfig(steps=1))
 
 
 def test_unreachable_target_fails_fast(graph):
@@ -79,15 +81,15 @@ def test_unreachable_target_fails_fast(graph):
                          for op in graph.ops})
   start = time.monotonic()
   with pytest.raises(MeasureError, match="not reachable"):
-    runner.measure(graph, placement, target=f"grpc://127.0.0.1:{port}",
-                   steps=1, timeout_s=5)
+    runner.measure(graph, placement, MeasureConfig(
+        target=f"grpc://127.0.0.1:{port}", steps=1, timeout_s=5))
   assert time.monotonic() - start < 5
 
 
 def test_top_level_measure_is_callable_twice(graph):
   placement = Placement({op.name: CPU % 0 for op in graph.ops})
-  first = tfplace.measure(graph, placement, warmup=0, steps=1)
-  second = tfplace.measure(graph, placement, warmup=0, steps=1)
+  first = tfplace.measure(graph, placement, MeasureConfig(warmup=0, steps=1))
+  second = tfplace.measure(graph, placement, MeasureConfig(warmup=0, steps=1))
   assert first.median_step_time_s > 0 and second.median_step_time_s > 0
 
 
@@ -99,6 +101,6 @@ def test_watchdog_fires_when_run_hangs(graph, monkeypatch):
   placement = Placement({op.name: CPU % 0 for op in graph.ops})
   start = time.monotonic()
   with pytest.raises(MeasureError, match="did not return"):
-    runner.measure(graph, placement, steps=1, timeout_s=0.3)
+    runner.measure(graph, placement, MeasureConfig(steps=1, timeout_s=0.3))
   release.set()
   assert time.monotonic() - start < 5

@@ -187,3 +187,28 @@ def test_batch_matches_single_and_bounds_hold():
   assert np.isinf(batch).any() and np.isfinite(batch).any()
   bound = lower_bound(g, c, costs)
   assert np.all(batch[np.isfinite(batch)] >= bound - 1e-12)
+
+
+def test_a_fed_placeholder_enters_on_the_first_cpu_device():
+  # x (a placeholder, 1000 B) -> c. TF puts the fed value on the client's
+  # device (CPU 0) wherever x is placed: c on device 1 waits for the
+  # transfer, 0.5 + 1000 / 100 = 10.5 s; c on device 0 waits for nothing.
+  ops = [Op(name="x", type="Placeholder", output_bytes=(1000,)),
+         Op(name="c", type="MatMul", output_bytes=(100,))]
+  g = OpGraph(ops, [Edge(0, 1, 0, 1000)], graph_def=None, name="fed")
+  c = cpu_cluster(2, latency_s=0.5, bandwidth=100.0)
+  costs = make_costs([1.0, 1.0], 2, out=[1000, 100])
+  for x_device in (0, 1):
+    assert run(g, c, costs, [x_device, 1]).step_time_s == pytest.approx(
+        1.0 + 10.5 + 1.0)
+    assert run(g, c, costs, [x_device, 0]).step_time_s == pytest.approx(2.0)
+  r = run(g, c, costs, [1, 1], schedule=True)
+  assert [(s.op, s.device) for s in r.schedule] == [(0, 0), (1, 1)]
+  (t,) = r.transfers
+  assert (t.src_device, t.dst_device) == (0, 1)
+  sim = Simulator(g, c, costs)
+  np.testing.assert_allclose(sim.simulate_batch(np.array([[1, 1], [1, 0]])),
+                             [12.5, 2.0])
+  # The same graph with x an ordinary op: it runs where placed.
+  plain = make_graph(2, [(0, 1, 1000)], out_bytes=[(1000,), (100,)])
+  assert run(plain, c, costs, [1, 1]).step_time_s == pytest.approx(2.0)

@@ -2,7 +2,7 @@
 
 usage: tfplace calibrate GRAPH
          (--local_workers N | --cluster STATE_OR_SPEC | --target grpc://...)
-         --out calibration.json [--num_random 8] [--steps 5] [--warmup 2]
+         --out calibration.json [--num_random 8] [--steps 10] [--warmup 2]
          [--nolink_benchmark] [--json]
 
 GRAPH is a graph file (any form `import_graph` reads) or a benchmark model
@@ -25,6 +25,7 @@ spec ({"worker": ["host:port", ...]}, inline or a file); --target names one
 server, whose cluster's workers are listed from it.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -33,7 +34,8 @@ from typing import List, Tuple
 
 from absl import flags
 
-from tfplace.cli.run_helpers import (load_graph_or_model,
+from tfplace.cli import measure_flags
+from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
                                      native_stdout_to_stderr,
                                      servers_from_cluster_arg)
 from tfplace.errors import TfplaceError
@@ -48,14 +50,11 @@ _TARGET = flags.DEFINE_string("target", "", "session target, grpc://host:port")
 _OUT = flags.DEFINE_string("out", None, "calibration JSON file to write")
 _NUM_RANDOM = flags.DEFINE_integer(
     "num_random", 8, "random group placements among the calibration runs")
-_STEPS = flags.DEFINE_integer("steps", 5, "timed steps per placement")
-_WARMUP = flags.DEFINE_integer("warmup", 2, "untimed steps per placement")
 _SEED = flags.DEFINE_integer("seed", 0, "seed of the random placements")
-_TIMEOUT = flags.DEFINE_float("timeout_s", 120.0,
-                              "deadline of each measured placement")
 _LINK = flags.DEFINE_bool("link_benchmark", True,
                           "benchmark the link between two workers")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
+flags.adopt_module_key_flags(measure_flags)
 
 
 def main(argv: List[str]) -> None:
@@ -66,22 +65,36 @@ def main(argv: List[str]) -> None:
   _check_flags()
   check_out_path(_OUT.value)
   graph = load_graph_or_model(argv[1])
-  from tfplace.measurement.calibration_runs import calibrate_on_cluster
-  settings = dict(num_random=_NUM_RANDOM.value, warmup=_WARMUP.value,
-                  steps=_STEPS.value, link=_LINK.value, seed=_SEED.value,
-                  timeout_s=_TIMEOUT.value)
-  with native_stdout_to_stderr():
-    if _LOCAL_WORKERS.value:
-      from tfplace.measurement.local_cluster import LocalCluster
-      with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
-        cluster = lc.to_cluster()
-        report = calibrate_on_cluster(graph, cluster, lc.target, **settings)
-    else:
-      cluster, target = (_from_cluster_flag(_CLUSTER.value) if _CLUSTER.value
-                         else _from_target(_TARGET.value))
-      report = calibrate_on_cluster(graph, cluster, target, **settings)
+  inputs = measure_flags.step_inputs(graph)
+  settings = dict(num_random=_NUM_RANDOM.value, link=_LINK.value,
+                  seed=_SEED.value, feeds=inputs)
+  try:
+    with native_stdout_to_stderr():
+      report, cluster = _calibrate(graph, settings)
+  except TfplaceError as e:
+    exit_now_if_tf_busy("calibrate", e)
+    raise
   report.calibration.save(_OUT.value)
-  _print_report(report, cluster, os.path.abspath(_OUT.value))
+  _print_report(report, cluster, os.path.abspath(_OUT.value), inputs)
+
+
+def _calibrate(graph, settings):
+  """(CalibrationReport, Cluster) on the cluster the flags name."""
+  from tfplace.measurement.calibration_runs import calibrate_on_cluster
+  if _LOCAL_WORKERS.value:
+    from tfplace.measurement.local_cluster import LocalCluster
+    with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
+      cluster = lc.to_cluster()
+      return calibrate_on_cluster(
+          graph, cluster,
+          measure_flags.measure_config(lc.target, lc.addresses),
+          **settings), cluster
+  cluster, target, workers = (
+      _from_cluster_flag(_CLUSTER.value) if _CLUSTER.value
+      else _from_target(_TARGET.value))
+  return calibrate_on_cluster(
+      graph, cluster, measure_flags.measure_config(target, workers),
+      **settings), cluster
 
 
 def _check_flags() -> None:
@@ -94,46 +107,30 @@ def _check_flags() -> None:
                        "STATE_OR_SPEC, --target grpc://host:port")
   if _LOCAL_WORKERS.value < 0:
     raise TfplaceError("--local_workers must be >= 1")
-  if _STEPS.value < 1 or _WARMUP.value < 0 or _NUM_RANDOM.value < 0:
-    raise TfplaceError("--steps must be >= 1, --warmup and --num_random "
-                       ">= 0")
+  if _NUM_RANDOM.value < 0:
+    raise TfplaceError("--num_random must be >= 0")
+  measure_flags.measure_config("")  # --steps, --warmup, timeouts
 
 
-def _from_cluster_flag(value: str) -> Tuple[object, str]:
-  """(Cluster, target) of the servers --cluster names, checked reachable."""
-  from tfplace.measurement.runner import check_reachable
+def _from_cluster_flag(value: str) -> Tuple[object, str, List[str]]:
+  """(Cluster, target, worker addresses) of the servers --cluster names,
+  checked reachable."""
+  from tfplace.measurement.local_cluster import check_reachable
   remote, _ = servers_from_cluster_arg(value)
   check_reachable(remote.addresses)
-  return remote.to_cluster(), remote.target
+  return remote.to_cluster(), remote.target, remote.addresses
 
 
-def _from_target(target: str) -> Tuple[object, str]:
-  """(Cluster, target): the worker CPUs the server at `target` lists."""
-  import tensorflow as tf
-  from tfplace.errors import MeasureError
-  from tfplace.measurement.local_cluster import (make_worker_cluster,
-                                                 worker_device)
-  from tfplace.measurement.runner import check_reachable, session_config
+def _from_target(target: str) -> Tuple[object, str, List[str]]:
+  """(Cluster, target, []): the worker CPUs the server at `target` lists
+  (their addresses are unknown: only the target is health-checked)."""
+  from tfplace.measurement.local_cluster import cluster_from_target
   if not target.startswith("grpc://"):
     target = "grpc://" + target
-  check_reachable([target])
-  try:
-    config = session_config(remote=True, timeout_s=30.0)
-    with tf.compat.v1.Session(target, config=config) as sess:
-      names = {d.name for d in sess.list_devices()}
-  except tf.errors.OpError as e:
-    raise MeasureError(f"cannot list the devices of {target}: "
-                       f"{str(e).splitlines()[0]}") from None
-  n = 0
-  while worker_device(n) in names:
-    n += 1
-  if n == 0:
-    raise MeasureError(f"{target} lists no /job:worker CPU devices; pass its "
-                       'cluster spec as --cluster {"worker": [...]}')
-  return make_worker_cluster(n, name="tf_servers"), target
+  return cluster_from_target(target), target, []
 
 
-def _print_report(report, cluster, out: str) -> None:
+def _print_report(report, cluster, out: str, inputs) -> None:
   cal = report.calibration
   ok = [r for r in report.runs if r.measured_s is not None]
   if _JSON.value:
@@ -147,11 +144,13 @@ def _print_report(report, cluster, out: str) -> None:
         "runs": [{"label": r.label, "predicted_s": r.predicted_s,
                   "measured_s": r.measured_s, "error": r.error}
                  for r in report.runs],
-        "link_benchmarked": bool(report.link_fits)}) + "\n")
+        "link_benchmarked": bool(report.link_fits),
+        "inputs": [dataclasses.asdict(s) for s in inputs.sources]}) + "\n")
     return
   lines = [f"calibrated on {report.graph_name} ({report.num_ops} ops): "
            f"{len(ok)} of {len(report.runs)} placements measured on "
            f"{cluster.name} ({cluster.num_devices} devices)"]
+  lines += [f"  {line}" for line in measure_flags.input_lines(inputs)]
   lines += _figures(report, cluster)
   lines += [f"in-sample median |rel error| on the {len(ok)} calibration runs "
             f"(the runs the fit saw): {report.median_abs_rel_error * 100:.1f}"

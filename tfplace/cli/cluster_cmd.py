@@ -2,15 +2,17 @@
 
 usage: tfplace cluster up [--workers 2] [--cores_per_worker 1]
                           [--base_port P] [--state FILE]
-       tfplace cluster down [--state FILE]
+       tfplace cluster down [--state FILE] [--keep_logs]
        tfplace cluster status [--state FILE | --cluster_spec JSON] [--json]
 
 `up` starts detached `tf.distribute.Server` processes on 127.0.0.1, each
 pinned to its own core(s), and writes their pids, ports and profiler ports
 (`tf.profiler.experimental.client.trace` targets) to the state file;
 `tfplace measure --cluster FILE` then runs on them. `down` stops exactly the
-processes the state file lists. `status` tells which workers are alive and
-reachable; with --cluster_spec it checks servers on real hosts.
+processes the state file lists and removes their temporary log folder
+(`tfplace_cluster_*`; --keep_logs keeps it). `status` tells which workers
+are alive and reachable (with --cluster_spec: servers on real hosts) and
+exits with status 2 when one is not.
 """
 
 import json
@@ -35,6 +37,8 @@ _STATE = flags.DEFINE_string(
 _SPEC = flags.DEFINE_string("cluster_spec", None,
                             'servers to check: {"worker": ["host:port", ...]}')
 _JSON = flags.DEFINE_bool("json", False, "print the result as JSON")
+_KEEP_LOGS = flags.DEFINE_bool(
+    "keep_logs", False, "down: keep the workers' temporary log folder")
 
 
 def _read_state(path: str) -> dict:
@@ -91,7 +95,28 @@ def _down() -> None:
     if _is_our_worker(pid):
       os.kill(pid, signal.SIGKILL)
   os.remove(_STATE.value)
-  sys.stdout.write(f"cluster down: stopped {len(pids)} worker(s)\n")
+  logs = _owned_log_dir(state)
+  if logs and not _KEEP_LOGS.value:
+    from tfplace.measurement.local_cluster import remove_log_dir
+    remove_log_dir(logs)
+    logs = None
+  kept = f"; worker logs kept in {logs}" if logs else ""
+  sys.stdout.write(f"cluster down: stopped {len(pids)} worker(s){kept}\n")
+
+
+def _owned_log_dir(state: dict):
+  """The temporary log folder `up` made (None for one the user chose)."""
+  from tfplace.measurement.local_cluster import LOG_DIR_PREFIX
+  path = state.get("log_dir")
+  if not path or not os.path.isdir(path):
+    return None
+  if "owns_log_dir" in state:
+    return path if state["owns_log_dir"] else None
+  # State files written before `owns_log_dir`: a tfplace_cluster_* folder
+  # in the temp dir is ours.
+  ours = (os.path.basename(path).startswith(LOG_DIR_PREFIX) and
+          os.path.dirname(os.path.abspath(path)) == tempfile.gettempdir())
+  return path if ours else None
 
 
 def _status() -> None:
@@ -109,11 +134,22 @@ def _status() -> None:
                  "reachable": reachable(address)})
   if _JSON.value:
     sys.stdout.write(json.dumps({"workers": rows}) + "\n")
-    return
-  for r in rows:
-    alive = "" if r["alive"] is None else (" alive" if r["alive"] else " dead")
-    sys.stdout.write(f"task {r['task']} {r['address']} pid {r['pid']}{alive}, "
-                     f"{'reachable' if r['reachable'] else 'UNREACHABLE'}\n")
+  else:
+    for r in rows:
+      alive = ("" if r["alive"] is None else
+               (" alive" if r["alive"] else " dead"))
+      sys.stdout.write(
+          f"task {r['task']} {r['address']} pid {r['pid']}{alive}, "
+          f"{'reachable' if r['reachable'] else 'UNREACHABLE'}\n")
+  down = [r for r in rows if r["alive"] is False or not r["reachable"]]
+  if down:
+    from tfplace.errors import MeasureError
+    raise MeasureError(
+        f"{len(down)} of {len(rows)} worker(s) down: " + "; ".join(
+            f"task {r['task']} ({r['address']}) "
+            f"{'dead' if r['alive'] is False else 'unreachable'}"
+            for r in down) + "; restart the cluster (`tfplace cluster down`"
+        ", then `tfplace cluster up`)")
 
 
 def main(argv: List[str]) -> None:

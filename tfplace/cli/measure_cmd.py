@@ -2,7 +2,9 @@
 
 usage: tfplace measure GRAPH --placement placement.json
          [--local_workers N | --cluster STATE_OR_SPEC | --target grpc://...]
-         [--warmup 2] [--steps 10] [--trace_dir DIR] [--json]
+         [--warmup 2] [--steps 10] [--timeout_s 300] [--step_timeout_s 120]
+         [--feeds FILE.npz] [--batch_size N] [--input_shapes name=DxD,...]
+         [--index_ranges name=N,...] [--trace_dir DIR] [--json]
 
 GRAPH is a graph file (any form `import_graph` reads) or a benchmark model
 name (`mlp_towers`, `small_cnn`, ...). Without a cluster option the steps run
@@ -11,6 +13,10 @@ in this process on logical CPU devices (/job:localhost/.../CPU:i).
 (devices /job:worker/replica:0/task:i/device:CPU:0) and stops them after;
 --cluster takes the state file of `tfplace cluster up` or a cluster spec
 ({"worker": ["host:port", ...]}, inline or a file); --target names a server.
+
+A graph whose inputs are placeholders gets synthetic values (or the arrays of
+--feeds FILE.npz); tf.data iterators and queues in the graph are initialized
+before timing. The output says where each input came from.
 """
 
 import json
@@ -19,7 +25,8 @@ from typing import List, Optional
 
 from absl import flags
 
-from tfplace.cli.run_helpers import (load_graph_or_model,
+from tfplace.cli import measure_flags
+from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
                                      native_stdout_to_stderr,
                                      servers_from_cluster_arg)
 from tfplace.errors import TfplaceError
@@ -31,12 +38,10 @@ _CLUSTER = flags.DEFINE_string(
     "cluster", None, "`tfplace cluster up` state file, or a cluster spec JSON "
     "(inline or file) of running TF servers")
 _TARGET = flags.DEFINE_string("target", "", "session target, grpc://host:port")
-_WARMUP = flags.DEFINE_integer("warmup", 2, "untimed steps")
-_STEPS = flags.DEFINE_integer("steps", 10, "timed steps")
-_TIMEOUT = flags.DEFINE_float("timeout_s", 300.0, "deadline of the run")
 _TRACE_DIR = flags.DEFINE_string(
     "trace_dir", None, "write a TF profiler trace and step_stats.pb here")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
+flags.adopt_module_key_flags(measure_flags)
 
 
 def main(argv: List[str]) -> None:
@@ -52,34 +57,42 @@ def main(argv: List[str]) -> None:
   if sum(chosen) > 1:
     raise TfplaceError("use at most one of --local_workers, --cluster, "
                        "--target")
+  measure_flags.measure_config("")  # bad values fail before any work
   placement = Placement.load(_PLACEMENT.value)
   graph = load_graph_or_model(argv[1])
-  with native_stdout_to_stderr():
-    timing = _run(graph, placement)
-  _report(timing)
+  inputs = measure_flags.step_inputs(graph)
+  try:
+    with native_stdout_to_stderr():
+      timing = _run(graph, placement, inputs)
+  except TfplaceError as e:
+    exit_now_if_tf_busy("measure", e)
+    raise
+  _report(timing, inputs)
 
 
-def _run(graph, placement):
+def _run(graph, placement, inputs):
   from tfplace.measurement.local_cluster import LocalCluster
   if _LOCAL_WORKERS.value:
     with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
-      return _measure(graph, placement, lc.target, lc.profiler_addresses)
+      return _measure(graph, placement, inputs, lc.target, lc.addresses,
+                      lc.profiler_addresses)
   if _CLUSTER.value:
     remote, profilers = servers_from_cluster_arg(_CLUSTER.value)
-    return _measure(graph, placement, remote.target, profilers)
-  return _measure(graph, placement, _TARGET.value)
+    return _measure(graph, placement, inputs, remote.target,
+                    remote.addresses, profilers)
+  return _measure(graph, placement, inputs, _TARGET.value)
 
 
-def _measure(graph, placement, target: str,
+def _measure(graph, placement, inputs, target: str, workers=(),
              profiler_addresses: Optional[List[str]] = None):
   from tfplace.measurement.runner import measure
-  return measure(graph, placement, target=target, warmup=_WARMUP.value,
-                 steps=_STEPS.value, trace_dir=_TRACE_DIR.value,
-                 timeout_s=_TIMEOUT.value,
-                 profiler_addresses=profiler_addresses)
+  return measure(graph, placement,
+                 measure_flags.measure_config(target, workers),
+                 trace_dir=_TRACE_DIR.value,
+                 profiler_addresses=profiler_addresses, feeds=inputs)
 
 
-def _report(timing) -> None:
+def _report(timing, inputs) -> None:
   if _JSON.value:
     out = timing.to_dict()
     out.pop("op_records")
@@ -99,3 +112,5 @@ def _report(timing) -> None:
                      f"{timing.mismatches[0]}\n")
   if timing.trace_path:
     sys.stdout.write(f"trace written to {timing.trace_path}\n")
+  sys.stdout.write("".join(f"{line}\n"
+                           for line in measure_flags.input_lines(inputs)))

@@ -74,6 +74,43 @@ def servers_from_cluster_arg(value: str) -> Tuple[object, List[str]]:
   return remote, list(spec.profiler_addresses or remote.profiler_addresses)
 
 
+def exit_now_if_tf_busy(verb: str, error: Exception,
+                        grace_s: float = 2.0) -> None:
+  """After a real run failed on a dead TF server, TensorFlow calls may be
+  left waiting in background threads until their deadlines (a run on a dead
+  master), and a normal exit would wait for them
+  (`tfplace.measurement.session`). If they do not end within `grace_s`,
+  this prints the verb's one error line and exits with status 2 at once;
+  otherwise it returns (the caller re-raises)."""
+  from tfplace.measurement.session import wait_for_background
+  if wait_for_background(timeout_s=grace_s):
+    return
+  sys.stdout.flush()
+  sys.stderr.write(f"tfplace {verb}: error: {error}\n")
+  sys.stderr.flush()
+  _let_stderr_drain()
+  os._exit(2)  # pylint: disable=protected-access
+
+
+def _let_stderr_drain(timeout_s: float = 2.0) -> None:
+  """Waits until a pipe on stderr (the quiet filter's, `cli.quiet`) has
+  been read, so the last line reaches the terminal before `os._exit`."""
+  import fcntl
+  import stat
+  import struct
+  import termios
+  import time
+  if not stat.S_ISFIFO(os.fstat(2).st_mode):
+    return
+  deadline = time.monotonic() + timeout_s
+  while time.monotonic() < deadline:
+    unread = struct.unpack("i", fcntl.ioctl(2, termios.FIONREAD, b"\0" * 4))[0]
+    if not unread:
+      break
+    time.sleep(0.01)
+  time.sleep(0.05)  # the filter writes what it has just read
+
+
 @contextlib.contextmanager
 def native_stdout_to_stderr():
   """Sends what TF's C++ prints on stdout (e.g. the profiler's "Starting to

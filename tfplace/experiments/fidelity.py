@@ -36,12 +36,27 @@ from tfplace.measurement.calibration_runs import (CalibrationReport,
                                                   random_group_placements,
                                                   report_from_runs)
 from tfplace.measurement.comm_benchmark import LinkFit
+from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.feeds import resolve_inputs
+from tfplace.measurement.timing import InputSource, describe_inputs
 from tfplace.placement import Placement
 
 
 @dataclasses.dataclass(frozen=True)
 class FidelityReport:
-  """Fidelity of the simulator on one graph."""
+  """Fidelity of the simulator on one graph.
+
+  Attributes:
+    graph_name: the graph.
+    num_ops: its ops.
+    rows: the evaluated placements, predicted vs measured.
+    calibration: the calibration fitted on the calibration runs.
+    median_abs_rel_error: over the measured rows.
+    spearman: rank correlation of predicted and measured step times.
+    calibration_report: the fit and its in-sample error.
+    inputs: where the graph's inputs came from in every run (synthetic,
+      the user's, or an in-graph pipeline; empty: the graph makes its own).
+  """
   graph_name: str
   num_ops: int
   rows: Tuple[PredictedRun, ...]
@@ -49,6 +64,7 @@ class FidelityReport:
   median_abs_rel_error: float
   spearman: float
   calibration_report: Optional[CalibrationReport] = None
+  inputs: Tuple[InputSource, ...] = ()
 
 
 def baseline_placements(graph: OpGraph, cluster: Cluster
@@ -82,33 +98,31 @@ def predictor(graph: OpGraph, cluster: Cluster, calibration: Calibration):
   return lambda p: float(sim.simulate(p.to_array(graph, cluster)).step_time_s)
 
 
-def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
+def run_fidelity(graph: OpGraph, cluster: Cluster, config: MeasureConfig, *,
                  num_random: int = 16, num_calibration_random: int = 8,
-                 warmup: int = 2, steps: int = 10,
                  link_fits: Optional[Dict[str, LinkFit]] = None,
                  cache_dir: Optional[str] = None, seed: int = 0,
-                 timeout_s: float = 120.0) -> FidelityReport:
+                 feeds=None, feed_options=None) -> FidelityReport:
   """Calibrates on a few runs, then predicts and measures other placements.
 
   Args:
     graph: the graph to place.
     cluster: the (uncalibrated) cluster of the running servers.
-    target: the session target of the servers.
+    config: the servers' session target, warmup and timed steps per
+      placement (the median is used), deadlines per placement.
     num_random: random group placements evaluated besides the baselines.
     num_calibration_random: random placements among the calibration runs.
-    warmup: untimed steps per placement.
-    steps: timed steps per placement (the median is used).
     link_fits: link kind -> fitted latency/bandwidth (comm benchmark).
     cache_dir: measurement cache directory.
     seed: seed of the random placements.
-    timeout_s: limit per measured placement.
+    feeds: values for the graph's placeholders (see `measure_batch`).
+    feed_options: how synthetic input values are made.
 
   Returns:
     The report over the evaluated placements, none of which is a
     calibration placement.
   """
-  run = dict(target=target, warmup=warmup, steps=steps, cache_dir=cache_dir,
-             timeout_s=timeout_s, cluster=cluster)
+  inputs = resolve_inputs(graph, feeds, feed_options)
   calib_set = calibration_placements(graph, cluster, seed,
                                      num_calibration_random)
   fitted_on = {_key(p) for _, p in calib_set}
@@ -120,7 +134,9 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
   # machine that slows down or speeds up mid-way biases neither side.
   order = interleave(len(calib_set), len(labelled))
   everything = list(calib_set) + list(labelled)
-  measured = measure_batch(graph, [everything[i][1] for i in order], **run)
+  measured = measure_batch(graph, [everything[i][1] for i in order], config,
+                           cluster=cluster, cache_dir=cache_dir,
+                           feeds=inputs)
   by_index = dict(zip(order, measured))
   calib_out = [by_index[i] for i in range(len(calib_set))]
   outcomes = [by_index[len(calib_set) + j] for j in range(len(labelled))]
@@ -134,7 +150,7 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, target: str, *,
       for (label, p), o in zip(labelled, outcomes))
   med, rho = summarize(rows)
   return FidelityReport(graph.name, graph.num_ops, rows, calibration, med,
-                        rho, fitted)
+                        rho, fitted, inputs.sources)
 
 
 def interleave(num_a: int, num_b: int) -> List[int]:
@@ -171,6 +187,7 @@ def summarize(rows: Sequence[PredictedRun]) -> Tuple[float, float]:
 def markdown_table(report: FidelityReport) -> str:
   """The per-placement table, predicted vs measured, in milliseconds."""
   lines = [f"### {report.graph_name} ({report.num_ops} ops)", "",
+           f"inputs: {describe_inputs(report.inputs)}", "",
            "| placement | transfers | predicted ms | measured ms | abs error |",
            "|---|---:|---:|---:|---:|"]
   for r in report.rows:

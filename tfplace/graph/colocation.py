@@ -4,6 +4,10 @@ Three sources, merged by union-find, as TensorFlow's placer does:
   * `_class` attrs ("loc:@x": colocate with op x);
   * resource edges (an op consuming a DT_RESOURCE tensor runs with the op that
     produced the handle) and ref edges (VariableV2 -> Assign / ApplyX);
+  * tf.data edges: a dataset (a DT_VARIANT made by a `*Dataset*` op) runs
+    where it is consumed (TF's placer refuses "Cannot colocate nodes
+    IteratorV2 and RepeatDataset" otherwise), so an input pipeline and its
+    iterator form one group;
   * TF1 loop frames: Enter/Exit/Switch/Merge/NextIteration/LoopCond and every
     op between them in one frame (nested frames join their outer frame).
 """
@@ -78,6 +82,8 @@ def _is_resource_or_ref_edge(ops: Sequence[Op], e: Edge) -> bool:
     return False
   dtype = dtypes[e.src_output]
   if dtype == "resource":
+    return True
+  if dtype == "variant" and "Dataset" in ops[e.src].type:
     return True
   return (dtype.endswith("_ref") and
           ops[e.dst].type.startswith(_REF_CONSUMER_PREFIXES))

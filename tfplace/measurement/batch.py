@@ -25,7 +25,10 @@ from tfplace.cost.cluster import Cluster
 from tfplace.errors import TfplaceError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.io_utils import atomic_write
-from tfplace.measurement.runner import StepTiming, measure
+from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.feeds import FeedOptions, StepInputs, resolve_inputs
+from tfplace.measurement.runner import measure
+from tfplace.measurement.timing import StepTiming
 from tfplace.placement import Placement
 
 CACHE_FORMAT = "tfplace.measure_cache/1"
@@ -56,54 +59,68 @@ class _Job:
   graph: OpGraph
   placement: Placement
   cluster: Optional[Cluster]
-  target: str
-  warmup: int
-  steps: int
-  timeout_s: float
+  config: MeasureConfig
+  inputs: StepInputs
 
 
-def placement_key(graph: OpGraph, placement: Placement, *, remote: bool = False,
-                  warmup: int = 2, steps: int = 10) -> str:
-  """A stable hash of the graph fingerprint, the placement and the settings."""
+def placement_key(graph: OpGraph, placement: Placement,
+                  config: Optional[MeasureConfig] = None,
+                  inputs: Optional[StepInputs] = None) -> str:
+  """A stable hash of the graph fingerprint, the placement and the settings
+  that change a timing (server or in process, warmup and timed steps, what
+  is fed: a graph without feeds keeps the key it had before feeds)."""
+  config = config or MeasureConfig()
   h = hashlib.sha256()
   h.update(graph.fingerprint.encode())
   h.update(json.dumps(sorted(placement.devices.items())).encode())
-  h.update(f"|remote={remote}|warmup={warmup}|steps={steps}".encode())
+  h.update(f"|remote={config.remote}|warmup={config.warmup}|"
+           f"steps={config.steps}".encode())
+  fed = inputs.fingerprint() if inputs is not None else ""
+  if fed:
+    h.update(f"|inputs={fed}".encode())
   return h.hexdigest()[:24]
 
 
-def measure_batch(graph: OpGraph, placements: Sequence[Placement], *,
-                  cluster: Optional[Cluster] = None, target: str = "",
-                  workers: int = 1, cache_dir: Optional[str] = None,
-                  warmup: int = 2, steps: int = 10, timeout_s: float = 300.0,
-                  progress: bool = True) -> List[MeasureOutcome]:
+def measure_batch(graph: OpGraph, placements: Sequence[Placement],
+                  config: Optional[MeasureConfig] = None, *,
+                  cluster: Optional[Cluster] = None, workers: int = 1,
+                  cache_dir: Optional[str] = None,
+                  progress: bool = True, feeds=None,
+                  feed_options: Optional[FeedOptions] = None
+                  ) -> List[MeasureOutcome]:
   """Measures each placement; failures are reported per placement.
 
   Args:
     graph: the training step.
     placements: the placements to measure.
+    config: target, warmup and timed steps, deadlines (per placement).
     cluster: optional cluster each placement must fit.
-    target: session target ("" in process, "grpc://..." for servers).
     workers: parallel measurement processes (1: in this process, in order).
     cache_dir: directory of cached outcomes (None: no cache).
-    warmup: untimed steps per placement.
-    steps: timed steps per placement.
-    timeout_s: deadline per placement.
     progress: show a tqdm bar.
+    feeds: values for the graph's placeholders (see `measure`), the same
+      for every placement.
+    feed_options: how synthetic input values are made.
 
   Returns:
     One `MeasureOutcome` per placement, in input order.
+
+  Raises:
+    FeedError: a feed does not fit the graph (before anything runs).
   """
-  keys = [placement_key(graph, p, remote=bool(target), warmup=warmup,
-                        steps=steps) for p in placements]
+  config = config or MeasureConfig()
+  inputs = resolve_inputs(graph, feeds, feed_options)
+  for line in inputs.describe():
+    logging.info("%s input: %s", graph.name, line)
+  keys = [placement_key(graph, p, config, inputs) for p in placements]
   outcomes: List[Optional[MeasureOutcome]] = [
       _cached(cache_dir, k) for k in keys]
   todo = [i for i, o in enumerate(outcomes) if o is None]
-  jobs = {i: _Job(graph, placements[i], cluster, target, warmup, steps,
-                  timeout_s) for i in todo}
+  jobs = {i: _Job(graph, placements[i], cluster, config, inputs)
+          for i in todo}
   bar = tqdm(total=len(placements), initial=len(placements) - len(todo),
              desc=f"measure {graph.name}", disable=not progress)
-  for i, outcome in _run_jobs(jobs, keys, workers, timeout_s):
+  for i, outcome in _run_jobs(jobs, keys, workers, config.timeout_s):
     outcomes[i] = outcome
     if outcome.ok and cache_dir:
       _store(cache_dir, outcome)
@@ -143,9 +160,8 @@ def _run_jobs(jobs, keys, workers: int, timeout_s: float):
 def _outcome(key: str, job: _Job) -> MeasureOutcome:
   """Measures one job; any failure becomes an error outcome."""
   try:
-    timing = measure(job.graph, job.placement, cluster=job.cluster,
-                     target=job.target, warmup=job.warmup, steps=job.steps,
-                     timeout_s=job.timeout_s)
+    timing = measure(job.graph, job.placement, job.config,
+                     cluster=job.cluster, feeds=job.inputs)
     return MeasureOutcome(key, timing)
   except TfplaceError as e:
     return MeasureOutcome(key, None, str(e))

@@ -25,6 +25,7 @@ from tfplace.measurement.batch import measure_batch
 from tfplace.measurement.calibration import (calibrate, calibrated_simulator,
                                              fit_overheads)
 from tfplace.measurement.comm_benchmark import LinkFit
+from tfplace.measurement.config import MeasureConfig
 from tfplace.placement import Placement
 
 
@@ -181,11 +182,17 @@ def report_from_runs(graph: OpGraph, cluster: Cluster,
                            median_abs_rel_error(runs), dict(link_fits or {}))
 
 
-def benchmark_link(cluster: Cluster, target: str, *,
+def benchmark_link(cluster: Cluster, config: MeasureConfig, *,
                    sizes: Sequence[int] = comm_benchmark.DEFAULT_SIZES,
-                   repeats: int = 7, progress: bool = True
-                   ) -> Optional[LinkFit]:
+                   progress: bool = True) -> Optional[LinkFit]:
   """Fits the link between the cluster's first two devices.
+
+  Args:
+    cluster: the cluster of the running servers.
+    config: their session target; `warmup` untimed and `steps` timed runs
+      per tensor size.
+    sizes: tensor sizes in bytes.
+    progress: show a tqdm bar.
 
   Returns:
     The fit, or None (logged) when the cluster has one device or the
@@ -199,7 +206,7 @@ def benchmark_link(cluster: Cluster, target: str, *,
   try:
     for nbytes in tqdm(sizes, desc="link benchmark", disable=not progress):
       samples += comm_benchmark.benchmark_transfers(
-          src, dst, sizes=(nbytes,), target=target, repeats=repeats)
+          src, dst, sizes=(nbytes,), config=config)
     fit = comm_benchmark.fit_link(samples)
   except MeasureError as e:
     logging.warning("link benchmark failed (%s); keeping the default link "
@@ -210,27 +217,28 @@ def benchmark_link(cluster: Cluster, target: str, *,
   return fit
 
 
-def calibrate_on_cluster(graph: OpGraph, cluster: Cluster, target: str, *,
-                         num_random: int = 8, warmup: int = 2, steps: int = 5,
+def calibrate_on_cluster(graph: OpGraph, cluster: Cluster,
+                         config: MeasureConfig, *, num_random: int = 8,
                          link: bool = True, seed: int = 0,
                          cache_dir: Optional[str] = None,
-                         timeout_s: float = 120.0,
-                         progress: bool = True) -> CalibrationReport:
+                         progress: bool = True, feeds=None,
+                         feed_options=None) -> CalibrationReport:
   """Benchmarks the link, measures the calibration placements, fits.
 
   Args:
     graph: the graph to measure (a small one is enough; the calibration is
       usable with any graph, see the module docstring).
     cluster: the (uncalibrated) cluster of the running servers.
-    target: the session target of the servers ("grpc://host:port").
+    config: the servers' session target ("grpc://host:port"), warmup and
+      timed steps per placement (the median is used), deadlines per
+      placement.
     num_random: random group placements among the calibration runs.
-    warmup: untimed steps per placement.
-    steps: timed steps per placement (the median is used).
     link: run the link benchmark (else keep the cluster's default link).
     seed: seed of the random placements.
     cache_dir: measurement cache directory.
-    timeout_s: limit per measured placement.
     progress: show tqdm bars.
+    feeds: values for the graph's placeholders (see `measure_batch`).
+    feed_options: how synthetic input values are made.
 
   Returns:
     The calibration and its in-sample error on the calibration runs.
@@ -238,12 +246,12 @@ def calibrate_on_cluster(graph: OpGraph, cluster: Cluster, target: str, *,
   Raises:
     MeasureError: no calibration run succeeded.
   """
-  link_fit = (benchmark_link(cluster, target, progress=progress)
+  link_fit = (benchmark_link(cluster, config, progress=progress)
               if link else None)
   labelled = calibration_placements(graph, cluster, seed, num_random)
-  outcomes = measure_batch(graph, [p for _, p in labelled], cluster=cluster,
-                           target=target, warmup=warmup, steps=steps,
-                           cache_dir=cache_dir, timeout_s=timeout_s,
-                           progress=progress)
+  outcomes = measure_batch(graph, [p for _, p in labelled], config,
+                           cluster=cluster, cache_dir=cache_dir,
+                           progress=progress, feeds=feeds,
+                           feed_options=feed_options)
   link_fits = {cluster.default_link.kind: link_fit} if link_fit else None
   return report_from_runs(graph, cluster, labelled, outcomes, link_fits)

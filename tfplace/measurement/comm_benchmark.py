@@ -10,12 +10,13 @@ the link figures the simulator uses (`Calibration.links`).
 import dataclasses
 import statistics
 import time
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
 from tfplace.errors import MeasureError
-from tfplace.measurement.runner import session_config
+from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.session import first_line, session_config
 
 DEFAULT_SIZES = (4 << 10, 64 << 10, 512 << 10, 2 << 20, 8 << 20)
 
@@ -82,46 +83,52 @@ def _transfer_graph(nbytes: int, producer: str, consumer: str):
   return graph, y
 
 
-def _median_run(nbytes: int, producer: str, consumer: str, target: str,
-                num_cpu_devices: int, repeats: int) -> float:
+def _median_run(nbytes: int, producer: str, consumer: str,
+                config: MeasureConfig, num_cpu_devices: int) -> float:
   import tensorflow as tf
   graph, y = _transfer_graph(nbytes, producer, consumer)
-  config = session_config(num_cpu_devices, remote=bool(target))
-  options = tf.compat.v1.RunOptions(timeout_in_ms=60000)
+  session_cfg = session_config(num_cpu_devices, remote=config.remote,
+                               timeout_s=config.step_timeout_s)
+  options = tf.compat.v1.RunOptions(
+      timeout_in_ms=int(config.step_timeout_s * 1000))
   try:
-    with tf.compat.v1.Session(target, graph=graph, config=config) as sess:
-      for _ in range(2):
+    with tf.compat.v1.Session(config.target, graph=graph,
+                              config=session_cfg) as sess:
+      for _ in range(config.warmup):
         sess.run(y, options=options)
       times = []
-      for _ in range(repeats):
+      for _ in range(config.steps):
         start = time.perf_counter()
         sess.run(y, options=options)
         times.append(time.perf_counter() - start)
   except tf.errors.OpError as e:
     raise MeasureError(f"transfer benchmark failed: {type(e).__name__}: "
-                       f"{str(e).splitlines()[0]}") from None
+                       f"{first_line(e)}") from None
   return statistics.median(times)
 
 
-def benchmark_transfers(src: str, dst: str, *, sizes: Sequence[int] = DEFAULT_SIZES,
-                        target: str = "", num_cpu_devices: int = 2,
-                        repeats: int = 10) -> List[CommSample]:
+def benchmark_transfers(src: str, dst: str, *,
+                        sizes: Sequence[int] = DEFAULT_SIZES,
+                        config: Optional[MeasureConfig] = None,
+                        num_cpu_devices: int = 2) -> List[CommSample]:
   """Measures transfer time src -> dst for each size (baseline subtracted).
 
   Args:
     src: producing device, e.g. "/job:worker/replica:0/task:0/device:CPU:0".
     dst: consuming device.
     sizes: tensor sizes in bytes.
-    target: session target ("" in process).
+    config: the session target ("" in process), untimed runs (`warmup`) and
+      timed runs (`steps`, the median is used) per size and configuration,
+      and the deadline of each run (`step_timeout_s`).
     num_cpu_devices: logical CPUs of an in-process session.
-    repeats: timed runs per size and configuration (the median is used).
 
   Returns:
     One `CommSample` per size (seconds clipped at 0).
   """
+  config = config or MeasureConfig()
   out = []
   for nbytes in sizes:
-    split = _median_run(nbytes, src, dst, target, num_cpu_devices, repeats)
-    local = _median_run(nbytes, src, src, target, num_cpu_devices, repeats)
+    split = _median_run(nbytes, src, dst, config, num_cpu_devices)
+    local = _median_run(nbytes, src, src, config, num_cpu_devices)
     out.append(CommSample(nbytes=int(nbytes), seconds=max(0.0, split - local)))
   return out

@@ -20,12 +20,13 @@ someone else started (several hosts); both give a session `target`, the
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 
@@ -39,15 +40,26 @@ CORE_PEAK_FLOPS = 2e10
 CORE_MEMORY_BANDWIDTH = 1e10
 LOOPBACK_LINK = LinkSpec(latency_s=2e-4, bandwidth=1e9, kind="loopback")
 
-# Session target -> profiler addresses of the LocalClusters running in this
-# process, so that `measure(target=lc.target, trace_dir=...)` finds them.
-_PROFILERS: Dict[str, Tuple[str, ...]] = {}
+# Session target -> the LocalClusters running in this process, so that
+# `measure(config with target=lc.target)` finds their profilers and watches
+# their worker processes.
+_RUNNING: Dict[str, "LocalCluster"] = {}
+# What a temporary log folder's name starts with.
+LOG_DIR_PREFIX = "tfplace_cluster_"
 
 
 def profiler_addresses_for(target: str) -> Tuple[str, ...]:
   """Profiler "host:port"s of the running LocalCluster whose target this is
   (empty if none in this process)."""
-  return _PROFILERS.get(target, ())
+  lc = _RUNNING.get(target)
+  return tuple(lc.profiler_addresses) if lc else ()
+
+
+def workers_for(target: str) -> Tuple[List[str], List[subprocess.Popen]]:
+  """(worker addresses, worker processes) of the running LocalCluster whose
+  target this is; ([], []) if none in this process."""
+  lc = _RUNNING.get(target)
+  return (list(lc.addresses), list(lc.processes)) if lc else ([], [])
 
 
 def worker_device(task: int, job: str = JOB) -> str:
@@ -87,11 +99,69 @@ def reachable(address: str, timeout_s: float = 0.5) -> bool:
     return False
 
 
+def check_reachable(addresses: Sequence[str], timeout_s: float = 2.0) -> None:
+  """Raises MeasureError unless each "host:port" accepts a TCP connection."""
+  for address in addresses:
+    host, _, port = address.replace("grpc://", "").rpartition(":")
+    try:
+      socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as e:
+      raise MeasureError(
+          f"TF server {address} is not reachable: {e}; is the server running "
+          "(`tfplace cluster up`, or tf.distribute.Server on that host) and "
+          "the address right?") from None
+
+
 def _memory_bytes() -> float:
   try:
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
   except (ValueError, OSError, AttributeError):
     return 8e9
+
+
+def cluster_from_target(target: str, timeout_s: float = 30.0) -> Cluster:
+  """The Cluster of `/job:worker` CPUs that the server at `target` lists.
+
+  Raises:
+    MeasureError: the server is unreachable, or lists no worker CPUs.
+  """
+  import tensorflow as tf
+  from tfplace.measurement.session import first_line, session_config
+  check_reachable([target])
+  try:
+    config = session_config(remote=True, timeout_s=timeout_s)
+    with tf.compat.v1.Session(target, config=config) as sess:
+      names = {d.name for d in sess.list_devices()}
+  except tf.errors.OpError as e:
+    raise MeasureError(f"cannot list the devices of {target}: "
+                       f"{first_line(e)}") from None
+  n = 0
+  while worker_device(n) in names:
+    n += 1
+  if n == 0:
+    raise MeasureError(f"{target} lists no /job:worker CPU devices; pass its "
+                       'cluster spec as --cluster {"worker": [...]}')
+  return make_worker_cluster(n, name="tf_servers")
+
+
+def _worker_env() -> Dict[str, str]:
+  """The environment of a worker process: ours, with TF's GRPC_FAIL_FAST on
+  (unless set), so that a worker's RPCs to a dead peer fail at once instead
+  of waiting for it until their deadline (the master's clean-up after a
+  worker died would otherwise block the client's `Session.close()`)."""
+  env = dict(os.environ)
+  env.setdefault("GRPC_FAIL_FAST", "true")
+  return env
+
+
+def remove_log_dir(path: str) -> None:
+  """Removes a worker log directory (a failure is logged, never raised)."""
+  try:
+    shutil.rmtree(path)
+  except FileNotFoundError:
+    pass
+  except OSError as e:
+    logging.warning("could not remove the worker logs in %s: %s", path, e)
 
 
 def make_worker_cluster(num_workers: int, cores_per_worker: int = 1,
@@ -160,7 +230,8 @@ class LocalCluster:
 
   def __init__(self, num_workers: int = 2, cores_per_worker: int = 1,
                base_port: Optional[int] = None, start_timeout_s: float = 120.0,
-               detached: bool = False, log_dir: Optional[str] = None):
+               detached: bool = False, log_dir: Optional[str] = None,
+               keep_logs: bool = False):
     """Describes the cluster; `start()` (or `with`) launches it.
 
     Args:
@@ -173,7 +244,10 @@ class LocalCluster:
         connections.
       detached: start workers in their own session (they outlive us; the
         `tfplace cluster up` case).
-      log_dir: where worker logs go (a temporary directory if None).
+      log_dir: where worker logs go (None: a temporary `tfplace_cluster_*`
+        directory, removed by `stop()` unless `keep_logs`, or unless a
+        worker failed to start: its log says why).
+      keep_logs: keep the temporary log directory after `stop()`.
     """
     if num_workers < 1 or cores_per_worker < 1:
       raise MeasureError("num_workers and cores_per_worker must be >= 1")
@@ -183,6 +257,8 @@ class LocalCluster:
     self.start_timeout_s = start_timeout_s
     self.detached = detached
     self.log_dir = log_dir
+    self.keep_logs = keep_logs
+    self.owns_log_dir = False  # True once we made a temporary one
     self.ports: List[int] = []
     self.profiler_ports: List[Optional[int]] = []
     self.processes: List[subprocess.Popen] = []
@@ -260,9 +336,11 @@ class LocalCluster:
   def _start_once(self) -> "LocalCluster":
     self.ports, self.profiler_ports = self._choose_ports()
     spec = json.dumps(self.cluster_spec)
-    log_dir = self.log_dir or tempfile.mkdtemp(prefix="tfplace_cluster_")
+    if not self.log_dir:
+      self.log_dir = tempfile.mkdtemp(prefix=LOG_DIR_PREFIX)
+      self.owns_log_dir = True
+    log_dir = self.log_dir
     os.makedirs(log_dir, exist_ok=True)
-    self.log_dir = log_dir
     for task, cores in enumerate(self.core_sets()):
       log = open(os.path.join(log_dir, f"worker_{task}.log"), "ab")
       ready = self._ready_file(task)
@@ -275,15 +353,15 @@ class LocalCluster:
              "--ready_file", ready]
       self.processes.append(subprocess.Popen(
           cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-          start_new_session=self.detached))
+          start_new_session=self.detached, env=_worker_env()))
       log.close()
     try:
       self._wait_until_up()
       self._check_profilers()
     except BaseException:
-      self.stop()
+      self.stop(keep_logs=True)  # the logs say why
       raise
-    _PROFILERS[self.target] = tuple(self.profiler_addresses)
+    _RUNNING[self.target] = self
     logging.info("local cluster up: %s, profilers %s (logs in %s)",
                  self.addresses, self.profiler_addresses, log_dir)
     return self
@@ -347,10 +425,13 @@ class LocalCluster:
                         task, port)
         self.profiler_ports[task] = None
 
-  def stop(self, timeout_s: float = 10.0) -> None:
-    """Terminates the workers this object started and waits for them."""
-    if self.ports:
-      _PROFILERS.pop(self.target, None)
+  def stop(self, timeout_s: float = 10.0,
+           keep_logs: Optional[bool] = None) -> None:
+    """Terminates the workers this object started, waits for them and
+    removes the temporary log directory it made (unless `keep_logs`;
+    default: the constructor's)."""
+    if self.ports and _RUNNING.get(self.target) is self:
+      del _RUNNING[self.target]
     for proc in self.processes:
       if proc.poll() is None:
         proc.terminate()
@@ -362,6 +443,10 @@ class LocalCluster:
         proc.kill()
         proc.wait()
     self.processes = []
+    keep = self.keep_logs if keep_logs is None else keep_logs
+    if self.owns_log_dir and not keep and self.log_dir:
+      remove_log_dir(self.log_dir)
+      self.log_dir, self.owns_log_dir = None, False
 
   def alive(self) -> List[bool]:
     return [p.poll() is None for p in self.processes]
@@ -374,4 +459,4 @@ class LocalCluster:
             "profiler_addresses": self.profiler_addresses,
             "target": self.target, "cores": self.core_sets(),
             "cores_per_worker": self.cores_per_worker,
-            "log_dir": self.log_dir}
+            "log_dir": self.log_dir, "owns_log_dir": self.owns_log_dir}

@@ -8,7 +8,10 @@ update) and returns a `BuiltGraph`. Conventions shared by all builders:
 * the training op is ``train_op`` (it also runs batch-norm statistic updates);
 * the initializer is ``init`` (`tf.compat.v1.global_variables_initializer`);
 * input data is made in the graph by stateless random ops with a fixed seed,
-  and the graph-level seed is set, so step 1's loss is the same on every build.
+  and the graph-level seed is set, so step 1's loss is the same on every build;
+  with `placeholder_inputs=True` in a config that has it, the inputs are
+  placeholders of static shape instead (fed at run time, as TF1 training
+  graphs take their data).
 """
 
 import dataclasses
@@ -120,10 +123,22 @@ def variable(name: str, shape: Sequence[int], stddev: Optional[float] = None,
 
 
 def synthetic_tokens(shape: Sequence[int], vocab: int, seed: int,
-                     name: str) -> tf.Tensor:
-  """Seeded in-graph int32 token ids in [0, vocab)."""
+                     name: str, placeholder: bool = False) -> tf.Tensor:
+  """Seeded in-graph int32 token ids in [0, vocab), or an int32 placeholder
+  of that shape."""
+  if placeholder:
+    return _V1.placeholder(tf.int32, list(shape), name=name)
   return tf.random.stateless_uniform(list(shape), seed=[seed, 17], minval=0,
                                      maxval=vocab, dtype=tf.int32, name=name)
+
+
+def synthetic_normal(shape: Sequence[int], seed: Sequence[int], name: str,
+                     placeholder: bool = False) -> tf.Tensor:
+  """Seeded in-graph standard normal float32 values, or a float32
+  placeholder of that shape."""
+  if placeholder:
+    return _V1.placeholder(tf.float32, list(shape), name=name)
+  return tf.random.stateless_normal(list(shape), seed=list(seed), name=name)
 
 
 def mean_xent(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:

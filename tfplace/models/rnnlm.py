@@ -39,6 +39,8 @@ class RnnlmConfig:
     learning_rate: the optimizer's step size.
     init_scale: uniform init range of the weights.
     seed: seeds the graph and the synthetic data.
+    placeholder_inputs: take the token ids from an int32 placeholder
+      ``tokens`` [batch_size, num_steps + 1] instead of in-graph random ops.
   """
   batch_size: int = 64
   num_steps: int = 35
@@ -50,6 +52,7 @@ class RnnlmConfig:
   learning_rate: float = 1.0
   init_scale: float = 0.05
   seed: int = 1
+  placeholder_inputs: bool = False
 
 
 def _dropout(xs, keep_prob: float):
@@ -61,7 +64,7 @@ def _dropout(xs, keep_prob: float):
 def _loss(config: RnnlmConfig) -> tf.Tensor:
   tokens = common.synthetic_tokens(
       [config.batch_size, config.num_steps + 1], config.vocab, config.seed,
-      name="tokens")
+      name="tokens", placeholder=config.placeholder_inputs)
   with _V1.variable_scope("embedding"):
     table = common.variable("table", [config.vocab, config.hidden],
                             stddev=config.init_scale)

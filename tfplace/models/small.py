@@ -7,6 +7,8 @@
 * ``small_cnn``: conv layers (``conv_<i>/``) then a dense layer (``dense/``).
 
 Each uses ``loss:0``, ``train_op`` and ``init`` as the large models do.
+With ``placeholder_inputs=True`` the inputs (``inputs``; ``images`` and
+``labels`` for the CNN) are placeholders of static shape, fed at run time.
 """
 
 import dataclasses
@@ -32,6 +34,8 @@ class MlpTowersConfig:
     optimizer: optimizer name (see `common.make_optimizer`).
     learning_rate: step size.
     seed: seeds the graph and the data.
+    placeholder_inputs: take the input from a float32 placeholder
+      ``inputs`` [batch_size, input_size] instead of in-graph random ops.
   """
   batch_size: int = 8
   input_size: int = 16
@@ -41,6 +45,7 @@ class MlpTowersConfig:
   optimizer: str = "sgd"
   learning_rate: float = 0.01
   seed: int = 1
+  placeholder_inputs: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +58,7 @@ class ChainMlpConfig:
   optimizer: str = "sgd"
   learning_rate: float = 0.1
   seed: int = 1
+  placeholder_inputs: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +73,8 @@ class SmallCnnConfig:
     optimizer: optimizer name.
     learning_rate: step size.
     seed: seeds the graph and the data.
+    placeholder_inputs: take images and labels from placeholders
+      (``images`` float32 [batch, size, size, 3], ``labels`` int32 [batch]).
   """
   batch_size: int = 4
   image_size: int = 16
@@ -75,6 +83,7 @@ class SmallCnnConfig:
   optimizer: str = "momentum"
   learning_rate: float = 0.01
   seed: int = 1
+  placeholder_inputs: bool = False
 
 
 def _dense(x: tf.Tensor, units: int, scope: str, relu: bool = True):
@@ -85,13 +94,14 @@ def _dense(x: tf.Tensor, units: int, scope: str, relu: bool = True):
     return tf.nn.relu(y) if relu else y
 
 
-def _inputs(batch: int, size: int, seed: int) -> tf.Tensor:
-  return tf.random.stateless_normal([batch, size], seed=[seed, 5],
-                                    name="inputs")
+def _inputs(config) -> tf.Tensor:
+  return common.synthetic_normal([config.batch_size, config.input_size],
+                                 [config.seed, 5], "inputs",
+                                 config.placeholder_inputs)
 
 
 def _towers_loss(config: MlpTowersConfig) -> tf.Tensor:
-  x = _inputs(config.batch_size, config.input_size, config.seed)
+  x = _inputs(config)
   outputs = []
   for k in range(config.num_towers):
     with _V1.variable_scope(f"tower_{k}"):
@@ -105,7 +115,7 @@ def _towers_loss(config: MlpTowersConfig) -> tf.Tensor:
 
 
 def _chain_loss(config: ChainMlpConfig) -> tf.Tensor:
-  y = _inputs(config.batch_size, config.input_size, config.seed)
+  y = _inputs(config)
   for i in range(config.num_layers):
     y = _dense(y, config.hidden, f"layer_{i}")
   y = _dense(y, 1, "head", relu=False)
@@ -114,10 +124,12 @@ def _chain_loss(config: ChainMlpConfig) -> tf.Tensor:
 
 def _cnn_loss(config: SmallCnnConfig) -> tf.Tensor:
   size = config.image_size
-  x = tf.random.stateless_normal([config.batch_size, size, size, 3],
-                                 seed=[config.seed, 7], name="images")
+  x = common.synthetic_normal([config.batch_size, size, size, 3],
+                               [config.seed, 7], "images",
+                               config.placeholder_inputs)
   labels = common.synthetic_tokens([config.batch_size], config.num_classes,
-                                   config.seed, name="labels")
+                                   config.seed, name="labels",
+                                   placeholder=config.placeholder_inputs)
   for i, channels in enumerate(config.channels):
     with _V1.variable_scope(f"conv_{i}"):
       kernel = common.variable("weights", [3, 3, x.shape[-1], channels])

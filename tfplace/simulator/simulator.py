@@ -35,6 +35,11 @@ Semantics (one training step):
     another device cost one such message (host overhead on both ends, charged
     the same way; no link time, so with zero overheads a control edge only
     orders). Device busy time includes these costs.
+  * Feeds: TensorFlow puts a value fed to a `Placeholder` on the client's
+    device (the session's host CPU; on a server cluster the master's, task 0,
+    whatever the placeholder's placement), and its consumers elsewhere receive
+    it from there. So a placeholder runs on the cluster's first CPU device
+    in the simulation, wherever it is placed (no CPU device: where placed).
   * Fixed cost per step (`Cluster.step_overhead_s`, default 0): added to the
     step time of every feasible placement (the schedule's times are not
     shifted; `step_time_s` = makespan + step overhead).
@@ -55,6 +60,9 @@ from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.simulator import kernel
 from tfplace.simulator.result import ScheduledOp, ScheduledTransfer, SimResult
+
+# Ops whose value the client feeds (to its own device, see the module doc).
+FED_OP_TYPES = ("Placeholder", "PlaceholderV2")
 
 
 class Simulator:
@@ -83,6 +91,8 @@ class Simulator:
     succ_ptr, succ = graph.successors_csr
     self._succ_ptr, self._succ = succ_ptr.astype(np.int64), succ.astype(np.int64)
     self._pred_count = np.diff(graph.predecessors_csr[0]).astype(np.int64)
+    self._fed = np.array([i for i, t in enumerate(graph.op_types)
+                          if t in FED_OP_TYPES], dtype=np.int64)
     self._prepare_tensors(graph)
     self._prepare_control(graph)
     self._set_cluster(cluster, costs)
@@ -122,6 +132,8 @@ class Simulator:
                               dtype=np.float64)
     self._step_ovh = float(cluster.step_overhead_s)
     self._overlap_lat = bool(cluster.overlap_latency)
+    cpus = [i for i, dv in enumerate(cluster.devices) if dv.type == "CPU"]
+    self._feed_device = cpus[0] if cpus else -1
 
   def _prepare_tensors(self, graph: OpGraph) -> None:
     """Tensors sorted by producer and, per op, the consumer entries it reads.
@@ -186,6 +198,9 @@ class Simulator:
     if ids.size and (ids.min() < 0 or ids.max() >= d):
       raise PlacementError(f"device ids must be in [0, {d}), got "
                            f"[{ids.min()}, {ids.max()}]")
+    if self._fed.size and self._feed_device >= 0:
+      ids = ids.copy()
+      ids[..., self._fed] = self._feed_device  # fed where the client is
     return ids
 
   def simulate(self, device_ids: np.ndarray,

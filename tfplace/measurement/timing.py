@@ -1,0 +1,213 @@
+"""What a measurement gives: step time statistics and the traced op records.
+
+`StepTiming` holds the timed steps of one placement, the ops of its traced
+step (`OpRecord`: device, start, duration, read from `RunMetadata.step_stats`)
+and whether they ran where placed (`DeviceMismatch`).
+"""
+
+import dataclasses
+import json
+import statistics
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tfplace.errors import MeasureError
+from tfplace.io_utils import atomic_write
+
+# The traced step's step stats in a trace directory (read by tfplace.trace).
+STEP_STATS_FILE = "step_stats.pb"
+
+
+@dataclasses.dataclass(frozen=True)
+class OpRecord:
+  """One op execution from the traced step.
+
+  Attributes:
+    name: node name.
+    device: full device string it ran on.
+    start_s: start, seconds after the first op of the step started.
+    duration_s: wall time from start to end of all its work.
+  """
+  name: str
+  device: str
+  start_s: float
+  duration_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceMismatch:
+  """An op that ran somewhere other than where the placement put it."""
+  op: str
+  placed: str
+  ran: str
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSource:
+  """Where the values of one graph input came from during a measurement.
+
+  Attributes:
+    name: the placeholder (or input pipeline op) name.
+    source: "synthetic", "user" or "pipeline" (an in-graph tf.data iterator
+      or queue, initialized before timing).
+    dtype: the fed dtype name ("" for a pipeline).
+    shape: the fed shape (() for a pipeline).
+    how: how the values were made, e.g. "uniform integers in [0, 10): the
+      classes of the logits of 'xent'".
+  """
+  name: str
+  source: str
+  dtype: str = ""
+  shape: Tuple[int, ...] = ()
+  how: str = ""
+
+  def describe(self) -> str:
+    """One line, e.g. "labels int32[16] synthetic: uniform in [0, 10) ..."."""
+    if self.source == "pipeline":
+      return f"{self.name}: in-graph input pipeline ({self.how})"
+    shape = ",".join(str(d) for d in self.shape)
+    return f"{self.name} {self.dtype}[{shape}] {self.source}: {self.how}"
+
+
+def describe_inputs(inputs: Sequence[InputSource]) -> str:
+  """Where a measurement's inputs came from, on one line."""
+  if not inputs:
+    return "made in the graph (no feeds, no input pipeline)"
+  return "; ".join(s.describe() for s in inputs)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepTiming:
+  """Measured step times of one placement.
+
+  Attributes:
+    median_step_time_s: median of the timed steps.
+    min_step_time_s: fastest timed step.
+    max_step_time_s: slowest timed step.
+    stdev_s: sample standard deviation (0 for one step).
+    iqr_s: interquartile range of the timed steps.
+    step_times_s: every timed step, in order.
+    op_records: graph ops of the traced step (runtime nodes left out).
+    devices_match: True if every traced graph op ran on its placed device.
+    mismatches: the ops that did not.
+    trace_path: directory with the profiler trace and step_stats.pb, if any.
+    target: the session target ("" for in process).
+    profile_error: why the TF profiler trace is missing or incomplete (None
+      when it was captured, or not asked for).
+    loss: the loss of the last step run (None if the graph names no loss).
+    inputs: where each fed or pipelined input came from (empty: the graph
+      makes its own inputs).
+  """
+  median_step_time_s: float
+  min_step_time_s: float
+  max_step_time_s: float
+  stdev_s: float
+  iqr_s: float
+  step_times_s: Tuple[float, ...]
+  op_records: Tuple[OpRecord, ...] = ()
+  devices_match: bool = True
+  mismatches: Tuple[DeviceMismatch, ...] = ()
+  trace_path: Optional[str] = None
+  target: str = ""
+  profile_error: Optional[str] = None
+  loss: Optional[float] = None
+  inputs: Tuple[InputSource, ...] = ()
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, data: dict) -> "StepTiming":
+    data = dict(data)
+    data["step_times_s"] = tuple(data["step_times_s"])
+    data["op_records"] = tuple(OpRecord(**r) for r in data.get("op_records", ()))
+    data["mismatches"] = tuple(
+        DeviceMismatch(**m) for m in data.get("mismatches", ()))
+    data["inputs"] = tuple(
+        InputSource(**dict(i, shape=tuple(i.get("shape", ()))))
+        for i in data.get("inputs", ()))
+    return cls(**data)
+
+
+def timing_from_steps(step_times: Sequence[float], **fields) -> StepTiming:
+  """Builds a `StepTiming` with the statistics of `step_times`."""
+  t = np.asarray(step_times, dtype=np.float64)
+  if t.size == 0:
+    raise MeasureError("no step was timed")
+  q1, q3 = np.percentile(t, [25, 75])
+  return StepTiming(
+      median_step_time_s=float(np.median(t)), min_step_time_s=float(t.min()),
+      max_step_time_s=float(t.max()),
+      stdev_s=float(statistics.stdev(t)) if t.size > 1 else 0.0,
+      iqr_s=float(q3 - q1), step_times_s=tuple(float(x) for x in t), **fields)
+
+
+def _is_runtime_node(name: str) -> bool:
+  """Nodes TF adds at run time (_SOURCE, _SINK, _Send/_Recv, _retval, _arg,
+  "x/ctrl/_12"): their last name part starts with an underscore."""
+  return not name or name.rsplit("/", 1)[-1].startswith("_")
+
+
+def _device_name(name: str) -> str:
+  """Strips suffixes such as "/stream:all" or "/memcpy" some runtimes add."""
+  parts = name.split("/")
+  keep = [p for p in parts if not p.startswith("stream:") and p != "memcpy"]
+  return "/".join(keep).split(" ")[0]
+
+
+def op_records(step_stats, graph=None) -> List[OpRecord]:
+  """Graph op executions in `step_stats`, times relative to the step start.
+
+  Args:
+    step_stats: a `StepStats` proto (`RunMetadata.step_stats`).
+    graph: if given, an `OpGraph`; ops not in it are left out.
+
+  A node listed on several dev_stats entries (the master and the worker of a
+  remote task) is kept once, with its longest duration.
+  """
+  raw: Dict[Tuple[str, str], Tuple[int, int]] = {}
+  for dev in step_stats.dev_stats:
+    device = _device_name(dev.device)
+    for node in dev.node_stats:
+      name = node.node_name.split(":")[0]
+      if _is_runtime_node(name):
+        continue
+      if graph is not None and name not in graph.index:
+        continue
+      key = (name, device)
+      start, dur = node.all_start_micros, node.all_end_rel_micros
+      if key not in raw or dur > raw[key][1]:
+        raw[key] = (start, dur)
+  if not raw:
+    return []
+  t0 = min(s for s, _ in raw.values())
+  out = [OpRecord(name=n, device=d, start_s=(s - t0) * 1e-6,
+                  duration_s=max(0, dur) * 1e-6)
+         for (n, d), (s, dur) in raw.items()]
+  return sorted(out, key=lambda r: (r.start_s, r.name))
+
+
+def device_mismatches(records: Sequence[OpRecord],
+                      placement) -> List[DeviceMismatch]:
+  """Ops whose traced device differs from the placed device (`placement`:
+  a `tfplace.placement.Placement`)."""
+  import tensorflow as tf
+  out = []
+  for r in records:
+    placed = placement.devices.get(r.name)
+    if placed is None:
+      continue
+    a, b = tf.DeviceSpec.from_string(placed), tf.DeviceSpec.from_string(r.device)
+    same = ((a.job or "localhost") == (b.job or "localhost")
+            and (a.task or 0) == (b.task or 0)
+            and (a.device_type or "").upper() == (b.device_type or "").upper()
+            and (a.device_index or 0) == (b.device_index or 0))
+    if not same:
+      out.append(DeviceMismatch(op=r.name, placed=placed, ran=r.device))
+  return out
+
+
+def save_timing(timing: StepTiming, path: str) -> None:
+  """Writes a StepTiming as JSON (atomically)."""
+  atomic_write(path, json.dumps(timing.to_dict(), indent=1))
