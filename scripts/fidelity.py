@@ -3,7 +3,7 @@
 Starts a 2-worker local TF server cluster (one core each), fits the link
 (comm benchmark), and for each benchmark graph at reduced sizes calibrates
 the simulator on 10 placements (op times, compute correction, step and
-per-transfer overheads, link model; see `tfplace.measurement.calibration`)
+per-transfer overheads, link model; see `tfplace.measurement.calibration_fit`)
 and predicts every baseline placer and 16 random group placements with the
 calibrated simulator alone; calibration and evaluated placements are
 measured interleaved in one batch, and no calibration placement is

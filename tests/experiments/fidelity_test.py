@@ -52,7 +52,7 @@ def test_random_placements_respect_colocation(graph):
 
 
 def test_markdown_table_lists_rows(graph):
-  from tfplace.cost.profiled import Calibration
+  from tfplace.cost.calibrated import Calibration
   rows = (calibration_runs.PredictedRun("m_etf", 2e-3, 1e-3, num_transfers=7),)
   cal = Calibration(transfer_overhead_s={"CPU": 2e-4}, step_overhead_s=1e-3)
   report = fidelity.FidelityReport("g", 5, rows, cal, 1.0, math.nan)

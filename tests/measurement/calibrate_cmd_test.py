@@ -12,7 +12,7 @@ import pytest
 
 import tfplace  # noqa: F401
 from tfplace.cost.analytical import AnalyticalCostModel
-from tfplace.cost.profiled import (Calibration, CalibratedCostModel,
+from tfplace.cost.calibrated import (Calibration, CalibratedCostModel,
                                    apply_calibration)
 from tfplace.graph.importers import import_graph
 from tfplace.measurement.local_cluster import free_ports, make_worker_cluster

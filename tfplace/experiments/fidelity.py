@@ -23,12 +23,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tfplace.cost.cluster import Cluster
-from tfplace.cost.profiled import Calibration
+from tfplace.cost.calibrated import Calibration
 from tfplace.experiments.compare_placers import (BASELINE_PLACERS,
                                                   compare_placers)
 from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.batch import measure_batch
-from tfplace.measurement.calibration import calibrated_simulator
+from tfplace.measurement.calibration_fit import calibrated_simulator
 from tfplace.measurement.calibration_runs import (CalibrationReport,
                                                   PredictedRun,
                                                   calibration_placements,

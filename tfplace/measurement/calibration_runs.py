@@ -4,7 +4,7 @@
 between two workers, the calibration placements (`calibration_placements`:
 all ops on one device, the topological halves, random colocation-group
 placements) measured with `measure_batch`, the fits of
-`tfplace.measurement.calibration` (`fit_from_runs`), and the fitted
+`tfplace.measurement.calibration_fit` (`fit_from_runs`), and the fitted
 simulator's in-sample error on those same runs. `scripts/fidelity.py` uses
 the same pieces, then scores the simulator on other placements.
 """
@@ -17,12 +17,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tfplace.cost.cluster import Cluster
-from tfplace.cost.profiled import Calibration
+from tfplace.cost.calibrated import Calibration
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement import comm_benchmark
 from tfplace.measurement.batch import measure_batch
-from tfplace.measurement.calibration import (calibrate, calibrated_simulator,
+from tfplace.measurement.calibration_fit import (calibrate, calibrated_simulator,
                                              fit_overheads)
 from tfplace.measurement.comm_benchmark import LinkFit
 from tfplace.measurement.config import MeasureConfig

@@ -1,4 +1,4 @@
-"""Profiled op times and calibrations."""
+"""Calibrations and measured op times."""
 
 import json
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
-from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
+from tfplace.cost.analytical import AnalyticalConfig
 from tfplace.cost.cluster import Device, Link, LinkSpec, make_cluster
-from tfplace.cost.profiled import (Calibration, CalibratedCostModel,
-                                   ProfiledCostModel, apply_calibration)
+from tfplace.cost.calibrated import (Calibration, CalibratedCostModel,
+                                     apply_calibration)
 from tfplace.errors import ClusterError
 from tfplace.graph.op_graph import Op, OpGraph
 
@@ -31,17 +31,6 @@ def graph():
          Op("c", "NcclAllReduce", output_bytes=(0,), flops=4e9,
             kernels=frozenset({"GPU"}))]
   return OpGraph(ops, [], graph_def=None)
-
-
-def test_profiled_times_override_the_fallback():
-  model = ProfiledCostModel({"a": {"CPU": 0.5}, "c": {"CPU": 7.0, "GPU": 0.25},
-                             "missing": {"GPU": 1.0}},
-                            AnalyticalCostModel(UNIT), scale={"GPU": 2.0})
-  s = model.op_costs(graph(), cluster()).compute_s
-  assert s[0] == pytest.approx([0.5, 0.5])   # GPU from the fallback: 2e9/4e9
-  assert s[1] == pytest.approx([4.0, 1.0])   # all fallback
-  assert s[2, 0] == np.inf                   # no CPU kernel stays inf
-  assert s[2, 1] == pytest.approx(0.5)       # 0.25 * scale 2
 
 
 def test_calibrated_model_scales_by_device_and_op_type():

@@ -1,11 +1,11 @@
-"""Tests for calibration fits (tfplace.measurement.calibration, comm_benchmark)."""
+"""Tests for calibration fits (tfplace.measurement.calibration_fit, comm_benchmark)."""
 
 import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
 from tfplace.errors import MeasureError
-from tfplace.measurement.calibration import OpSample, fit_calibration
+from tfplace.measurement.calibration_fit import OpSample, fit_calibration
 from tfplace.measurement.comm_benchmark import CommSample, fit_link
 
 
@@ -62,7 +62,7 @@ def test_calibration_op_type_factor():
 
 
 def test_calibration_round_trips_through_json(tmp_path):
-  from tfplace.cost.profiled import Calibration
+  from tfplace.cost.calibrated import Calibration
   from tfplace.measurement.comm_benchmark import LinkFit
   cal = fit_calibration(_samples(2.0, 1e-6),
                         link_fits={"loopback": LinkFit(1e-4, 1e9, 1.0, 4)})
@@ -79,8 +79,8 @@ def test_calibration_needs_samples():
 
 
 def test_fit_overheads_recovers_step_and_transfer_overheads():
-  from tfplace.cost.profiled import Calibration
-  from tfplace.measurement.calibration import (OverheadSearch,
+  from tfplace.cost.calibrated import Calibration
+  from tfplace.measurement.calibration_fit import (OverheadSearch,
                                                calibrated_simulator,
                                                fit_overheads)
   from tfplace.measurement.local_cluster import make_worker_cluster
@@ -115,8 +115,8 @@ def test_fit_overheads_recovers_step_and_transfer_overheads():
 
 
 def test_fit_overheads_needs_runs():
-  from tfplace.cost.profiled import Calibration
-  from tfplace.measurement.calibration import fit_overheads
+  from tfplace.cost.calibrated import Calibration
+  from tfplace.measurement.calibration_fit import fit_overheads
   from tfplace.measurement.local_cluster import make_worker_cluster
   with pytest.raises(MeasureError):
     fit_overheads(None, make_worker_cluster(2), Calibration(), [])

@@ -2,7 +2,7 @@
 
 The analytical model predicts op i on device d as r_i + k_i * o_d (roofline
 seconds r_i, launch overhead o_d, k_i = 1, or the trivial-op factor). The
-calibrated model (`tfplace.cost.profiled.CalibratedCostModel`) predicts
+calibrated model (`tfplace.cost.calibrated.CalibratedCostModel`) predicts
 
     s_T * f_t * (r_i + k_i * o'_T)
 
@@ -40,7 +40,7 @@ import numpy as np
 from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
 from tfplace.cost.cluster import Cluster, LinkSpec
 from tfplace.cost.op_costs import OpCosts
-from tfplace.cost.profiled import (Calibration, CalibratedCostModel,
+from tfplace.cost.calibrated import (Calibration, CalibratedCostModel,
                                    apply_calibration)
 from tfplace.simulator.simulator import Simulator
 from tfplace.errors import MeasureError
@@ -120,7 +120,7 @@ def fit_calibration(samples: Sequence[OpSample], *,
     notes: free text stored in the calibration.
 
   Returns:
-    A `tfplace.cost.profiled.Calibration`.
+    A `tfplace.cost.calibrated.Calibration`.
 
   Raises:
     MeasureError: no samples.
