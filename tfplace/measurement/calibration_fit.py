@@ -1,303 +1,288 @@
-"""Fit the simulator to measured op times: a `Calibration`.
+"""Fit a `Calibration` from measured op durations and the cluster's
+microbenchmarks.
 
-The analytical model predicts op i on device d as r_i + k_i * o_d (roofline
-seconds r_i, launch overhead o_d, k_i = 1, or the trivial-op factor). The
-calibrated model (`tfplace.cost.calibrated.CalibratedCostModel`) predicts
+What is measured is not fitted: the devices' rates, the per-op launch
+overhead, the per-message host cost, link latency and bandwidth and the
+empty step come from `tfplace.measurement.cluster_benchmark`. What is fitted
+is per op type and device type: the op's time beyond the launch overhead,
 
-    s_T * f_t * (r_i + k_i * o'_T)
+    fixed_s + scale * roofline_s
 
-for device type T and op type t. Per device type, a non-negative weighted
-fit gives c = s_T * o'_T as the median time of pure-overhead ops (r = 0) and
-a = s_T so that summed a * r + c * k matches the summed measured time of the
-other ops (the sums are what a step time depends on). Op types with enough
-samples then get f_t = sum(measured) / sum(s_T (r + k o'_T)). Link
-figures come from the comm benchmark (`fit_link`).
+(`roofline_s`: `AnalyticalCostModel.work_seconds` at the measured rates),
+from the op durations of traced one-device steps (`StepTiming.op_records`)
+less the tracer's cost per op (`DeviceBenchmark.traced_op_s`). Each fit is a
+robust (soft-L1) least squares on log ratios (predicted + r) / (measured +
+r), r the tracer's 1 us resolution, with a weak prior
+pulling `scale` to 1 (when an op type comes in one size only, its time then
+goes to the fixed part if it exceeds the roofline, to a smaller scale if
+not), inside physical bounds (`FitBounds`): the fixed part never exceeds the
+mean duration of the type's smaller executions (those with at most the
+median work: so it cannot absorb the compute of larger ones) nor
+`max_fixed_s`, and the scale stays within [`min_scale`, `max_scale`].
 
-`fit_overheads` then fits what op records cannot show, from whole-step
-times of calibration placements, by re-simulating them (a grid search that
-minimizes the mean |log(predicted / measured)| over the runs): a correction
-of the compute scale, the fixed step overhead (median measured - simulated
-step of the one-device runs), the host overhead per transfer, an effective
-link latency and whether latency holds the link
-(`Cluster.overlap_latency`). The transfer overhead changes the schedule, so
-it is simulated rather than fitted by a linear regression on transfer counts.
-
-The whole flow on a running TF server cluster (placements, measurements,
-these fits) is `tfplace.measurement.calibration_runs.calibrate_on_cluster`.
-
-A calibration is usable with any graph: `compute_scale`, the overheads and
-the links describe the devices; `op_type_scale` holds factors only for op
-types with enough samples, and applies to any graph's ops of those types,
-while ops of other types get the device-type scale alone.
+Step times never enter the fit: they judge it (`calibration_runs` reports
+the in-sample error of every calibration run).
 """
 
 import dataclasses
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from absl import logging
 import numpy as np
 
-from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
+from tfplace.cost.analytical import AnalyticalCostModel
+from tfplace.cost.calibrated import (DEVICE_RATES, Calibration,
+                                     CalibratedCostModel, OpTypeCost,
+                                     apply_calibration)
 from tfplace.cost.cluster import Cluster, LinkSpec
 from tfplace.cost.op_costs import OpCosts
-from tfplace.cost.calibrated import (Calibration, CalibratedCostModel,
-                                   apply_calibration)
-from tfplace.simulator.simulator import Simulator
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
-from tfplace.measurement.comm_benchmark import LinkFit
-from tfplace.measurement.runner import StepTiming
+from tfplace.measurement.cluster_benchmark import ClusterBenchmark
+from tfplace.measurement.timing import StepTiming
+from tfplace.simulator.simulator import Simulator
 
 
 @dataclasses.dataclass(frozen=True)
 class OpSample:
-  """One op's measured time next to the analytical model's parts.
+  """One traced op execution next to the analytical model's roofline.
 
   Attributes:
     op_type: TF op type.
     device_type: "CPU", "GPU", ...
-    roofline_s: predicted seconds without the launch overhead.
-    overhead_units: multiples of the launch overhead in the prediction.
-    measured_s: measured seconds.
+    work_s: roofline seconds at the device's measured rates.
+    measured_s: traced duration less the tracer's cost per op (>= 0).
   """
   op_type: str
   device_type: str
-  roofline_s: float
-  overhead_units: float
+  work_s: float
   measured_s: float
 
 
+@dataclasses.dataclass(frozen=True)
+class FitBounds:
+  """Physical bounds and the prior of the per-op-type fit.
+
+  Attributes:
+    max_fixed_s: the most an op type may cost per execution whatever its
+      size, beyond the launch overhead (also bounded by the mean duration of
+      its smaller executions).
+    min_scale: the fastest an op may run relative to its roofline at the
+      measured rates (below 1: data in caches beats the copy bandwidth).
+    max_scale: the slowest (heavy per-element work: random numbers,
+      transcendental functions, small inefficient kernels).
+    prior_weight: weight of the prior `scale = 1`, relative to one sample.
+    resolution_s: the tracer's time resolution, added to predicted and
+      measured times in the log ratios (differences far below it count
+      little).
+  """
+  max_fixed_s: float = 1e-4
+  min_scale: float = 0.05
+  max_scale: float = 1000.0
+  prior_weight: float = 0.3
+  resolution_s: float = 1e-6
+
+
 def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
-                        config: AnalyticalConfig = AnalyticalConfig()
-                        ) -> List[OpSample]:
-  """Pairs each traced op record with the analytical prediction for it."""
-  costs = AnalyticalCostModel(config).op_costs(graph, cluster).compute_s
+                        traced_op_s: Mapping[str, float]) -> List[OpSample]:
+  """Pairs each traced op of a step with its roofline seconds.
+
+  Args:
+    graph: the measured graph.
+    cluster: the measured cluster (`ClusterBenchmark.apply`), whose rates
+      give the roofline.
+    timing: the measured step (its `op_records`).
+    traced_op_s: device name -> the tracer's cost per op on it.
+
+  Returns:
+    One sample per traced op of the training step on a cluster device.
+  """
+  work = AnalyticalCostModel().work_seconds(graph, cluster)
   out = []
   for rec in timing.op_records:
     i = graph.index.get(rec.name)
     j = cluster.device_index.get(rec.device)
-    if i is None or j is None or not np.isfinite(costs[i, j]):
+    if i is None or j is None or not graph.step_mask[i]:
       continue
-    op, device = graph.ops[i], cluster.devices[j]
-    units = (config.trivial_overhead_factor
-             if op.type in config.trivial_op_types else 1.0)
-    roofline = max(0.0, float(costs[i, j]) - units * device.launch_overhead_s)
-    out.append(OpSample(op.type, device.type, roofline, units,
-                        float(rec.duration_s)))
+    if not np.isfinite(work[i, j]):
+      continue
+    device = cluster.devices[j]
+    measured = max(0.0, rec.duration_s - traced_op_s.get(device.name, 0.0))
+    out.append(OpSample(graph.ops[i].type, device.type, float(work[i, j]),
+                        measured))
   return out
 
 
-def _fit_device_type(samples: Sequence[OpSample]) -> Dict[str, float]:
-  """(scale, overhead_s) for one device type's samples.
+def fit_op_type(samples: Sequence[OpSample],
+                bounds: FitBounds = FitBounds()) -> OpTypeCost:
+  """Fits `fixed_s + scale * work_s` to the samples of one op type.
 
-  The overhead term c = s * o' is the median time of ops that are pure
-  overhead (roofline 0); the scale makes the summed roofline work match the
-  summed measured time of the other ops (what the step time depends on).
+  Raises:
+    MeasureError: no samples.
   """
-  m = np.array([s.measured_s for s in samples])
-  r = np.array([s.roofline_s for s in samples])
-  k = np.array([s.overhead_units for s in samples])
-  pure = (r <= 0) & (k > 0)
-  c = float(np.median(m[pure] / k[pure])) if pure.any() else 0.0
-  work = r > 0
-  if work.any() and r[work].sum() > 0:
-    a = float(max(np.sum(m[work] - c * k[work]), 1e-12) / r[work].sum())
-  else:
-    a = 1.0
-  return {"scale": a, "overhead_s": c / a}
+  from scipy import optimize
+  if not samples:
+    raise MeasureError("an op-type fit needs samples")
+  w = np.array([s.work_s for s in samples], dtype=np.float64)
+  m = np.array([s.measured_s for s in samples], dtype=np.float64)
+  hi_fixed = min(bounds.max_fixed_s, _typical_small(w, m))
+  eps = bounds.resolution_s
+  # Unknowns: the fixed part in units of `unit`, and log(scale): both of
+  # order 1, whatever the magnitudes.
+  unit = max(hi_fixed, bounds.resolution_s)
+  lo_u, hi_u = np.log(bounds.min_scale), np.log(bounds.max_scale)
+
+  def residuals(p):
+    pred = p[0] * unit + np.exp(p[1]) * w
+    return np.append(np.log((pred + eps) / (m + eps)),
+                     bounds.prior_weight * p[1])
+
+  ratio = m[w > 0] / w[w > 0]
+  guesses = [(0.5 * hi_fixed / unit, 0.0),
+             (0.0, float(np.log(np.median(ratio))) if ratio.size and
+              np.median(ratio) > 0 else 0.0)]
+  best = None
+  for f0, u0 in guesses:
+    x0 = [float(np.clip(f0, 0.0, hi_fixed / unit)),
+          float(np.clip(u0, lo_u, hi_u))]
+    fit = optimize.least_squares(
+        residuals, x0, bounds=([0.0, lo_u], [max(hi_fixed / unit, 1e-12),
+                                             hi_u]),
+        loss="soft_l1", f_scale=0.5)
+    if best is None or fit.cost < best.cost:
+      best = fit
+  fixed = float(np.clip(best.x[0] * unit, 0.0, hi_fixed))
+  scale = float(np.clip(np.exp(best.x[1]), bounds.min_scale,
+                        bounds.max_scale))
+  return OpTypeCost(fixed_s=fixed, scale=scale, samples=len(samples))
 
 
-def fit_calibration(samples: Sequence[OpSample], *,
-                    link_fits: Optional[Dict[str, LinkFit]] = None,
-                    min_samples_per_type: int = 8,
-                    notes: str = "") -> Calibration:
-  """Fits compute scales, op-type factors and overheads (and links).
+def _typical_small(work: np.ndarray, measured: np.ndarray) -> float:
+  """The typical (mean) measured time of the executions with at most the
+  median work: a fixed cost above it would eat their compute."""
+  small = work <= np.median(work)
+  return float(max(0.0, measured[small].mean()))
 
-  Args:
-    samples: measured op samples (see `samples_from_timing`).
-    link_fits: link kind -> fitted latency/bandwidth (e.g. {"loopback": ...}).
-    min_samples_per_type: op types with fewer samples keep factor 1.
-    notes: free text stored in the calibration.
 
-  Returns:
-    A `tfplace.cost.calibrated.Calibration`.
+def fit_op_types(samples: Sequence[OpSample],
+                 bounds: FitBounds = FitBounds()
+                 ) -> Dict[str, Dict[str, OpTypeCost]]:
+  """`fit_op_type` per (device type, op type) of the samples.
 
   Raises:
     MeasureError: no samples.
   """
   if not samples:
-    raise MeasureError("calibration needs measured op records; none given")
-  by_device: Dict[str, List[OpSample]] = {}
+    raise MeasureError("calibration needs traced op records; none given")
+  groups: Dict[str, Dict[str, List[OpSample]]] = {}
   for s in samples:
-    by_device.setdefault(s.device_type, []).append(s)
-  scale, overhead = {}, {}
-  for dtype, group in sorted(by_device.items()):
-    fit = _fit_device_type(group)
-    scale[dtype], overhead[dtype] = fit["scale"], fit["overhead_s"]
-    logging.info("calibration %s: scale %.3g, overhead %.3g s (%d ops)",
-                 dtype, scale[dtype], overhead[dtype], len(group))
-  op_type_scale = _op_type_factors(samples, scale, overhead,
-                                   min_samples_per_type)
-  links = {kind: LinkSpec(fit.latency_s, fit.bandwidth, kind)
-           for kind, fit in (link_fits or {}).items()}
-  return Calibration(compute_scale=scale, op_type_scale=op_type_scale,
-                     launch_overhead_s=overhead, links=links,
-                     notes=notes or f"fitted from {len(samples)} op records")
-
-
-def _op_type_factors(samples: Sequence[OpSample], scale: Dict[str, float],
-                     overhead: Dict[str, float], min_samples: int
-                     ) -> Dict[str, float]:
-  """Per op type: summed measured / summed calibrated prediction."""
-  sums: Dict[str, List[float]] = {}
-  for s in samples:
-    pred = scale[s.device_type] * (s.roofline_s
-                                   + s.overhead_units * overhead[s.device_type])
-    entry = sums.setdefault(s.op_type, [0.0, 0.0, 0])
-    entry[0] += s.measured_s
-    entry[1] += pred
-    entry[2] += 1
-  out = {}
-  for t, (measured, pred, n) in sorted(sums.items()):
-    if n >= min_samples and pred > 0 and measured > 0:
-      f = measured / pred
-      if abs(f - 1.0) > 0.05:
-        out[t] = float(f)
+    groups.setdefault(s.device_type, {}).setdefault(s.op_type, []).append(s)
+  out = {dtype: {t: fit_op_type(group, bounds)
+                 for t, group in sorted(per_type.items())}
+         for dtype, per_type in groups.items()}
+  for dtype, fits in out.items():
+    logging.info("calibration %s: %d op types from %d op records", dtype,
+                 len(fits), sum(f.samples for f in fits.values()))
   return out
 
 
-def calibrate(graph: OpGraph, cluster: Cluster,
-              timings: Sequence[StepTiming], *,
-              link_fits: Optional[Dict[str, LinkFit]] = None,
-              min_samples_per_type: int = 8) -> Calibration:
-  """`fit_calibration` over the op records of several measured placements."""
-  samples: List[OpSample] = []
-  for timing in timings:
-    samples.extend(samples_from_timing(graph, cluster, timing))
-  return fit_calibration(
-      samples, link_fits=link_fits, min_samples_per_type=min_samples_per_type,
-      notes=f"fitted from {len(samples)} op records of {graph.name} "
-            f"({len(timings)} runs) on {cluster.name}")
+def calibration_from_benchmark(
+    bench: ClusterBenchmark, cluster: Cluster,
+    op_types: Optional[Mapping[str, Mapping[str, OpTypeCost]]] = None,
+    notes: str = "") -> Calibration:
+  """A calibration holding the measured figures (medians per device type)
+  and the fitted op types.
+
+  Args:
+    bench: the cluster's microbenchmarks.
+    cluster: the cluster they ran on (device types and link kind).
+    op_types: the per-op-type fits (none: an uncalibrated, measured-only
+      calibration).
+    notes: free text.
+  """
+  measured = bench.apply(cluster)
+  by_type: Dict[str, list] = {}
+  for d in measured.devices:
+    by_type.setdefault(d.type, []).append(d)
+
+  def median(devices, field):
+    return float(np.median([getattr(d, field) for d in devices]))
+
+  rates = {t: {r: median(ds, r) for r in DEVICE_RATES if median(ds, r) > 0}
+           for t, ds in by_type.items()}
+  links = {}
+  if bench.links:
+    links[cluster.default_link.kind] = LinkSpec(
+        float(np.median([l.latency_s for l in bench.links])),
+        float(np.median([l.bandwidth for l in bench.links])),
+        cluster.default_link.kind)
+  return Calibration(
+      launch_overhead_s={t: median(ds, "launch_overhead_s")
+                         for t, ds in by_type.items()},
+      transfer_overhead_s={t: median(ds, "transfer_overhead_s")
+                           for t, ds in by_type.items()},
+      links=links, step_overhead_s=measured.step_overhead_s,
+      run_overhead_s={d.name: d.run_overhead_s for d in measured.devices},
+      overlap_latency=measured.overlap_latency, device_rates=rates,
+      op_types={t: dict(v) for t, v in (op_types or {}).items()},
+      notes=notes)
+
+
+# Shares of the measured per-message cost charged to each end, tried by
+# `fit_message_share`.
+MESSAGE_SHARES = tuple(float(x) for x in np.linspace(0.5, 1.0, 11))
+
+
+def fit_message_share(cluster: Cluster, bench: ClusterBenchmark,
+                      op_types: Mapping[str, Mapping[str, OpTypeCost]],
+                      split_runs: Sequence[tuple],
+                      shares: Sequence[float] = MESSAGE_SHARES) -> float:
+  """The share of the measured per-message cost each end pays
+  (`ClusterBenchmark.with_message_share`) that best predicts multi-device
+  runs: the smallest median |log(predicted / measured)|.
+
+  Args:
+    cluster: the uncalibrated cluster.
+    bench: its microbenchmarks.
+    op_types: the fitted op types.
+    split_runs: (graph, device ids [M], measured step seconds) per run.
+    shares: the candidates, each within the physical range [0.5, 1].
+
+  Returns:
+    The chosen share (1.0 when there are no runs to judge by).
+  """
+  if not split_runs:
+    return 1.0
+  best = None
+  for share in shares:
+    calibration = calibration_from_benchmark(
+        bench.with_message_share(share), cluster, op_types)
+    errors = []
+    for graph, ids, measured in split_runs:
+      pred = calibrated_simulator(graph, cluster, calibration).simulate(
+          ids).step_time_s
+      errors.append(abs(np.log(pred / measured)))
+    err = float(np.median(errors))
+    if best is None or err < best[0] - 1e-12:
+      best = (err, share)
+  logging.info("per-message cost share %.2f (median |log ratio| %.3f on %d "
+               "split runs)", best[1], best[0], len(split_runs))
+  return best[1]
 
 
 def calibrated_simulator(graph: OpGraph, cluster: Cluster,
                          calibration: Calibration,
                          costs: Optional[OpCosts] = None) -> Simulator:
   """The simulator of `graph` on `cluster` with `calibration` applied to the
-  op costs and the cluster (links, overheads).
+  op costs and the cluster (rates, links, overheads).
 
   Args:
     graph: the op graph.
     cluster: the uncalibrated cluster.
     calibration: the calibration.
-    costs: the calibrated op costs if already computed (they depend only on
-      the compute factors and launch overheads).
+    costs: the calibrated op costs if already computed.
   """
   calibrated = apply_calibration(cluster, calibration)
   if costs is None:
     costs = CalibratedCostModel(calibration).op_costs(graph, calibrated)
   return Simulator(graph, calibrated, costs)
-
-
-@dataclasses.dataclass(frozen=True)
-class OverheadSearch:
-  """Candidates tried by `fit_overheads`.
-
-  Attributes:
-    transfer_overheads_s: per-transfer host overheads tried (seconds).
-    latency_factors: multiples of the calibration's link latency tried.
-    overlap_latency: link models tried (see `Cluster.overlap_latency`).
-    compute_factors: multipliers of the fitted compute scales tried.
-  """
-  transfer_overheads_s: Tuple[float, ...] = (0.0,) + tuple(
-      float(x) for x in np.geomspace(5e-6, 2e-3, 27))
-  latency_factors: Tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)
-  overlap_latency: Tuple[bool, ...] = (False, True)
-  compute_factors: Tuple[float, ...] = tuple(
-      float(x) for x in np.geomspace(0.5, 1.25, 9))
-
-
-def fit_overheads(graph: OpGraph, cluster: Cluster, calibration: Calibration,
-                  measured: Sequence[Tuple[np.ndarray, float]],
-                  search: OverheadSearch = OverheadSearch()) -> Calibration:
-  """Fits compute factor, step and transfer overheads and the link model.
-
-  For each candidate compute factor k (multiplying the op-record fit's
-  compute scales: summed traced op times overstate a step's compute when
-  ops overlap on one core, and tracing slows the traced step), the step
-  overhead is the median measured - simulated step of the one-device runs
-  (>= 0); the link model, latency and per-transfer overhead are then
-  searched; the candidate with the smallest mean |log(predicted /
-  measured)| over all runs wins.
-
-  Args:
-    graph: the measured graph.
-    cluster: the cluster the runs used (uncalibrated).
-    calibration: the op-time calibration (e.g. from `calibrate`).
-    measured: (device ids [M], measured step seconds) per calibration run.
-    search: the candidate values.
-
-  Returns:
-    `calibration` with the chosen compute scales, `step_overhead_s`,
-    `transfer_overhead_s` for every device type of `cluster`,
-    `overlap_latency` and (if it has links) link latency.
-
-  Raises:
-    MeasureError: no measured runs.
-  """
-  if not measured:
-    raise MeasureError("fit_overheads needs measured calibration runs")
-  ids = np.stack([np.asarray(d, dtype=np.int32) for d, _ in measured])
-  meas = np.array([t for _, t in measured], dtype=np.float64)
-  single = np.array([len(np.unique(row)) == 1 for row in ids])
-  types = sorted({d.type for d in cluster.devices})
-  best = None
-  for k in search.compute_factors:
-    base = dataclasses.replace(
-        calibration, step_overhead_s=0.0,
-        transfer_overhead_s={t: 0.0 for t in types},
-        compute_scale={t: calibration.compute_scale.get(t, 1.0) * k
-                       for t in types})
-    sim = calibrated_simulator(graph, cluster, base)
-    step = 0.0
-    if single.any():
-      gap = meas[single] - sim.simulate_batch(ids[single])
-      step = max(0.0, float(np.median(gap)))
-    base = dataclasses.replace(base, step_overhead_s=step)
-    cands = ([base] if single.all() else
-             _overhead_candidates(base, cluster, types, search))
-    for cand in cands:
-      pred = sim.with_cluster(apply_calibration(cluster, cand)).simulate_batch(
-          ids)
-      err = float(np.mean(np.abs(np.log(pred / meas))))
-      if best is None or err < best[0] - 1e-12:
-        best = (err, cand)
-  err, fitted = best
-  logging.info("%s: compute scale %s, step overhead %.3g s, transfer "
-               "overhead %s, link latency %s, overlapped %s (mean |log "
-               "ratio| %.3f on %d runs)", graph.name,
-               dict(fitted.compute_scale), fitted.step_overhead_s,
-               dict(fitted.transfer_overhead_s),
-               {k: v.latency_s for k, v in fitted.links.items()},
-               fitted.overlap_latency, err, len(meas))
-  return fitted
-
-
-def _overhead_candidates(base: Calibration, cluster: Cluster,
-                         types: Sequence[str], search: OverheadSearch):
-  """Calibrations with every (link model, latency factor, transfer
-  overhead) triple."""
-  kind = cluster.default_link.kind
-  link = base.links.get(kind, cluster.default_link)
-  factors = search.latency_factors if base.links else (1.0,)
-  for overlap in search.overlap_latency:
-    for factor in factors:
-      links = dict(base.links)
-      if links:
-        links[kind] = LinkSpec(link.latency_s * factor, link.bandwidth, kind)
-      for h in search.transfer_overheads_s:
-        yield dataclasses.replace(base, links=links, overlap_latency=overlap,
-                                  transfer_overhead_s={t: h for t in types})
-
-
-# ---- the calibration flow on a running cluster ----------------------------
