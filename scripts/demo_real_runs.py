@@ -1,9 +1,9 @@
 """Real runs end to end: a local TF cluster, baseline placements, traces.
 
-Starts a 2-worker local server cluster (one core each), fits the loopback
-link, calibrates the simulator on ten runs of a benchmark graph, then places
-it with every baseline placer, measures each placement and prints the
-simulator's error table;
+Starts a 2-worker local server cluster (one core each), measures its workers
+and link, calibrates the simulator on runs of a benchmark graph (each worker
+alone, halves, one random split), then places it with every baseline placer,
+measures each placement and prints the simulator's error table;
 then writes a profiler trace (profile dir + step_stats.pb) of the fastest
 two-worker placement, a Perfetto JSON and a Gantt PNG (via tfplace.trace), and stops the
 cluster.
@@ -36,10 +36,10 @@ SIZES = {"mlp_towers": dict(num_towers=4, num_layers=3, hidden=128,
 
 def main(argv):
   del argv
-  from tfplace.experiments import fidelity
-  from tfplace.measurement import comm_benchmark, runner
+  from tfplace.experiments import fidelity, fidelity_report
+  from tfplace.measurement import runner
   from tfplace.measurement.config import MeasureConfig
-  from tfplace.measurement.local_cluster import LocalCluster, worker_device
+  from tfplace.measurement.local_cluster import LocalCluster
   from tfplace.models.registry import build_model
   sizes = dict(SIZES.get(_MODEL.value, {}))
   if _PLACEHOLDERS.value:
@@ -47,15 +47,12 @@ def main(argv):
   graph = build_model(_MODEL.value, **sizes)
   with LocalCluster(num_workers=2) as lc:
     cluster = lc.to_cluster()
-    link = comm_benchmark.fit_link(comm_benchmark.benchmark_transfers(
-        worker_device(0), worker_device(1),
-        config=MeasureConfig(target=lc.target, steps=5)))
-    # Calibrated on 10 runs of its own (one device, halves, 8 random
-    # placements), then every baseline placer is predicted and measured.
+    # The cluster measured, the graph calibrated on runs of its own (each
+    # device alone, halves, one random split), then every baseline placer
+    # is predicted and measured.
     config = MeasureConfig(target=lc.target, steps=_STEPS.value)
-    report = fidelity.run_fidelity(graph, cluster, config, num_random=0,
-                                   link_fits={"loopback": link})
-    print(fidelity.markdown_table(report))
+    report = fidelity.run_fidelity(graph, cluster, config, num_random=0)
+    print(fidelity_report.markdown_table(report))
     # Trace the fastest placement that uses both workers (a one-device
     # timeline shows no transfers).
     placements = dict(fidelity.baseline_placements(graph, cluster))

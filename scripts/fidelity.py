@@ -1,26 +1,38 @@
 """Simulator fidelity: calibrated predictions vs real step times.
 
-Starts a 2-worker local TF server cluster (one core each), fits the link
-(comm benchmark), and for each benchmark graph at reduced sizes calibrates
-the simulator on 10 placements (op times, compute correction, step and
-per-transfer overheads, link model; see `tfplace.measurement.calibration`)
-and predicts every baseline placer and 16 random group placements with the
-calibrated simulator alone; calibration and evaluated placements are
-measured interleaved in one batch, and no calibration placement is
-evaluated. Prints a Markdown table per graph and a summary (with
---calibration_out DIR, each graph's calibration is saved there too);
-with --json the last stdout line is a JSON object with `median_abs_rel_error`
-and `spearman` (the mean of the per-graph Spearman rho).
+Starts a 2-worker local TF server cluster (one core each) and measures its
+devices and links (`tfplace.measurement.cluster_benchmark`).
 
-With --placeholder_inputs the graphs take their inputs from placeholders
-(the models' `placeholder_inputs=True` variants: float inputs/images, int32
-labels and token ids), fed synthetic values each step (integer ids in the
-range the graph implies); each table says where its inputs came from.
+--cross (issue 13): calibrates once on the calibration suite (--suite, the
+graphs of `tfplace.models.calibration_suite`), then for every graph of
+--graphs (none of them used for calibration) places it with every baseline
+placer on the calibrated costs, predicts each placement and measures it.
+Prints a table per graph and the matrix: per graph median |error|, Spearman,
+whether the placement predicted best is within 5 % of the measured best,
+the uncalibrated prediction's error (measured cluster, analytical costs) and
+the share of predicted op time on op types the calibration never saw, each
+against its target. Measure it alone on the machine: other load moves the
+step times by more than the targets.
 
-Sizes (chosen so the script runs in well under 15 minutes on 2 cores):
+Without --cross: the per-graph check, each graph calibrated on its own
+one-device and split runs and judged on its other placements (the baselines
+and --num_random random group placements).
+
+With --placeholder_inputs the graphs that have such a variant (mlp_towers,
+small_cnn, rnnlm) take their inputs from placeholders, fed synthetic values
+each step (integer ids in the range the graph implies); each table says
+where its inputs came from.
+
+With --json the last stdout line is one JSON object with the results.
+
+Graph sizes (--cross: 5 ms to 1 s per step on one core):
+  resnet_like: batch 8, 32x32, widths 16/32/64, 2 blocks per stage
+  resnet_large: the same at batch 32 and widths 32/64/128
+  transformer: batch 8, 32 tokens, d_model 64, 4 heads, 2 layers
+  random_dag: 6 layers x 4 nodes, hidden 128, batch 32
   mlp_towers: 4 towers x 3 layers, hidden 128, batch 64, input 128
-  small_cnn:  batch 16, 32x32 images
-  rnnlm:      2 layers, hidden 64, 4 unrolled steps, batch 16, vocab 1000
+  small_cnn: batch 16, 32x32 images
+  rnnlm: 2 layers, hidden 64, 4 unrolled steps, batch 16, vocab 1000
 """
 
 import json
@@ -37,10 +49,33 @@ from absl import flags
 
 from tfplace.cli.app_runner import run_app
 
-_GRAPHS = flags.DEFINE_list("graphs", ["mlp_towers", "small_cnn", "rnnlm"],
-                            "benchmark graphs")
-_NUM_RANDOM = flags.DEFINE_integer("num_random", 16,
-                                   "random group placements per graph")
+GRAPHS = {
+    "resnet_like": ("resnet_like", dict(batch_size=8)),
+    "resnet_large": ("resnet_like", dict(batch_size=32,
+                                         widths=(32, 64, 128))),
+    "transformer": ("transformer", {}),
+    "random_dag": ("random_dag", {}),
+    "mlp_towers": ("mlp_towers", dict(num_towers=4, num_layers=3, hidden=128,
+                                      batch_size=64, input_size=128)),
+    "small_cnn": ("small_cnn", dict(batch_size=16, image_size=32)),
+    "rnnlm": ("rnnlm", dict(num_layers=2, hidden=64, num_steps=4,
+                            batch_size=16, vocab=1000)),
+}
+CROSS_DEFAULT = ["resnet_like", "resnet_large", "transformer", "random_dag",
+                 "mlp_towers", "small_cnn", "rnnlm"]
+PER_GRAPH_DEFAULT = ["mlp_towers", "small_cnn", "rnnlm"]
+
+_CROSS = flags.DEFINE_bool("cross", False, "calibrate once on the suite, "
+                           "judge on the other graphs (see the docstring)")
+_GRAPHS = flags.DEFINE_list(
+    "graphs", None, f"graphs to judge, of {sorted(GRAPHS)} (default: "
+    f"--cross {','.join(CROSS_DEFAULT)}; else "
+    f"{','.join(PER_GRAPH_DEFAULT)})")
+_SUITE = flags.DEFINE_string("suite", "default", "calibration suite "
+                             "(tfplace.models.calibration_suite.SUITES)")
+_NUM_RANDOM = flags.DEFINE_integer(
+    "num_random", None, "random group placements judged per graph besides "
+    "the baselines (default: 0 with --cross, else 16)")
 _STEPS = flags.DEFINE_integer(
     "steps", 10, "timed steps per placement (with 5, the median error was "
     "~1.5x higher: see WORKSPACE_NOTES.md)")
@@ -48,55 +83,75 @@ _CACHE = flags.DEFINE_string("cache_dir", None, "measurement cache directory")
 _JSON = flags.DEFINE_bool("json", False, "end with a JSON summary line")
 _PLACEHOLDERS = flags.DEFINE_bool(
     "placeholder_inputs", False, "use the graphs' placeholder-fed variants "
-    "(inputs fed synthetic values every step) instead of in-graph inputs")
+    "(inputs fed synthetic values every step) where they have one")
 _CALIBRATION_OUT = flags.DEFINE_string(
-    "calibration_out", None, "write each graph's fitted calibration as "
-    "DIR/<graph>.calibration.json (for `tfplace simulate --calibration`)")
-
-SIZES = {
-    "mlp_towers": dict(num_towers=4, num_layers=3, hidden=128, batch_size=64,
-                       input_size=128),
-    "small_cnn": dict(batch_size=16, image_size=32),
-    "rnnlm": dict(num_layers=2, hidden=64, num_steps=4, batch_size=16,
-                  vocab=1000),
-}
+    "calibration_out", None, "write the fitted calibration(s) to this "
+    "directory (--cross: DIR/cross.calibration.json; else "
+    "DIR/<graph>.calibration.json)")
 
 
-def main(argv):
-  del argv
-  if _CALIBRATION_OUT.value:
-    os.makedirs(_CALIBRATION_OUT.value, exist_ok=True)
-  from tfplace.experiments import fidelity
-  from tfplace.measurement import comm_benchmark
-  from tfplace.measurement.config import MeasureConfig
-  from tfplace.measurement.local_cluster import LocalCluster, worker_device
+def _build(names):
+  import dataclasses
+  from tfplace.errors import TfplaceError
+  from tfplace.models.registry import build_model, make_config
+  unknown = sorted(set(names) - set(GRAPHS))
+  if unknown:
+    raise TfplaceError(f"--graphs: unknown {unknown}; choose from "
+                       f"{sorted(GRAPHS)}")
+  graphs = []
+  for name in names:
+    model, sizes = GRAPHS[name]
+    fields = {f.name for f in dataclasses.fields(make_config(model))}
+    if _PLACEHOLDERS.value and "placeholder_inputs" in fields:
+      sizes = dict(sizes, placeholder_inputs=True)
+    graph = build_model(model, **sizes)
+    graph.name = name
+    graphs.append(graph)
+  return graphs
+
+
+def _cross(cluster, config, graphs):
+  from tfplace.experiments import fidelity, fidelity_report
+  from tfplace.models import calibration_suite
   from tfplace.models.registry import build_model
+  suite = [build_model(m, **kw) for m, kw in
+           calibration_suite.suite(_SUITE.value)]
+  cross = fidelity.run_cross(graphs, cluster, config, suite,
+                             num_random=_NUM_RANDOM.value or 0,
+                             cache_dir=_CACHE.value)
+  print(cross.calibration_report.benchmark.describe() + "\n")
+  for report in cross.reports:
+    print(fidelity_report.markdown_table(report))
+  print("## cross matrix (one calibration, graphs it never saw)\n")
+  print(fidelity_report.cross_matrix(cross))
+  if _CALIBRATION_OUT.value:
+    path = os.path.join(_CALIBRATION_OUT.value, "cross.calibration.json")
+    cross.calibration_report.calibration.save(path)
+    print(f"calibration written to {path}")
+  if _JSON.value:
+    print(json.dumps(dict(fidelity_report.cross_json(cross),
+                          inputs=_inputs(cross.reports))))
+
+
+def _per_graph(cluster, config, graphs):
+  from tfplace.experiments import fidelity, fidelity_report
+  from tfplace.measurement.cluster_benchmark import benchmark_cluster
+  bench = benchmark_cluster(cluster, config)
+  print(bench.describe() + "\n")
   reports = []
-  with LocalCluster(num_workers=2, cores_per_worker=1) as lc:
-    cluster = lc.to_cluster()
-    config = MeasureConfig(target=lc.target, steps=_STEPS.value)
-    samples = comm_benchmark.benchmark_transfers(
-        worker_device(0), worker_device(1),
-        config=MeasureConfig(target=lc.target, steps=7))
-    link = comm_benchmark.fit_link(samples)
-    print(f"loopback link: latency {link.latency_s * 1e6:.1f} us, bandwidth "
-          f"{link.bandwidth / 1e9:.3f} GB/s (R^2 {link.r2:.3f})\n")
-    for name in _GRAPHS.value:
-      sizes = dict(SIZES.get(name, {}))
-      if _PLACEHOLDERS.value:
-        sizes["placeholder_inputs"] = True
-      graph = build_model(name, **sizes)
-      report = fidelity.run_fidelity(
-          graph, cluster, config, num_random=_NUM_RANDOM.value,
-          link_fits={"loopback": link}, cache_dir=_CACHE.value)
-      print(fidelity.markdown_table(report))
-      if _CALIBRATION_OUT.value:
-        path = os.path.join(_CALIBRATION_OUT.value,
-                            f"{name}.calibration.json")
-        report.calibration.save(path)
-        print(f"calibration written to {path}\n")
-      sys.stdout.flush()
-      reports.append(report)
+  for graph in graphs:
+    report = fidelity.run_fidelity(
+        graph, cluster, config, bench=bench,
+        num_random=16 if _NUM_RANDOM.value is None else _NUM_RANDOM.value,
+        cache_dir=_CACHE.value)
+    print(fidelity_report.markdown_table(report))
+    if _CALIBRATION_OUT.value:
+      path = os.path.join(_CALIBRATION_OUT.value,
+                          f"{graph.name}.calibration.json")
+      report.calibration.save(path)
+      print(f"calibration written to {path}\n")
+    sys.stdout.flush()
+    reports.append(report)
   rows = [r for rep in reports for r in rep.rows]
   med, _ = fidelity.summarize(rows)
   rhos = [rep.spearman for rep in reports if not math.isnan(rep.spearman)]
@@ -114,9 +169,29 @@ def main(argv):
             "median_abs_rel_error": rep.median_abs_rel_error,
             "spearman": rep.spearman, "placements": len(rep.rows)}
                       for rep in reports},
-        "link": {"latency_s": link.latency_s, "bandwidth": link.bandwidth},
-        "inputs": {rep.graph_name: [i.describe() for i in rep.inputs]
-                   for rep in reports}}))
+        "inputs": _inputs(reports)}))
+
+
+def _inputs(reports):
+  return {rep.graph_name: [i.describe() for i in rep.inputs]
+          for rep in reports}
+
+
+def main(argv):
+  del argv
+  if _CALIBRATION_OUT.value:
+    os.makedirs(_CALIBRATION_OUT.value, exist_ok=True)
+  from tfplace.measurement.config import MeasureConfig
+  from tfplace.measurement.local_cluster import LocalCluster
+  names = _GRAPHS.value or (CROSS_DEFAULT if _CROSS.value
+                            else PER_GRAPH_DEFAULT)
+  graphs = _build(names)
+  with LocalCluster(num_workers=2, cores_per_worker=1) as lc:
+    config = MeasureConfig(target=lc.target, steps=_STEPS.value)
+    if _CROSS.value:
+      _cross(lc.to_cluster(), config, graphs)
+    else:
+      _per_graph(lc.to_cluster(), config, graphs)
 
 
 if __name__ == "__main__":

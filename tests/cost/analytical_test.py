@@ -55,3 +55,22 @@ def test_op_type_scale_and_bytes_passed_through():
   costs = AnalyticalCostModel(cfg).op_costs(graph(), cluster())
   assert costs.compute_s[0, 0] == pytest.approx(6.0 + 1e-3)
   np.testing.assert_array_equal(costs.output_bytes, [0, 1e9, 1e9, 0])
+
+
+def test_measured_rates_replace_the_efficiency_scaled_figures():
+  from tfplace.cost.cluster import Cluster
+  ops = [Op("mm", "MatMul", output_bytes=(0,), flops=1e9),
+         Op("cv", "Conv2DBackpropInput", output_bytes=(0,), flops=1e9),
+         Op("add", "AddV2", output_bytes=(4_000_000,), flops=1e6)]
+  graph = OpGraph(ops, [], graph_def=None)
+  plain = Device("/cpu:0", "CPU", 1e10, 1e9, 1e12, launch_overhead_s=0.0)
+  measured = Device("/cpu:1", "CPU", 1e10, 1e9, 1e12, launch_overhead_s=0.0,
+                    matmul_flops=2e9, conv_flops=1e9, copy_bandwidth=8e9)
+  cluster = Cluster("c", (plain, measured))
+  work = AnalyticalCostModel().work_seconds(graph, cluster)
+  # Datasheet: 1e10 x 0.4 FLOP/s, 1e9 x 0.7 B/s; measured: as they are.
+  assert work[0] == pytest.approx([1e9 / 4e9, 1e9 / 2e9])
+  assert work[1] == pytest.approx([1e9 / 4e9, 1e9 / 1e9])
+  assert work[2] == pytest.approx([4e6 / 7e8, 4e6 / 8e9])
+  costs = AnalyticalCostModel().op_costs(graph, cluster).compute_s
+  np.testing.assert_allclose(costs, work)  # no launch overhead here

@@ -11,7 +11,7 @@ import tfplace  # noqa: F401  (before TensorFlow)
 from tfplace.cost import cost_models
 from tfplace.cost.analytical import AnalyticalCostModel
 from tfplace.cost.grappler_costs import GrapplerCostModel
-from tfplace.cost.profiled import CalibratedCostModel
+from tfplace.cost.calibrated import CalibratedCostModel
 from tfplace.errors import ClusterError, TfplaceError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))

@@ -1,12 +1,13 @@
 """Tests for tfplace.experiments.fidelity helpers (no real runs)."""
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
-from tfplace.experiments import fidelity
+from tfplace.experiments import fidelity, fidelity_report
 from tfplace.measurement import calibration_runs
 from tfplace.measurement.local_cluster import make_worker_cluster
 from tfplace.models.registry import build_model
@@ -52,21 +53,63 @@ def test_random_placements_respect_colocation(graph):
 
 
 def test_markdown_table_lists_rows(graph):
-  from tfplace.cost.profiled import Calibration
-  rows = (calibration_runs.PredictedRun("m_etf", 2e-3, 1e-3, num_transfers=7),)
+  from tfplace.cost.calibrated import Calibration
+  rows = (calibration_runs.PredictedRun("m_etf", 2e-3, 1e-3, num_transfers=7,
+                                        uncalibrated_s=4e-3),)
   cal = Calibration(transfer_overhead_s={"CPU": 2e-4}, step_overhead_s=1e-3)
   report = fidelity.FidelityReport("g", 5, rows, cal, 1.0, math.nan)
-  text = fidelity.markdown_table(report)
-  assert "| m_etf | 7 | 2.00 | 1.00 | 100.0 % |" in text
-  assert "CPU 200.0 us" in text and "step overhead 1.000 ms" in text
+  text = fidelity_report.markdown_table(report)
+  assert "| m_etf | 7 | 2.00 | 4.00 | 1.00 | 100.0 % |" in text
+  assert "per transfer CPU 200.0 µs" in text and "step 1.000 ms" in text
 
 
-def test_calibration_placements_are_distinct(graph):
+def test_suite_placements_run_each_device_alone_then_split(graph):
   cluster = make_worker_cluster(2)
-  placements = calibration_runs.calibration_placements(graph, cluster)
+  placements = calibration_runs.suite_placements(graph, cluster)
   labels = [label for label, _ in placements]
-  assert labels[:2] == ["all_on_1", "halves"] and len(placements) == 10
-  assert set(placements[0][1].devices.values()) == {cluster.device_names[1]}
+  assert labels == ["on_0", "on_1", "halves", "random"]
+  for j in range(2):
+    assert set(placements[j][1].devices.values()) == {
+        cluster.device_names[j]}
+  for _, p in placements[2:]:
+    assert len(set(p.devices.values())) == 2
+    p.validate(graph, cluster)
+
+
+def test_best_check_by_hand():
+  run = calibration_runs.PredictedRun
+  rows = [run("a", 1.0, 2.1), run("b", 1.5, 2.0), run("c", 3.0, 3.0),
+          run("random_0", 0.1, 0.5), run("d", 0.5, None, "failed")]
+  # Among measured baselines a, b, c: a is predicted best, b is measured
+  # best; a measures 5 % slower than b. Random rows are no baselines.
+  regret, predicted, measured = fidelity.best_check(rows, ["a", "b", "c", "d"])
+  assert (predicted, measured) == ("a", "b")
+  assert regret == pytest.approx(0.05)
+  assert math.isnan(fidelity.best_check(rows[:1], ["a"])[0])
+
+
+def test_cross_matrix_checks_the_targets():
+  from tfplace.cost.calibrated import Calibration
+  from tfplace.measurement.calibration_runs import CalibrationReport
+  from tfplace.measurement.cluster_benchmark import ClusterBenchmark
+  good = fidelity.FidelityReport(
+      "good", 10, (), Calibration(), 0.10, 0.95,
+      uncalibrated_median_abs_rel_error=0.5, uncalibrated_median_ratio=1.5,
+      uncalibrated_spearman=0.9, best_regret=0.01, predicted_best="m_etf",
+      measured_best="m_etf", uncalibrated_share=0.02)
+  bad = dataclasses.replace(good, graph_name="bad", spearman=0.5,
+                            uncalibrated_median_ratio=2.5)
+  assert all(fidelity_report.targets_met(good).values())
+  assert fidelity_report.targets_met(bad) == {
+      "error": True, "spearman": False, "best": True, "uncalibrated": False}
+  fit = CalibrationReport(("calib_conv",), 5, Calibration(),
+                          ClusterBenchmark((), (), 1e-3), (), 0.05, 100)
+  text = fidelity_report.cross_matrix(fidelity.CrossReport(fit, (good, bad)))
+  assert "| good | 0 | 10.0 % | 0.950 | m_etf (m_etf) | 1.0 % |" in text
+  assert "| all |" in text and "not spearman, uncalibrated |" in text
+  assert "NOT all met" in text
+  data = fidelity_report.cross_json(fidelity.CrossReport(fit, (good,)))
+  assert data["graphs"]["good"]["targets_met"]["best"] is True
 
 
 def test_interleave_spreads_the_short_list():

@@ -1,8 +1,7 @@
-"""Tests for `tfplace calibrate` (subprocess CLI runs) and the calibration
-flow it shares with fidelity (`calibration_runs.report_from_runs`)."""
+"""Tests for `tfplace calibrate` (subprocess CLI runs): the tiny suite on a
+2-worker local cluster end to end, bad arguments."""
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -11,10 +10,11 @@ import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
-from tfplace.cost.analytical import AnalyticalCostModel
-from tfplace.cost.profiled import (Calibration, CalibratedCostModel,
-                                   apply_calibration)
+from tfplace.cost.calibrated import (Calibration, CalibratedCostModel,
+                                     apply_calibration, calibration_coverage)
 from tfplace.graph.importers import import_graph
+from tfplace.measurement.calibration_fit import calibrated_simulator
+from tfplace.measurement.cluster_benchmark import ClusterBenchmark
 from tfplace.measurement.local_cluster import free_ports, make_worker_cluster
 from tfplace.placement import Placement
 
@@ -28,57 +28,52 @@ def _tfplace(*args, timeout=240):
                         capture_output=True, text=True, timeout=timeout)
 
 
-def _tiny_towers(path):
-  from tfplace.cli.import_cmd import write
-  from tfplace.models.registry import build_model
-  graph = build_model("mlp_towers", num_towers=2, hidden=16, batch_size=8,
-                      input_size=16, num_layers=2)
-  write(graph, path)
-
-
-def test_calibrate_two_local_workers_then_simulate_another_graph(tmp_path):
-  towers, cal_path = str(tmp_path / "towers.meta"), str(tmp_path / "cal.json")
-  _tiny_towers(towers)
-  out = _tfplace("calibrate", towers, "--local_workers", "2", "--out",
-                 cal_path, "--num_random", "2", "--steps", "2", "--warmup",
-                 "1", "--json")
+def test_calibrate_tiny_suite_on_two_local_workers_then_simulate(tmp_path):
+  cal_path = str(tmp_path / "cal.json")
+  out = _tfplace("calibrate", "--suite", "tiny", "--local_workers", "2",
+                 "--out", cal_path, "--steps", "2", "--warmup", "1", "--json")
   assert out.returncode == 0, out.stderr[-3000:]
   result = json.loads(out.stdout.strip().splitlines()[-1])
-  # all_on_1, halves and 2 random placements, all measured.
-  assert [r["label"] for r in result["runs"]][:2] == ["all_on_1", "halves"]
-  assert result["num_runs"] == 4 and result["num_failed"] == 0
+  # Each tiny-suite graph on each worker, in halves and one random split.
+  assert result["graphs"] == ["calib_matmul", "calib_elementwise"]
+  assert [r["label"] for r in result["runs"]][:4] == [
+      "calib_matmul:on_0", "calib_matmul:on_1", "calib_matmul:halves",
+      "calib_matmul:random"]
+  assert result["num_runs"] == 8 and result["num_failed"] == 0
   errors = [abs(r["predicted_s"] - r["measured_s"]) / r["measured_s"]
             for r in result["runs"]]
   assert result["in_sample_median_abs_rel_error"] == pytest.approx(
       float(np.median(errors)))
-  assert result["in_sample_median_abs_rel_error"] < 1.0
   cal = Calibration.load(cal_path)
   assert cal.to_dict() == result["calibration"]
-  assert cal.compute_scale["CPU"] > 0 and "CPU" in cal.transfer_overhead_s
-  if result["link_benchmarked"]:
-    assert cal.links["loopback"].bandwidth > 0
+  assert cal.seen("CPU", "MatMul") and cal.device_rates["CPU"]["matmul_flops"]
+  assert cal.step_overhead_s > 0 and cal.links["loopback"].bandwidth > 0
+  bench = ClusterBenchmark.from_dict(result["benchmark"])  # physical
+  assert len(bench.devices) == 2
 
-  # The calibration is usable with another graph: a different file, on the
-  # same kind of cluster (a cluster spec describes it without contacting it).
+  # The calibration describes the cluster: usable with another graph on the
+  # same kind of cluster (a cluster spec describes it without contacting
+  # it), with the share of its time on op types the suite never ran.
   graph = import_graph(OTHER_GRAPH)
   cluster = make_worker_cluster(2, name="tf_servers")
   placement_path = str(tmp_path / "p.json")
-  ids = (graph.group_of % 2).astype(np.int32)
-  Placement.from_array(graph, cluster, ids).save(placement_path)
+  placement = Placement.from_array(graph, cluster,
+                                   (graph.group_of % 2).astype(np.int32))
+  placement.save(placement_path)
   sim = _tfplace("simulate", OTHER_GRAPH, "--cluster", SPEC, "--placement",
                  placement_path, "--calibration", cal_path, "--json")
   assert sim.returncode == 0, sim.stderr[-3000:]
-  step = json.loads(sim.stdout.strip().splitlines()[-1])["step_time_s"]
-  assert step is not None and math.isfinite(step) and step > 0
-  # Its ops of the fitted op types get scale x factor; the rest the scale.
-  # (Ops outside the training step cost 0 in both models.)
+  printed = json.loads(sim.stdout.strip().splitlines()[-1])
   calibrated = apply_calibration(cluster, cal)
-  fitted = CalibratedCostModel(cal).op_costs(graph, calibrated).compute_s[:, 0]
-  base = AnalyticalCostModel().op_costs(graph, calibrated).compute_s[:, 0]
-  expected = [cal.compute_scale["CPU"] * cal.op_type_scale.get(op.type, 1.0)
-              for op in graph.ops]
-  np.testing.assert_allclose(fitted, base * expected, rtol=1e-9)
-  assert (base > 0).sum() > 10
+  costs = CalibratedCostModel(cal).op_costs(graph, calibrated)
+  expected = calibrated_simulator(graph, cluster, cal).simulate(
+      placement.to_array(graph, cluster)).step_time_s
+  assert printed["step_time_s"] == pytest.approx(expected)
+  coverage = calibration_coverage(graph, calibrated, cal, costs,
+                                  placement.to_array(graph, cluster))
+  assert printed["uncalibrated_share"] == pytest.approx(
+      coverage.uncalibrated_share)
+  assert 0.0 <= printed["uncalibrated_share"] <= 1.0
 
 
 def _no_file_exit_2(tmp_path, *args, message):
@@ -97,9 +92,12 @@ def test_bad_arguments_exit_2_and_write_nothing(tmp_path):
                          "--target", "grpc://127.0.0.1:1",
                          message="exactly one of")
   assert not path.exists()
-  # Unknown model or file.
+  # Unknown model or file, unknown suite.
   path = _no_file_exit_2(tmp_path, "no_such_model", "--local_workers", "2",
                          message="neither a graph file nor a model name")
+  assert not path.exists()
+  path = _no_file_exit_2(tmp_path, "--suite", "huge", "--local_workers", "2",
+                         message="unknown calibration suite")
   assert not path.exists()
 
 

@@ -9,7 +9,9 @@ from tfplace.models import registry
 
 def test_list_models():
   assert registry.list_models() == [
-      "chain_mlp", "inception_v3", "mlp_towers", "nmt", "rnnlm", "small_cnn"]
+      "calib_conv", "calib_elementwise", "calib_embedding", "calib_matmul",
+      "chain_mlp", "inception_v3", "mlp_towers", "nmt", "random_dag",
+      "resnet_like", "rnnlm", "small_cnn", "transformer"]
 
 
 def test_defaults_are_the_paper_sizes():

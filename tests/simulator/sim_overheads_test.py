@@ -206,3 +206,36 @@ def test_with_cluster_matches_a_fresh_simulator():
   assert sim.with_cluster(other).simulate(ids).step_time_s == pytest.approx(
       Simulator(g, other, costs).simulate(ids).step_time_s) == 13.5
   assert sim.simulate(ids).step_time_s < 13.5
+
+
+def test_run_overhead_is_paid_per_device_the_step_uses():
+  g = make_graph(3, FORK)
+  base = with_overheads(cpu_cluster(2, latency_s=0.5, bandwidth=100.0),
+                        step=0.125)
+  devices = (dataclasses.replace(base.devices[0], run_overhead_s=0.25),
+             dataclasses.replace(base.devices[1], run_overhead_s=1.0))
+  c = dataclasses.replace(base, devices=devices)
+  costs = make_costs([1.0, 1.0, 1.0], 2)
+  sim = Simulator(g, c, costs)
+  # One device: its run overhead; both: both (plus the step overhead).
+  cases = (([0, 0, 0], 3.0 + 0.125 + 0.25), ([1, 1, 1], 3.0 + 0.125 + 1.0),
+           ([0, 0, 1], 12.5 + 0.125 + 1.25))
+  for ids, expected in cases:
+    assert sim.simulate(np.array(ids)).step_time_s == pytest.approx(expected)
+  batch = sim.simulate_batch(np.array([ids for ids, _ in cases]))
+  np.testing.assert_allclose(batch, [e for _, e in cases])
+
+
+def test_measured_device_fields_round_trip_and_stay_out_when_zero():
+  c = cpu_cluster(2)
+  measured = (dataclasses.replace(c.devices[0], matmul_flops=1e11,
+                                  conv_flops=9e10, copy_bandwidth=2e10,
+                                  run_overhead_s=1e-4),) + c.devices[1:]
+  m = dataclasses.replace(c, devices=measured)
+  data = json.loads(m.to_json())
+  assert data["devices"][0]["matmul_flops"] == 1e11
+  assert "matmul_flops" not in data["devices"][1]
+  assert "run_overhead_s" not in data["devices"][1]
+  assert Cluster.from_dict(data) == m
+  with pytest.raises(ClusterError):
+    dataclasses.replace(c.devices[0], conv_flops=-1.0)

@@ -1,23 +1,28 @@
-"""fit the simulator to a real cluster and save the calibration file.
+"""measure a real cluster, fit the simulator to it and save the calibration.
 
-usage: tfplace calibrate GRAPH
+usage: tfplace calibrate [GRAPH ...]
          (--local_workers N | --cluster STATE_OR_SPEC | --target grpc://...)
-         --out calibration.json [--num_random 8] [--steps 10] [--warmup 2]
-         [--nolink_benchmark] [--json]
+         --out calibration.json [--suite default] [--steps 10] [--warmup 2]
+         [--json]
 
-GRAPH is a graph file (any form `import_graph` reads) or a benchmark model
-name. On the cluster's TF servers it benchmarks the link between the first
-two workers (the cluster's default link is kept when it cannot), measures
-the calibration placements (all ops on one device, the topological halves,
---num_random random colocation-group placements), fits a calibration
-(compute scale per device type, per-op-type factors where there are enough
-samples, launch, per-transfer and step overheads, the link) and writes it
-(format tfplace.calibration/1) for `tfplace simulate/place --calibration`.
+On the cluster's TF servers it first runs the microbenchmarks of
+`tfplace.measurement.cluster_benchmark` (per device: matmul and convolution
+FLOP/s, copy bandwidth, per-op and empty-step overheads; per pair of
+devices: per-message cost, latency, bandwidth), then measures the
+calibration graphs (each on every device alone, split in halves, and one
+random split) and fits, per op type, its time from the traced op durations
+of the one-device runs (within physical bounds), and the share of the
+per-message cost each end of a transfer pays from the split runs. The
+calibration graphs are the shipped suite (--suite: convolutions, matmuls,
+embeddings, element-wise chains; `tfplace.models.calibration_suite`), or the
+GRAPHs given (graph files, any form `import_graph` reads, or benchmark model
+names; placeholders get synthetic values, or the --feeds arrays: give one
+GRAPH with --feeds). The file (format tfplace.calibration/1) describes the cluster, for
+any graph: `tfplace simulate/place --calibration` then report the share of
+a graph's predicted op time on op types the calibration has not seen.
 
-The calibration is usable with any graph: op-type factors apply to any
-graph's ops of those types, and ops of other types fall back to the
-device-type scale. The error printed is in-sample (on the calibration runs
-the fit saw); scripts/fidelity.py measures the error on held-out placements.
+The error printed is in-sample (on the calibration runs); `scripts/
+fidelity.py --cross` measures it on other graphs.
 
 --local_workers N starts N pinned local TF server processes and stops them
 after; --cluster takes the state file of `tfplace cluster up` or a cluster
@@ -48,29 +53,22 @@ _CLUSTER = flags.DEFINE_string(
     "(inline or file) of running TF servers")
 _TARGET = flags.DEFINE_string("target", "", "session target, grpc://host:port")
 _OUT = flags.DEFINE_string("out", None, "calibration JSON file to write")
-_NUM_RANDOM = flags.DEFINE_integer(
-    "num_random", 8, "random group placements among the calibration runs")
-_SEED = flags.DEFINE_integer("seed", 0, "seed of the random placements")
-_LINK = flags.DEFINE_bool("link_benchmark", True,
-                          "benchmark the link between two workers")
+_SUITE = flags.DEFINE_string(
+    "suite", "default", "the calibration suite measured when no GRAPH is "
+    "given (tfplace.models.calibration_suite.SUITES: default, tiny)")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 flags.adopt_module_key_flags(measure_flags)
 
 
 def main(argv: List[str]) -> None:
   """Runs `tfplace calibrate`; see the module docstring."""
-  if len(argv) != 2:
-    raise TfplaceError("expected exactly one GRAPH argument: tfplace "
-                       "calibrate GRAPH --local_workers 2 --out cal.json")
   _check_flags()
   check_out_path(_OUT.value)
-  graph = load_graph_or_model(argv[1])
-  inputs = measure_flags.step_inputs(graph)
-  settings = dict(num_random=_NUM_RANDOM.value, link=_LINK.value,
-                  seed=_SEED.value, feeds=inputs)
+  graphs = _graphs(argv[1:])
+  inputs = [measure_flags.step_inputs(g) for g in graphs]
   try:
     with native_stdout_to_stderr():
-      report, cluster = _calibrate(graph, settings)
+      report, cluster = _calibrate(graphs, inputs)
   except TfplaceError as e:
     exit_now_if_tf_busy("calibrate", e)
     raise
@@ -78,7 +76,7 @@ def main(argv: List[str]) -> None:
   _print_report(report, cluster, os.path.abspath(_OUT.value), inputs)
 
 
-def _calibrate(graph, settings):
+def _calibrate(graphs, inputs):
   """(CalibrationReport, Cluster) on the cluster the flags name."""
   from tfplace.measurement.calibration_runs import calibrate_on_cluster
   if _LOCAL_WORKERS.value:
@@ -86,15 +84,25 @@ def _calibrate(graph, settings):
     with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
       cluster = lc.to_cluster()
       return calibrate_on_cluster(
-          graph, cluster,
+          graphs, cluster,
           measure_flags.measure_config(lc.target, lc.addresses),
-          **settings), cluster
+          feeds=inputs), cluster
   cluster, target, workers = (
       _from_cluster_flag(_CLUSTER.value) if _CLUSTER.value
       else _from_target(_TARGET.value))
   return calibrate_on_cluster(
-      graph, cluster, measure_flags.measure_config(target, workers),
-      **settings), cluster
+      graphs, cluster, measure_flags.measure_config(target, workers),
+      feeds=inputs), cluster
+
+
+def _graphs(sources: List[str]):
+  """The GRAPH arguments' graphs, or the --suite's."""
+  if sources:
+    return [load_graph_or_model(s) for s in sources]
+  from tfplace.models import calibration_suite
+  from tfplace.models.registry import build_model
+  return [build_model(name, **sizes)
+          for name, sizes in calibration_suite.suite(_SUITE.value)]
 
 
 def _check_flags() -> None:
@@ -107,8 +115,6 @@ def _check_flags() -> None:
                        "STATE_OR_SPEC, --target grpc://host:port")
   if _LOCAL_WORKERS.value < 0:
     raise TfplaceError("--local_workers must be >= 1")
-  if _NUM_RANDOM.value < 0:
-    raise TfplaceError("--num_random must be >= 0")
   measure_flags.measure_config("")  # --steps, --warmup, timeouts
 
 
@@ -133,58 +139,35 @@ def _from_target(target: str) -> Tuple[object, str, List[str]]:
 def _print_report(report, cluster, out: str, inputs) -> None:
   cal = report.calibration
   ok = [r for r in report.runs if r.measured_s is not None]
+  med = report.median_abs_rel_error
   if _JSON.value:
-    med = report.median_abs_rel_error
     sys.stdout.write(json.dumps({
-        "out": out, "graph": report.graph_name, "num_ops": report.num_ops,
-        "cluster": cluster.name, "num_devices": cluster.num_devices,
-        "calibration": cal.to_dict(),
+        "out": out, "graphs": list(report.graph_names),
+        "num_ops": report.num_ops, "cluster": cluster.name,
+        "num_devices": cluster.num_devices, "calibration": cal.to_dict(),
+        "benchmark": report.benchmark.to_dict(),
+        "num_samples": report.num_samples,
         "in_sample_median_abs_rel_error": None if math.isnan(med) else med,
         "num_runs": len(report.runs), "num_failed": len(report.runs) - len(ok),
         "runs": [{"label": r.label, "predicted_s": r.predicted_s,
                   "measured_s": r.measured_s, "error": r.error}
                  for r in report.runs],
-        "link_benchmarked": bool(report.link_fits),
-        "inputs": [dataclasses.asdict(s) for s in inputs.sources]}) + "\n")
+        "inputs": {name: [dataclasses.asdict(x) for x in fed.sources]
+                   for name, fed in zip(report.graph_names, inputs)
+                   if fed.sources}}) + "\n")
     return
-  lines = [f"calibrated on {report.graph_name} ({report.num_ops} ops): "
-           f"{len(ok)} of {len(report.runs)} placements measured on "
-           f"{cluster.name} ({cluster.num_devices} devices)"]
-  lines += [f"  {line}" for line in measure_flags.input_lines(inputs)]
-  lines += _figures(report, cluster)
-  lines += [f"in-sample median |rel error| on the {len(ok)} calibration runs "
-            f"(the runs the fit saw): {report.median_abs_rel_error * 100:.1f}"
-            " %",
+  fitted = sum(len(v) for v in cal.op_types.values())
+  lines = [f"measured {cluster.name} ({cluster.num_devices} devices):",
+           report.benchmark.describe(), "",
+           f"calibrated on {', '.join(report.graph_names)} "
+           f"({report.num_ops} ops): {len(ok)} of {len(report.runs)} runs "
+           f"measured, {report.num_samples} op records, {fitted} op types "
+           f"fitted; {cal.notes}"]
+  for name, fed in zip(report.graph_names, inputs):
+    if fed.sources:
+      lines += [f"  {name} {line}" for line in measure_flags.input_lines(fed)]
+  lines += [f"in-sample median |rel error| on the {len(ok)} calibration "
+            f"runs (the runs the fit saw): {med * 100:.1f} %",
             f"wrote {out}; usable with any graph: tfplace simulate GRAPH "
             f"--cluster ... --placement p.json --calibration {out}"]
   sys.stdout.write("\n".join(lines) + "\n")
-
-
-def _figures(report, cluster) -> List[str]:
-  cal = report.calibration
-
-  def per_type(values, unit=1.0, fmt="{:.3g}"):
-    return ", ".join(f"{k} {fmt.format(v * unit)}"
-                     for k, v in sorted(values.items())) or "-"
-
-  op_types = per_type(cal.op_type_scale, fmt="{:.2f}")
-  kind = cluster.default_link.kind
-  if kind in cal.links:
-    link = cal.links[kind]
-    fit = report.link_fits.get(kind)
-    how = (f"benchmarked latency {fit.latency_s * 1e6:.1f} us, R^2 "
-           f"{fit.r2:.3f}; latency refitted on the runs" if fit else "fitted")
-    link_text = (f"latency {link.latency_s * 1e6:.1f} us, bandwidth "
-                 f"{link.bandwidth / 1e9:.3f} GB/s ({how})")
-  else:
-    link_text = "not benchmarked: the cluster's default link is kept"
-  return [
-      f"  compute scale: {per_type(cal.compute_scale)}",
-      f"  op-type factors: {op_types} (other op types: the device-type "
-      "scale)",
-      f"  launch overhead: {per_type(cal.launch_overhead_s, 1e6, '{:.2f}')} us",
-      f"  per-transfer overhead: "
-      f"{per_type(cal.transfer_overhead_s, 1e6, '{:.1f}')} us",
-      f"  step overhead: {cal.step_overhead_s * 1e3:.3f} ms",
-      f"  link {kind}: {link_text}; latency "
-      f"{'overlapped' if cal.overlap_latency else 'holds the link'}"]

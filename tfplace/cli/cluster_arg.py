@@ -3,7 +3,9 @@
 A preset name (`tfplace clusters`), a cluster JSON file, the state file that
 `tfplace cluster up` writes, or a TF cluster spec (`{"worker": [...]}`, a file
 or inline JSON) of servers started elsewhere: the last two describe the
-servers' workers (`/job:worker/replica:0/task:i/device:CPU:0`) as a cluster.
+servers' workers (`/job:worker/replica:0/task:i/device:CPU:0`) as a cluster,
+with the figures `tfplace cluster up` (or `tfplace cluster benchmark`)
+measured when the state file holds them.
 """
 
 import dataclasses
@@ -21,6 +23,7 @@ class ServerSpec:
   cluster_spec: Dict[str, List[str]]
   cores_per_worker: int = 1
   profiler_addresses: Optional[List[str]] = None
+  measured_cluster: Optional[dict] = None
 
   def remote(self):
     from tfplace.measurement.local_cluster import RemoteCluster
@@ -46,7 +49,7 @@ def read_server_spec(value: str) -> Optional[ServerSpec]:
   if "cluster_spec" in data:  # `tfplace cluster up` state.
     return ServerSpec(data["cluster_spec"],
                       int(data.get("cores_per_worker", 1)),
-                      data.get("profiler_addresses"))
+                      data.get("profiler_addresses"), data.get("cluster"))
   if "worker" in data and "devices" not in data:
     return ServerSpec(data)
   return None
@@ -57,4 +60,6 @@ def load_cluster_arg(value: str) -> Cluster:
   spec = read_server_spec(value)
   if spec is None:
     return load_cluster(value)
+  if spec.measured_cluster is not None:
+    return Cluster.from_dict(spec.measured_cluster, name=value)
   return spec.remote().to_cluster()

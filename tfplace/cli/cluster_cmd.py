@@ -1,18 +1,26 @@
 """start/stop a local TensorFlow server cluster.
 
 usage: tfplace cluster up [--workers 2] [--cores_per_worker 1]
-                          [--base_port P] [--state FILE]
+                          [--base_port P] [--state FILE] [--nobenchmark]
        tfplace cluster down [--state FILE] [--keep_logs]
        tfplace cluster status [--state FILE | --cluster_spec JSON] [--json]
+       tfplace cluster benchmark [--state FILE | --cluster_spec JSON]
+                                 [--out cluster.json] [--json]
 
 `up` starts detached `tf.distribute.Server` processes on 127.0.0.1, each
-pinned to its own core(s), and writes their pids, ports and profiler ports
-(`tf.profiler.experimental.client.trace` targets) to the state file;
-`tfplace measure --cluster FILE` then runs on them. `down` stops exactly the
-processes the state file lists and removes their temporary log folder
-(`tfplace_cluster_*`; --keep_logs keeps it). `status` tells which workers
-are alive and reachable (with --cluster_spec: servers on real hosts) and
-exits with status 2 when one is not.
+pinned to its own core(s), measures them (matmul and convolution FLOP/s,
+copy bandwidth, per-op and empty-step overheads per worker; per-message
+cost, latency and bandwidth per pair: `tfplace.measurement.
+cluster_benchmark`; --nobenchmark skips it), prints the figures and writes
+pids, ports, profiler ports and the measured cluster to the state file;
+`tfplace measure/simulate/place --cluster FILE` then use them. `down` stops
+exactly the processes the state file lists and removes their temporary log
+folder (`tfplace_cluster_*`; --keep_logs keeps it). `status` tells which
+workers are alive and reachable (with --cluster_spec: servers on real hosts)
+and exits with status 2 when one is not. `benchmark` measures running
+servers again (the state file's, updated in place, or those of a cluster
+spec of real hosts) and with --out writes the measured cluster JSON (for
+--cluster anywhere).
 """
 
 import json
@@ -39,6 +47,10 @@ _SPEC = flags.DEFINE_string("cluster_spec", None,
 _JSON = flags.DEFINE_bool("json", False, "print the result as JSON")
 _KEEP_LOGS = flags.DEFINE_bool(
     "keep_logs", False, "down: keep the workers' temporary log folder")
+_BENCHMARK = flags.DEFINE_bool(
+    "benchmark", True, "`up`: measure the workers and links once started")
+_OUT = flags.DEFINE_string(
+    "out", None, "`benchmark`: write the measured cluster JSON here")
 
 
 def _read_state(path: str) -> dict:
@@ -73,14 +85,18 @@ def _up() -> None:
                     base_port=_BASE_PORT.value, detached=True)
   lc.start()
   try:
+    if _BENCHMARK.value:
+      lc.benchmark(progress=True)
     atomic_write(_STATE.value, json.dumps(lc.state(), indent=1))
-  except OSError:
+  except BaseException:
     lc.stop()
     raise
   sys.stdout.write(f"cluster up: {', '.join(lc.addresses)} (target "
                    f"{lc.target}; profilers "
                    f"{','.join(lc.profiler_addresses)}); state in "
                    f"{_STATE.value}\n")
+  if lc.measured:
+    sys.stdout.write(lc.measured.describe() + "\n")
 
 
 def _down() -> None:
@@ -152,9 +168,42 @@ def _status() -> None:
         ", then `tfplace cluster up`)")
 
 
+def _benchmark() -> None:
+  from tfplace.io_utils import atomic_write, check_out_path
+  from tfplace.measurement.cluster_benchmark import benchmark_cluster
+  from tfplace.measurement.config import MeasureConfig
+  from tfplace.measurement.local_cluster import RemoteCluster, check_reachable
+  check_out_path(_OUT.value)
+  if _SPEC.value:
+    state, remote = None, RemoteCluster.from_json(_SPEC.value)
+  else:
+    state = _read_state(_STATE.value)
+    remote = RemoteCluster.from_json(json.dumps(state["cluster_spec"]),
+                                     int(state.get("cores_per_worker", 1)))
+  check_reachable(remote.addresses)
+  plain = remote.to_cluster()
+  bench = benchmark_cluster(plain, MeasureConfig(target=remote.target))
+  measured = bench.apply(plain)
+  if state is not None:
+    state.update(cluster=measured.to_dict(), benchmark=bench.to_dict())
+    atomic_write(_STATE.value, json.dumps(state, indent=1))
+  if _OUT.value:
+    atomic_write(_OUT.value, measured.to_json())
+  if _JSON.value:
+    sys.stdout.write(json.dumps({"benchmark": bench.to_dict(),
+                                 "cluster": measured.to_dict()}) + "\n")
+    return
+  sys.stdout.write(bench.describe() + "\n")
+  for path in filter(None, [_OUT.value, None if _SPEC.value else _STATE.value]):
+    sys.stdout.write(f"measured cluster written to {path}\n")
+
+
 def main(argv: List[str]) -> None:
-  """Runs `tfplace cluster up|down|status`; see the module docstring."""
-  actions = {"up": _up, "down": _down, "status": _status}
+  """Runs `tfplace cluster up|down|status|benchmark`; see the module
+  docstring."""
+  actions = {"up": _up, "down": _down, "status": _status,
+             "benchmark": _benchmark}
   if len(argv) != 2 or argv[1] not in actions:
-    raise TfplaceError("expected one action: tfplace cluster up|down|status")
+    raise TfplaceError("expected one action: tfplace cluster "
+                       "up|down|status|benchmark")
   actions[argv[1]]()

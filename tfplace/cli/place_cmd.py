@@ -56,7 +56,8 @@ def extra_help() -> str:
 def main(argv: List[str]) -> None:
   """Runs `tfplace place`; see the module docstring."""
   from tfplace import pipeline
-  from tfplace.cli.run_helpers import (cluster_and_cost_model,
+  from tfplace.cli.run_helpers import (calibration_coverage,
+                                      cluster_and_cost_model,
                                       parse_loop_trip_counts)
   from tfplace.graph.importers import import_graph
   from tfplace.io_utils import check_out_path
@@ -80,11 +81,14 @@ def main(argv: List[str]) -> None:
         f"written to {_OUT.value}. Try another placer, a cluster with more "
         "memory, or --allow_infeasible to write it anyway")
   placement.save(_OUT.value)
-  _report(placement, _OUT.value)
+  _report(placement, _OUT.value,
+          calibration_coverage(graph, cluster, cost_model, placement))
 
 
-def _report(placement, out: str) -> None:
-  """Prints the step time and op counts per device."""
+def _report(placement, out: str, coverage) -> None:
+  """Prints the step time and op counts per device (and, calibrated, the
+  share of predicted op time on op types the calibration has not seen)."""
+  from tfplace.cli.run_helpers import coverage_fields
   meta = placement.metadata
   step = meta.predicted_step_time_s
   counts = placement.device_counts()
@@ -92,7 +96,7 @@ def _report(placement, out: str) -> None:
     sys.stdout.write(json.dumps({
         "out": out, "placer": meta.placer, "predicted_step_time_s": step,
         "feasible": meta.feasible, "oom_devices": list(meta.oom_devices),
-        "ops_per_device": counts}) + "\n")
+        "ops_per_device": counts, **coverage_fields(coverage)}) + "\n")
     return
   if step is not None and math.isfinite(step):
     text = f"predicted step time {step * 1e3:.3f} ms"
@@ -100,5 +104,7 @@ def _report(placement, out: str) -> None:
     text = ("infeasible: out of memory on "
             f"{', '.join(meta.oom_devices) or 'a device'}")
   sys.stdout.write(f"{meta.placer}: {text}; wrote {out}\n")
+  if coverage is not None:
+    sys.stdout.write(coverage.describe() + "\n")
   for device, n in sorted(counts.items()):
     sys.stdout.write(f"  {device}: {n} ops\n")

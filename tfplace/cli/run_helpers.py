@@ -135,7 +135,7 @@ def cluster_and_cost_model(cluster_arg: str, cost_model: Optional[str],
   given; a calibration also calibrates the cluster's links and overheads.
   """
   from tfplace.cli.cluster_arg import load_cluster_arg
-  from tfplace.cost import profiled
+  from tfplace.cost import calibrated
   from tfplace.cost.cost_models import get_cost_model
   if not cluster_arg:
     raise TfplaceError("--cluster is required (a preset name, a cluster JSON "
@@ -146,6 +146,27 @@ def cluster_and_cost_model(cluster_arg: str, cost_model: Optional[str],
       cost_model or ("calibrated" if calibration else "analytical"),
       calibration)
   if calibration:
-    cluster = profiled.apply_calibration(
-        cluster, profiled.Calibration.load(calibration))
+    cluster = calibrated.apply_calibration(
+        cluster, calibrated.Calibration.load(calibration))
   return cluster, model
+
+
+def calibration_coverage(graph, cluster, cost_model, placement):
+  """How much of the placement's predicted op time rests on op types the
+  calibration never saw (a `CalibrationCoverage`), or None when the cost
+  model is not calibrated."""
+  from tfplace.cost import calibrated
+  if not isinstance(cost_model, calibrated.CalibratedCostModel):
+    return None
+  costs = cost_model.op_costs(graph, cluster)
+  return calibrated.calibration_coverage(
+      graph, cluster, cost_model.calibration, costs,
+      placement.to_array(graph, cluster))
+
+
+def coverage_fields(coverage) -> dict:
+  """The JSON fields of a coverage (empty for None)."""
+  if coverage is None:
+    return {}
+  return {"uncalibrated_share": coverage.uncalibrated_share,
+          "unseen_op_types": dict(coverage.unseen)}

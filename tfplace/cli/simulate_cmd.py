@@ -9,7 +9,8 @@ Reads GRAPH (any form `tfplace.graph.importers.import_graph` reads), costs
 it with --cost_model (default: analytical, or calibrated when --calibration
 is given; a calibration also calibrates the cluster's links and overheads),
 simulates the placement and prints the step time, the lower bound, memory
-and busy time per device.
+and busy time per device; with a calibration, also the share of the
+predicted op time that rests on op types the calibration has not seen.
 """
 
 import json
@@ -38,7 +39,8 @@ _LOOP_TRIP_COUNTS = flags.DEFINE_string(
 def main(argv: List[str]) -> None:
   """Runs `tfplace simulate`; see the module docstring."""
   from tfplace import pipeline
-  from tfplace.cli.run_helpers import (cluster_and_cost_model,
+  from tfplace.cli.run_helpers import (calibration_coverage,
+                                      cluster_and_cost_model,
                                       parse_loop_trip_counts)
   from tfplace.graph.importers import import_graph
   from tfplace.placement import Placement
@@ -56,10 +58,12 @@ def main(argv: List[str]) -> None:
   problem = PlacementProblem(graph, cluster,
                              cost_model.op_costs(graph, cluster))
   result = pipeline.evaluate(problem, placement)
-  _report(result, problem.lower_bound_s, cluster)
+  _report(result, problem.lower_bound_s, cluster,
+          calibration_coverage(graph, cluster, cost_model, placement))
 
 
-def _report(result, bound: float, cluster) -> None:
+def _report(result, bound: float, cluster, coverage) -> None:
+  from tfplace.cli.run_helpers import coverage_fields
   names = cluster.device_names
   step = result.step_time_s if math.isfinite(result.step_time_s) else None
   out = {
@@ -71,6 +75,7 @@ def _report(result, bound: float, cluster) -> None:
                         zip(names, result.device_busy_s)},
       "bytes_moved": int(result.bytes_moved),
       "oom_devices": [names[i] for i in result.oom_devices],
+      **coverage_fields(coverage),
   }
   if _JSON.value:
     sys.stdout.write(json.dumps(out) + "\n")
@@ -81,6 +86,8 @@ def _report(result, bound: float, cluster) -> None:
   else:
     sys.stdout.write(f"step time {format_seconds(step)} (lower bound "
                      f"{format_seconds(bound)})\n")
+  if coverage is not None:
+    sys.stdout.write(coverage.describe() + "\n")
   sys.stdout.write(f"bytes moved between devices: "
                    f"{format_bytes(result.bytes_moved)}\n")
   for i, name in enumerate(names):

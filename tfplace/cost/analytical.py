@@ -4,7 +4,11 @@
                            bytes_moved / (memory_bandwidth / slots * mem_eff))
                        + launch_overhead_s
 
-with bytes_moved = input bytes + output bytes. A device with `slots` = k runs
+with bytes_moved = input bytes + output bytes. On a device with measured rates
+(`Device.matmul_flops`, `conv_flops`, `copy_bandwidth`; see
+`tfplace.measurement.cluster_benchmark`) those replace the efficiency-scaled
+datasheet figures: convolutions (`CONV_OP_TYPES`) run at `conv_flops`, other
+ops at `matmul_flops`, memory traffic at `copy_bandwidth`. A device with `slots` = k runs
 k ops at once and shares its peak among them, so each op gets 1/k of it
 (total throughput stays the device's peak). The time is inf where the device
 type has no kernel for the op. Trivial ops (NoOp, Const, Identity, variable
@@ -35,6 +39,14 @@ TRIVIAL_OP_TYPES = frozenset({
     "Squeeze", "ExpandDims", "_Arg", "_Retval", "Assert", "ControlTrigger",
     "Enter", "Exit", "NextIteration", "Merge", "Switch", "LoopCond",
     "BroadcastGradientArgs",
+})
+
+# Ops whose FLOPs run at a device's measured convolution rate.
+CONV_OP_TYPES = frozenset({
+    "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv3D",
+    "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2", "_FusedConv2D",
+    "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
+    "DepthwiseConv2dNativeBackpropFilter",
 })
 
 
@@ -81,28 +93,65 @@ class AnalyticalCostModel(CostModel):
     return OpCosts(compute_s=seconds, param_bytes=graph.param_bytes.copy(),
                    output_bytes=graph.activation_bytes.copy())
 
+  def work_seconds(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """float64 [M, D]: the roofline part of each op's time, without its own
+    launch overhead (0 for trivial ops; a control-flow op's bodies in full).
+    """
+    moved = (graph.input_bytes + graph.output_bytes).astype(np.float64)
+    flops = graph.flops.copy()
+    bodies = [i for i, op in enumerate(graph.ops) if op.body is not None]
+    flops[bodies] = 0.0
+    moved[bodies] = 0.0
+    work = self._work(graph.op_types, flops, moved, cluster)
+    for i in bodies:
+      work[i] += self._body_seconds(graph.ops[i].body, cluster)
+    return work
+
   def _seconds(self, op_types: Sequence[str], flops: np.ndarray,
                moved: np.ndarray, cluster: Cluster) -> np.ndarray:
     """Roofline seconds [N, D] of one execution of N ops on every device."""
     cfg = self.config
-    devices = cluster.devices
-    eff = np.array([cfg.compute_efficiency.get(d.type,
-                                               cfg.default_compute_efficiency)
-                    for d in devices])
-    slots = np.array([d.slots for d in devices], dtype=np.float64)
-    peak = np.array([d.peak_flops for d in devices]) * eff / slots
-    bandwidth = (np.array([d.memory_bandwidth for d in devices])
-                 * cfg.memory_efficiency / slots)
-    overhead = np.array([d.launch_overhead_s for d in devices])
-    compute = np.maximum(flops[:, None] / peak[None, :],
+    overhead = np.array([d.launch_overhead_s for d in cluster.devices])
+    trivial = np.array([t in cfg.trivial_op_types for t in op_types],
+                       dtype=bool)
+    over = np.where(trivial[:, None], cfg.trivial_overhead_factor, 1.0)
+    return (self._work(op_types, flops, moved, cluster)
+            + over * overhead[None, :])
+
+  def _work(self, op_types: Sequence[str], flops: np.ndarray,
+            moved: np.ndarray, cluster: Cluster) -> np.ndarray:
+    """Seconds [N, D] of the roofline work alone (0 for trivial ops)."""
+    cfg = self.config
+    flop_rate, conv_rate, bandwidth = self._rates(cluster)
+    conv = np.array([t in CONV_OP_TYPES for t in op_types], dtype=bool)
+    rate = np.where(conv[:, None], conv_rate[None, :], flop_rate[None, :])
+    compute = np.maximum(flops[:, None] / rate,
                          moved[:, None] / bandwidth[None, :])
     scale = np.array([cfg.op_type_scale.get(t, 1.0) for t in op_types])
     compute *= scale[:, None]
     trivial = np.array([t in cfg.trivial_op_types for t in op_types],
                        dtype=bool)
     compute[trivial] = 0.0
-    over = np.where(trivial[:, None], cfg.trivial_overhead_factor, 1.0)
-    return compute + over * overhead[None, :]
+    return compute
+
+  def _rates(self, cluster: Cluster):
+    """Per device: (FLOP/s, convolution FLOP/s, bytes/s) one op gets."""
+    cfg = self.config
+    devices = cluster.devices
+    eff = np.array([cfg.compute_efficiency.get(d.type,
+                                               cfg.default_compute_efficiency)
+                    for d in devices])
+    slots = np.array([d.slots for d in devices], dtype=np.float64)
+    peak = np.array([d.peak_flops for d in devices]) * eff
+    matmul = np.array([d.matmul_flops for d in devices])
+    conv = np.array([d.conv_flops for d in devices])
+    flop_rate = np.where(matmul > 0, matmul, peak)
+    conv_rate = np.where(conv > 0, conv, flop_rate)
+    copy = np.array([d.copy_bandwidth for d in devices])
+    bandwidth = np.where(
+        copy > 0, copy,
+        np.array([d.memory_bandwidth for d in devices]) * cfg.memory_efficiency)
+    return flop_rate / slots, conv_rate / slots, bandwidth / slots
 
   def _body_seconds(self, body: ControlFlowCost,
                     cluster: Cluster) -> np.ndarray:

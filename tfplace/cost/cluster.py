@@ -8,7 +8,8 @@ JSON form (all numbers SI: seconds, bytes, bytes/s, FLOP/s):
         {"name": "/job:localhost/replica:0/task:0/device:GPU:0", "type": "GPU",
          "peak_flops": 4.4e12, "memory_bandwidth": 2.4e11,
          "memory_bytes": 12e9, "launch_overhead_s": 1e-5, "slots": 1,
-         "transfer_overhead_s": 0.0}
+         "transfer_overhead_s": 0.0, "matmul_flops": 0.0, "conv_flops": 0.0,
+         "copy_bandwidth": 0.0, "run_overhead_s": 0.0}
       ],
       "links": [{"src": "...GPU:0", "dst": "...GPU:1", "latency_s": 1e-5,
                  "bandwidth": 8e9, "kind": "pcie"}],
@@ -20,7 +21,9 @@ Links are directed; a link listed once applies to both directions unless the
 reverse is listed too. Pairs with no link use `default_link`.
 `transfer_overhead_s` (per device) and `step_overhead_s` (per cluster) are
 optional and default to 0, `overlap_latency` (per cluster) to false (see
-`Device` and `Cluster`).
+`Device` and `Cluster`). `matmul_flops`, `conv_flops` and `copy_bandwidth`
+are measured rates (`tfplace.measurement.cluster_benchmark`), optional, 0
+when not measured; so is `run_overhead_s` (per device, default 0).
 """
 
 import dataclasses
@@ -34,6 +37,12 @@ import numpy as np
 from tfplace.device_names import canonical_device, device_type_of
 from tfplace.errors import ClusterError
 from tfplace.io_utils import read_json
+
+# Device fields holding measured rates (0: not measured).
+_MEASURED_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth")
+# Optional device fields left out of the JSON form when 0.
+_OMITTED_WHEN_ZERO = _MEASURED_RATES + ("run_overhead_s",)
+
 
 def _positive(value, what: str) -> float:
   try:
@@ -70,6 +79,17 @@ class Device:
     transfer_overhead_s: host time the device spends per tensor it sends to
       or receives from another device (serialization, RPC handling); it
       blocks the device's compute (see `tfplace.simulator.simulator`).
+    matmul_flops: measured FLOP/s of a dense matmul on this device (0: not
+      measured). Measured rates are what an op reaches, so the analytical
+      model uses them as they are, where it scales the datasheet figures
+      `peak_flops` and `memory_bandwidth` by efficiency factors.
+    conv_flops: measured FLOP/s of a 2-D convolution (0: not measured).
+    copy_bandwidth: measured bytes/s (read + written) of an element-wise op
+      on tensors larger than the caches (0: not measured).
+    run_overhead_s: seconds a step costs for this device when it runs any
+      op of the step, on top of the cluster's `step_overhead_s` (the
+      session master's call to run the device's part: an RPC to another
+      worker, a local call on the master's own).
   """
   name: str
   type: str
@@ -79,6 +99,10 @@ class Device:
   launch_overhead_s: float = 5e-6
   slots: int = 1
   transfer_overhead_s: float = 0.0
+  matmul_flops: float = 0.0
+  conv_flops: float = 0.0
+  copy_bandwidth: float = 0.0
+  run_overhead_s: float = 0.0
 
   def __post_init__(self):
     full = canonical_device(self.name)
@@ -90,6 +114,9 @@ class Device:
     _non_negative(self.launch_overhead_s, f"{full}: launch_overhead_s")
     object.__setattr__(self, "transfer_overhead_s", _non_negative(
         self.transfer_overhead_s, f"{full}: transfer_overhead_s"))
+    for field in _OMITTED_WHEN_ZERO:
+      object.__setattr__(self, field, _non_negative(getattr(self, field),
+                                                    f"{full}: {field}"))
     if int(self.slots) != self.slots or self.slots < 1:
       raise ClusterError(f"{full}: slots must be a positive integer")
 
@@ -215,7 +242,7 @@ class Cluster:
   def to_dict(self) -> dict:
     return {
         "name": self.name,
-        "devices": [dataclasses.asdict(d) for d in self.devices],
+        "devices": [_device_dict(d) for d in self.devices],
         "links": [dataclasses.asdict(l) for l in self.links],
         "default_link": dataclasses.asdict(self.default_link),
         "step_overhead_s": self.step_overhead_s,
@@ -249,6 +276,15 @@ class Cluster:
   @classmethod
   def from_json_file(cls, path: str) -> "Cluster":
     return cls.from_dict(read_json(path, "cluster", ClusterError), name=path)
+
+
+def _device_dict(device: Device) -> dict:
+  """A device's JSON form; measured rates only where measured."""
+  out = dataclasses.asdict(device)
+  for field in _OMITTED_WHEN_ZERO:
+    if not out[field]:
+      del out[field]
+  return out
 
 
 def _flag(value, what: str) -> bool:

@@ -5,7 +5,7 @@
     calibrated  the analytical model with a fitted calibration file
 
 A calibration also changes the cluster (links, launch overheads): callers
-apply `tfplace.cost.profiled.apply_calibration` to the cluster themselves.
+apply `tfplace.cost.calibrated.apply_calibration` to the cluster themselves.
 """
 
 from typing import Callable, Dict, List, Optional
@@ -29,11 +29,11 @@ def _grappler(calibration_path: Optional[str]) -> CostModel:
 
 
 def _calibrated(calibration_path: Optional[str]) -> CostModel:
-  from tfplace.cost import profiled
+  from tfplace.cost import calibrated
   if not calibration_path:
     raise TfplaceError("the calibrated cost model needs a calibration file "
                        "(--calibration calibration.json)")
-  return profiled.CalibratedCostModel(profiled.Calibration.load(
+  return calibrated.CalibratedCostModel(calibrated.Calibration.load(
       calibration_path))
 
 

@@ -1,8 +1,8 @@
 """Per-op, per-device costs: the input of the simulator and of every placer.
 
 A `CostModel` turns (graph, cluster) into `OpCosts`. The analytical model lives
-in `analytical.py`; profiled costs (measured per-op times) plug in through the
-same interface (`profiled.py`).
+in `analytical.py`, the calibrated one in `calibrated.py`; measured per-op times
+plug in through the same interface (`measured_times.py`).
 """
 
 import abc

@@ -1,45 +1,59 @@
-"""How well the calibrated simulator predicts real step times.
+"""How well the simulator predicts real step times.
 
-For one graph on a running TF server cluster: measure a few calibration
-placements, fit a `Calibration` from their op records (plus a link fit from
-the comm benchmark), then predict and measure many other placements (every
-baseline placer and random group placements) and compare: median absolute
-relative error and Spearman rank correlation.
+Two experiments on a running TF server cluster:
 
-Predictions are the calibrated simulator's step times and nothing else: the
-fixed cost per step and the host work per cross-device tensor are part of
-the simulator's model (`Cluster.step_overhead_s`,
-`Device.transfer_overhead_s`), fitted on the calibration runs only
-(`tfplace.measurement.calibration_runs.report_from_runs`, the fit that
-`tfplace calibrate` runs too); the evaluated placements never include a
-calibration placement. Calibration and evaluated placements
-are measured in one interleaved batch, so a shared machine's load drifting
-during the run biases neither side.
+* `run_cross` (`scripts/fidelity.py --cross`): calibrate once on the
+  calibration suite (`tfplace calibrate`'s flow), then for every other graph
+  place it with every baseline placer (on the calibrated costs), predict
+  each placement and measure it. Per graph: median |relative error| and
+  Spearman rank correlation of the calibrated predictions, the same for the
+  uncalibrated ones (the measured cluster with analytical costs), whether
+  the placement predicted best is, measured, within 5 % of the measured
+  best, and the share of predicted op time resting on op types the
+  calibration never saw. The judged graphs are never calibrated on.
+* `run_fidelity` with no calibration: the older per-graph check, fitted on
+  the graph's own one-device and split runs, judged on its other placements.
+
+Calibration and evaluated placements of one graph are measured in one
+interleaved batch, so a shared machine's load drifting during the run biases
+neither side.
 """
 
 import dataclasses
-from typing import Dict, List, Optional, Sequence, Tuple
+import math
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from tfplace.cost.analytical import AnalyticalCostModel
+from tfplace.cost.calibrated import (Calibration, CalibratedCostModel,
+                                     apply_calibration, calibration_coverage)
 from tfplace.cost.cluster import Cluster
-from tfplace.cost.profiled import Calibration
 from tfplace.experiments.compare_placers import (BASELINE_PLACERS,
                                                   compare_placers)
 from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.batch import measure_batch
-from tfplace.measurement.calibration import calibrated_simulator
+from tfplace.measurement.calibration_fit import calibrated_simulator
 from tfplace.measurement.calibration_runs import (CalibrationReport,
-                                                  PredictedRun,
-                                                  calibration_placements,
+                                                  GraphRuns, PredictedRun,
+                                                  calibrate_on_cluster,
                                                   median_abs_rel_error,
                                                   random_group_placements,
-                                                  report_from_runs)
-from tfplace.measurement.comm_benchmark import LinkFit
+                                                  report_from_runs,
+                                                  suite_placements)
+from tfplace.measurement.cluster_benchmark import (ClusterBenchmark,
+                                                   benchmark_cluster)
 from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.feeds import resolve_inputs
-from tfplace.measurement.timing import InputSource, describe_inputs
+from tfplace.measurement.timing import InputSource
 from tfplace.placement import Placement
+from tfplace.simulator.simulator import Simulator
+
+# The targets `scripts/fidelity.py --cross` checks (issue 13).
+TARGET_MEDIAN_ERROR = 0.15
+TARGET_SPEARMAN = 0.9
+TARGET_BEST_REGRET = 0.05
+TARGET_UNCALIBRATED_RATIO = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,11 +63,23 @@ class FidelityReport:
   Attributes:
     graph_name: the graph.
     num_ops: its ops.
-    rows: the evaluated placements, predicted vs measured.
-    calibration: the calibration fitted on the calibration runs.
-    median_abs_rel_error: over the measured rows.
-    spearman: rank correlation of predicted and measured step times.
-    calibration_report: the fit and its in-sample error.
+    rows: one per evaluated placement.
+    calibration: the calibration the predictions used.
+    median_abs_rel_error: of the calibrated predictions.
+    spearman: Spearman rho of calibrated predictions vs measurements.
+    calibration_report: the per-graph calibration's own report, if fitted
+      here.
+    uncalibrated_median_abs_rel_error: of the measured cluster's analytical
+      predictions (nan when not computed).
+    uncalibrated_median_ratio: median predicted / measured of those.
+    uncalibrated_spearman: their Spearman rho.
+    best_regret: measured step of the baseline placement predicted best,
+      over the best measured baseline step, minus 1 (nan: fewer than two
+      measured baselines).
+    predicted_best: that placement's label.
+    measured_best: the measured best baseline's label.
+    uncalibrated_share: share of the predicted op time (the predicted-best
+      placement) on op types the calibration has not seen.
     inputs: where the graph's inputs came from in every run (synthetic,
       the user's, or an in-graph pipeline; empty: the graph makes its own).
   """
@@ -64,15 +90,28 @@ class FidelityReport:
   median_abs_rel_error: float
   spearman: float
   calibration_report: Optional[CalibrationReport] = None
+  uncalibrated_median_abs_rel_error: float = math.nan
+  uncalibrated_median_ratio: float = math.nan
+  uncalibrated_spearman: float = math.nan
+  best_regret: float = math.nan
+  predicted_best: str = ""
+  measured_best: str = ""
+  uncalibrated_share: float = math.nan
   inputs: Tuple[InputSource, ...] = ()
 
 
-def baseline_placements(graph: OpGraph, cluster: Cluster
+def baseline_placements(graph: OpGraph, cluster: Cluster,
+                        calibration: Optional[Calibration] = None
                         ) -> List[Tuple[str, Placement]]:
   """The placement of every baseline placer that can place this graph on
-  this cluster (`compare_placers.BASELINE_PLACERS`)."""
+  this cluster (`compare_placers.BASELINE_PLACERS`), on the calibrated
+  costs when a calibration is given."""
+  model = None
+  if calibration is not None:
+    cluster = apply_calibration(cluster, calibration)
+    model = CalibratedCostModel(calibration)
   comparison = compare_placers(graph, cluster, BASELINE_PLACERS,
-                               progress=False)
+                               cost_model=model, progress=False)
   return [(run.placer, run.placement) for run in comparison.runs
           if run.placement is not None]
 
@@ -98,59 +137,166 @@ def predictor(graph: OpGraph, cluster: Cluster, calibration: Calibration):
   return lambda p: float(sim.simulate(p.to_array(graph, cluster)).step_time_s)
 
 
+def uncalibrated_simulator(graph: OpGraph, measured: Cluster) -> Simulator:
+  """The measured cluster with the analytical costs."""
+  return Simulator(graph, measured,
+                   AnalyticalCostModel().op_costs(graph, measured))
+
+
+def evaluate(graph: OpGraph, cluster: Cluster, calibration: Calibration,
+             labelled: Sequence[Tuple[str, Placement]], outcomes,
+             bench: Optional[ClusterBenchmark] = None,
+             baselines: Sequence[str] = BASELINE_PLACERS,
+             calibration_report: Optional[CalibrationReport] = None
+             ) -> FidelityReport:
+  """Predicted vs measured for measured placements (no runs here).
+
+  Args:
+    graph: the graph.
+    cluster: the uncalibrated cluster the runs used.
+    calibration: the calibration to judge.
+    labelled: (label, placement) per run.
+    outcomes: the `MeasureOutcome` of each run.
+    bench: the cluster's microbenchmarks, for the uncalibrated predictions.
+    baselines: labels of the baseline placements (the best-placement check
+      looks at these only).
+    calibration_report: kept in the report.
+  """
+  predict = predictor(graph, cluster, calibration)
+  plain = (uncalibrated_simulator(graph, bench.apply(cluster))
+           if bench is not None else None)
+  rows = []
+  for (label, p), o in zip(labelled, outcomes):
+    ids = p.to_array(graph, cluster)
+    rows.append(PredictedRun(
+        label, predict(p), o.timing.median_step_time_s if o.ok else None,
+        o.error, cross_transfers(graph, ids),
+        float(plain.simulate(ids).step_time_s) if plain else None))
+  rows = tuple(rows)
+  med, rho = summarize(rows)
+  plain_rows = [dataclasses.replace(r, predicted_s=r.uncalibrated_s)
+                for r in rows if r.uncalibrated_s is not None]
+  plain_med, plain_rho = summarize(plain_rows) if plain_rows else (
+      math.nan, math.nan)
+  ratios = [r.predicted_s / r.measured_s for r in plain_rows
+            if r.measured_s and math.isfinite(r.predicted_s)]
+  regret, predicted_best, measured_best = best_check(rows, baselines)
+  share = _share(graph, cluster, calibration, labelled, predicted_best)
+  return FidelityReport(
+      graph.name, graph.num_ops, rows, calibration, med, rho,
+      calibration_report, plain_med,
+      float(np.median(ratios)) if ratios else math.nan, plain_rho, regret,
+      predicted_best, measured_best, share)
+
+
+def _share(graph, cluster, calibration, labelled, label) -> float:
+  placements = dict(labelled)
+  if label not in placements:
+    return math.nan
+  calibrated = apply_calibration(cluster, calibration)
+  costs = CalibratedCostModel(calibration).op_costs(graph, calibrated)
+  ids = placements[label].to_array(graph, cluster)
+  return calibration_coverage(graph, calibrated, calibration, costs,
+                              ids).uncalibrated_share
+
+
+def best_check(rows: Sequence[PredictedRun], baselines: Sequence[str]
+               ) -> Tuple[float, str, str]:
+  """(regret, predicted best, measured best) over the measured baseline
+  rows: regret = measured step of the predicted best / the best measured
+  step - 1 (nan with fewer than two measured baselines)."""
+  ok = [r for r in rows if r.label in baselines and r.measured_s
+        and math.isfinite(r.predicted_s)]
+  if len(ok) < 2:
+    return math.nan, "", ""
+  predicted = min(ok, key=lambda r: r.predicted_s)
+  measured = min(ok, key=lambda r: r.measured_s)
+  return (predicted.measured_s / measured.measured_s - 1.0, predicted.label,
+          measured.label)
+
+
 def run_fidelity(graph: OpGraph, cluster: Cluster, config: MeasureConfig, *,
-                 num_random: int = 16, num_calibration_random: int = 8,
-                 link_fits: Optional[Dict[str, LinkFit]] = None,
-                 cache_dir: Optional[str] = None, seed: int = 0,
-                 feeds=None, feed_options=None) -> FidelityReport:
-  """Calibrates on a few runs, then predicts and measures other placements.
+                 calibration: Optional[Calibration] = None,
+                 bench: Optional[ClusterBenchmark] = None,
+                 num_random: int = 16, cache_dir: Optional[str] = None,
+                 seed: int = 0, feeds=None,
+                 feed_options=None) -> FidelityReport:
+  """Measures and predicts the baseline and random placements of a graph.
 
   Args:
     graph: the graph to place.
     cluster: the (uncalibrated) cluster of the running servers.
     config: the servers' session target, warmup and timed steps per
       placement (the median is used), deadlines per placement.
+    calibration: the calibration to judge (`run_cross`'s); None: fit one
+      on this graph's own `suite_placements`, measured in the same batch
+      and never evaluated.
+    bench: the cluster's microbenchmarks (None: measured here).
     num_random: random group placements evaluated besides the baselines.
-    num_calibration_random: random placements among the calibration runs.
-    link_fits: link kind -> fitted latency/bandwidth (comm benchmark).
     cache_dir: measurement cache directory.
     seed: seed of the random placements.
     feeds: values for the graph's placeholders (see `measure_batch`).
     feed_options: how synthetic input values are made.
-
-  Returns:
-    The report over the evaluated placements, none of which is a
-    calibration placement.
   """
   inputs = resolve_inputs(graph, feeds, feed_options)
-  calib_set = calibration_placements(graph, cluster, seed,
-                                     num_calibration_random)
+  if bench is None:
+    bench = benchmark_cluster(cluster, config, progress=False)
+  baselines = baseline_placements(graph, cluster, calibration)
+  calib_set = [] if calibration is not None else suite_placements(graph,
+                                                                  cluster)
   fitted_on = {_key(p) for _, p in calib_set}
   labelled = [(label, p) for label, p in _dedupe(
-      baseline_placements(graph, cluster)
-      + random_group_placements(graph, cluster, num_random, seed=seed))
+      baselines + random_group_placements(graph, cluster, num_random,
+                                          seed=seed))
               if _key(p) not in fitted_on]
   # One batch, calibration runs spread among the evaluated ones, so a
   # machine that slows down or speeds up mid-way biases neither side.
   order = interleave(len(calib_set), len(labelled))
   everything = list(calib_set) + list(labelled)
   measured = measure_batch(graph, [everything[i][1] for i in order], config,
-                           cluster=cluster, cache_dir=cache_dir,
-                           feeds=inputs)
+                           cluster=cluster, cache_dir=cache_dir, feeds=inputs)
   by_index = dict(zip(order, measured))
-  calib_out = [by_index[i] for i in range(len(calib_set))]
   outcomes = [by_index[len(calib_set) + j] for j in range(len(labelled))]
-  fitted = report_from_runs(graph, cluster, calib_set, calib_out, link_fits)
-  calibration = fitted.calibration
-  predict = predictor(graph, cluster, calibration)
-  rows = tuple(
-      PredictedRun(label, predict(p),
-                   o.timing.median_step_time_s if o.ok else None, o.error,
-                   cross_transfers(graph, p.to_array(graph, cluster)))
-      for (label, p), o in zip(labelled, outcomes))
-  med, rho = summarize(rows)
-  return FidelityReport(graph.name, graph.num_ops, rows, calibration, med,
-                        rho, fitted, inputs.sources)
+  fitted = None
+  if calibration is None:
+    runs = GraphRuns(graph.name, graph, tuple(calib_set),
+                     tuple(by_index[i] for i in range(len(calib_set))))
+    fitted = report_from_runs(cluster, bench, [runs])
+    calibration = fitted.calibration
+  report = evaluate(graph, cluster, calibration, labelled, outcomes, bench,
+                    [label for label, _ in baselines], fitted)
+  return dataclasses.replace(report, inputs=inputs.sources)
+
+
+@dataclasses.dataclass(frozen=True)
+class CrossReport:
+  """One calibration judged on graphs it never saw.
+
+  Attributes:
+    calibration_report: the calibration and its in-sample report.
+    reports: one per judged graph.
+  """
+  calibration_report: CalibrationReport
+  reports: Tuple[FidelityReport, ...]
+
+
+def run_cross(graphs: Sequence[OpGraph], cluster: Cluster,
+              config: MeasureConfig, calibration_graphs: Sequence[OpGraph],
+              *, num_random: int = 0, cache_dir: Optional[str] = None,
+              seed: int = 0, progress: bool = True,
+              feed_options=None) -> CrossReport:
+  """Calibrates once on `calibration_graphs`, then `run_fidelity` on each
+  of `graphs` with that calibration (synthetic values for placeholders,
+  made as `feed_options` says)."""
+  bench = benchmark_cluster(cluster, config, progress=progress)
+  report = calibrate_on_cluster(calibration_graphs, cluster, config,
+                                bench=bench, cache_dir=cache_dir,
+                                progress=progress, feed_options=feed_options)
+  reports = tuple(
+      run_fidelity(g, cluster, config, calibration=report.calibration,
+                   bench=bench, num_random=num_random, cache_dir=cache_dir,
+                   seed=seed, feed_options=feed_options) for g in graphs)
+  return CrossReport(report, reports)
 
 
 def interleave(num_a: int, num_b: int) -> List[int]:
@@ -182,39 +328,3 @@ def summarize(rows: Sequence[PredictedRun]) -> Tuple[float, float]:
   rho = stats.spearmanr([r.predicted_s for r in ok],
                         [r.measured_s for r in ok]).statistic
   return med, float(rho)
-
-
-def markdown_table(report: FidelityReport) -> str:
-  """The per-placement table, predicted vs measured, in milliseconds."""
-  lines = [f"### {report.graph_name} ({report.num_ops} ops)", "",
-           f"inputs: {describe_inputs(report.inputs)}", "",
-           "| placement | transfers | predicted ms | measured ms | abs error |",
-           "|---|---:|---:|---:|---:|"]
-  for r in report.rows:
-    measured = f"{r.measured_s * 1e3:.2f}" if r.measured_s else f"failed: {r.error}"
-    err = f"{r.abs_rel_error * 100:.1f} %" if r.abs_rel_error is not None else "-"
-    lines.append(f"| {r.label} | {r.num_transfers} | "
-                 f"{r.predicted_s * 1e3:.2f} | {measured} | {err} |")
-  cal = report.calibration
-  lines += ["", f"median abs error {report.median_abs_rel_error * 100:.1f} %, "
-            f"Spearman {report.spearman:.3f}; calibration: compute scale "
-            f"{dict(cal.compute_scale)}, overhead {dict(cal.launch_overhead_s)}, "
-            f"link latency {_latency_us(cal):.1f} us, per-transfer host "
-            f"overhead {_per_type_us(cal.transfer_overhead_s)}, "
-            f"step overhead {cal.step_overhead_s * 1e3:.3f} ms, latency "
-            f"{'overlapped' if cal.overlap_latency else 'holds the link'}"]
-  if report.calibration_report is not None:
-    fit = report.calibration_report
-    lines += ["", f"in-sample median abs error on the {len(fit.runs)} "
-              f"calibration runs: {fit.median_abs_rel_error * 100:.1f} %"]
-  lines.append("")
-  return "\n".join(lines)
-
-
-def _per_type_us(values) -> str:
-  return ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in sorted(values.items()))
-
-
-def _latency_us(calibration: Calibration) -> float:
-  links = list(calibration.links.values())
-  return links[0].latency_s * 1e6 if links else float("nan")

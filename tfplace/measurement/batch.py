@@ -66,12 +66,14 @@ class _Job:
 def placement_key(graph: OpGraph, placement: Placement,
                   config: Optional[MeasureConfig] = None,
                   inputs: Optional[StepInputs] = None) -> str:
-  """A stable hash of the graph fingerprint, the placement and the settings
-  that change a timing (server or in process, warmup and timed steps, what
-  is fed: a graph without feeds keeps the key it had before feeds)."""
+  """A stable hash of the graph fingerprint and shapes (the same graph at
+  another size is another graph), the placement and the settings that
+  change a timing (server or in process, warmup and timed steps, what is
+  fed: a graph without feeds keeps the key it had before feeds)."""
   config = config or MeasureConfig()
   h = hashlib.sha256()
   h.update(graph.fingerprint.encode())
+  h.update(repr([op.output_shapes for op in graph.ops]).encode())
   h.update(json.dumps(sorted(placement.devices.items())).encode())
   h.update(f"|remote={config.remote}|warmup={config.warmup}|"
            f"steps={config.steps}".encode())

@@ -1,30 +1,38 @@
-"""Calibration on a running cluster: placements, measurements, fits.
+"""Calibration on a running cluster: microbenchmarks, runs, fits, report.
 
-`calibrate_on_cluster` is what `tfplace calibrate` runs: the link benchmark
-between two workers, the calibration placements (`calibration_placements`:
-all ops on one device, the topological halves, random colocation-group
-placements) measured with `measure_batch`, the fits of
-`tfplace.measurement.calibration` (`fit_from_runs`), and the fitted
-simulator's in-sample error on those same runs. `scripts/fidelity.py` uses
-the same pieces, then scores the simulator on other placements.
+`calibrate_on_cluster` is what `tfplace calibrate` runs: the cluster's
+microbenchmarks (`cluster_benchmark.benchmark_cluster`), then for each
+calibration graph (the shipped suite, `tfplace.models.calibration_suite`, or
+graphs the caller chooses) its `suite_placements` measured with
+`measure_batch`, the per-op-type fit of `calibration_fit` on the op
+records of the one-device runs, and the fitted simulator's in-sample error
+on every run. `tfplace.experiments.fidelity` judges the result on other
+graphs.
+
+Also here: placement generators shared with fidelity (`halves_placement`,
+`random_group_placements`) and the predicted-vs-measured record
+(`PredictedRun`).
 """
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from absl import logging
 import numpy as np
-from tqdm.auto import tqdm
 
+from tfplace.cost.calibrated import Calibration, apply_calibration
 from tfplace.cost.cluster import Cluster
-from tfplace.cost.profiled import Calibration
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
-from tfplace.measurement import comm_benchmark
-from tfplace.measurement.batch import measure_batch
-from tfplace.measurement.calibration import (calibrate, calibrated_simulator,
-                                             fit_overheads)
-from tfplace.measurement.comm_benchmark import LinkFit
+from tfplace.measurement.batch import MeasureOutcome, measure_batch
+from tfplace.measurement.calibration_fit import (FitBounds,
+                                                 calibrated_simulator,
+                                                 calibration_from_benchmark,
+                                                 fit_message_share,
+                                                 fit_op_types,
+                                                 samples_from_timing)
+from tfplace.measurement.cluster_benchmark import (BenchmarkConfig,
+                                                   ClusterBenchmark,
+                                                   benchmark_cluster)
 from tfplace.measurement.config import MeasureConfig
 from tfplace.placement import Placement
 
@@ -56,51 +64,20 @@ def halves_placement(graph: OpGraph, cluster: Cluster) -> Placement:
                               placer="halves")
 
 
-def calibration_placements(graph: OpGraph, cluster: Cluster, seed: int = 0,
-                           num_random: int = 8
-                           ) -> List[Tuple[str, Placement]]:
-  """All ops on the last device (not device 0, so that a baseline's
-  all-on-device-0 placement can still be evaluated), the topological halves,
-  and `num_random` random group placements (seeded apart from the evaluated
-  ones of `tfplace.experiments.fidelity`)."""
-  last = np.full(graph.num_ops, cluster.num_devices - 1, dtype=np.int32)
-  return ([(f"all_on_{cluster.num_devices - 1}",
-            Placement.from_array(graph, cluster, last))]
-          + [("halves", halves_placement(graph, cluster))]
-          + [(f"calib_{label}", p) for label, p in random_group_placements(
-              graph, cluster, num_random, seed=seed + 1000)])
-
-
-def fit_from_runs(graph: OpGraph, cluster: Cluster,
-                  labelled: Sequence[Tuple[str, Placement]], outcomes,
-                  link_fits: Optional[Dict[str, LinkFit]] = None
-                  ) -> Calibration:
-  """Op-time calibration, then step and transfer overheads, from runs.
-
-  Args:
-    graph: the measured graph.
-    cluster: the (uncalibrated) cluster of the runs.
-    labelled: (label, placement) per run.
-    outcomes: the `MeasureOutcome` of each run, in the same order.
-    link_fits: link kind -> fitted latency/bandwidth.
-
-  Raises:
-    MeasureError: no run succeeded.
-  """
-  timings = [o.timing for o in outcomes if o.ok]
-  if not timings:
-    raise MeasureError(f"{graph.name}: no calibration run succeeded: "
-                       f"{outcomes[0].error if outcomes else 'no runs'}")
-  # Op times come from the one-device runs when there are some: on
-  # multi-worker runs gRPC work shares the pinned cores and inflates op
-  # durations (that work is the transfer overhead, fitted next).
-  single = [o.timing for (_, p), o in zip(labelled, outcomes)
-            if o.ok and len(set(p.devices.values())) == 1]
-  calibration = calibrate(graph, cluster, single or timings,
-                          link_fits=link_fits)
-  measured = [(p.to_array(graph, cluster), o.timing.median_step_time_s)
-              for (_, p), o in zip(labelled, outcomes) if o.ok]
-  return fit_overheads(graph, cluster, calibration, measured)
+def suite_placements(graph: OpGraph, cluster: Cluster, seed: int = 0
+                     ) -> List[Tuple[str, Placement]]:
+  """The runs of one calibration graph: the whole graph on each device
+  ("on_<i>": their op records feed the fit), the topological halves (few
+  transfers) and one random group placement (many): the split runs that
+  choose the per-message cost share and check transfers in-sample."""
+  out = [(f"on_{j}", Placement.from_array(
+      graph, cluster, np.full(graph.num_ops, j, dtype=np.int32)))
+         for j in range(cluster.num_devices)]
+  if cluster.num_devices > 1:
+    out.append(("halves", halves_placement(graph, cluster)))
+    out += [("random", p) for _, p in random_group_placements(
+        graph, cluster, 1, seed=seed + 1000)]
+  return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,17 +86,20 @@ class PredictedRun:
   measured one (calibration runs and fidelity rows alike).
 
   Attributes:
-    label: the placement's label ("all_on_1", "halves", "m_etf", ...).
+    label: the placement's label ("on_1", "halves", "m_etf", ...).
     predicted_s: the calibrated simulator's step time (seconds).
     measured_s: the measured median step time, None if the run failed.
     error: the failure message of a failed run.
     num_transfers: cross-device tensors of the placement (0: not counted).
+    uncalibrated_s: the uncalibrated prediction (the measured cluster with
+      analytical costs), if computed.
   """
   label: str
   predicted_s: float
   measured_s: Optional[float]
   error: Optional[str] = None
   num_transfers: int = 0
+  uncalibrated_s: Optional[float] = None
 
   @property
   def abs_rel_error(self) -> Optional[float]:
@@ -136,122 +116,186 @@ def median_abs_rel_error(runs: Sequence[PredictedRun]) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
+class GraphRuns:
+  """The measured calibration runs of one graph.
+
+  Attributes:
+    label: the graph's label in the report (its name, "#k" when repeated).
+    graph: the graph.
+    placements: (label, placement) per run.
+    outcomes: the `MeasureOutcome` of each run, in the same order.
+  """
+  label: str
+  graph: OpGraph
+  placements: Tuple[Tuple[str, Placement], ...]
+  outcomes: Tuple[MeasureOutcome, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class CalibrationReport:
   """A fitted calibration and how well it reproduces its own runs.
 
   Attributes:
-    graph_name: the graph it was fitted on.
-    num_ops: that graph's ops.
+    graph_names: the graphs it was fitted on.
+    num_ops: their ops, summed.
     calibration: the fitted calibration.
-    runs: the calibration runs, predicted (in-sample) vs measured.
+    benchmark: the cluster's microbenchmarks.
+    runs: every calibration run ("graph:placement"), predicted (in-sample)
+      vs measured.
     median_abs_rel_error: median |predicted - measured| / measured over the
-      successful runs: an in-sample figure (the fit saw these runs).
-    link_fits: link kind -> benchmarked link (empty: the cluster's default
-      link was kept).
+      measured runs: an in-sample figure (the fit saw their op records).
+    num_samples: op records the fit used.
   """
-  graph_name: str
+  graph_names: Tuple[str, ...]
   num_ops: int
   calibration: Calibration
+  benchmark: ClusterBenchmark
   runs: Tuple[PredictedRun, ...]
   median_abs_rel_error: float
-  link_fits: Mapping[str, LinkFit] = dataclasses.field(default_factory=dict)
+  num_samples: int
 
 
-def report_from_runs(graph: OpGraph, cluster: Cluster,
-                     labelled: Sequence[Tuple[str, Placement]], outcomes,
-                     link_fits: Optional[Dict[str, LinkFit]] = None
-                     ) -> CalibrationReport:
-  """`fit_from_runs`, then the fitted simulator on the same runs.
+def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
+                  runs: Sequence[GraphRuns],
+                  bounds: FitBounds = FitBounds(), notes: str = ""
+                  ) -> Tuple[Calibration, int]:
+  """(calibration, op records used): the measured figures of `bench`, op
+  types fitted on the one-device runs' op records (multi-device runs are
+  left out: gRPC work shares the workers' cores and inflates their op
+  durations), and the share of the per-message cost each end pays, chosen
+  on the multi-device runs (`calibration_fit.fit_message_share`).
 
-  Args:
-    graph: the measured graph.
-    cluster: the (uncalibrated) cluster of the runs.
-    labelled: (label, placement) per run.
-    outcomes: the `MeasureOutcome` of each run, in the same order.
-    link_fits: link kind -> benchmarked link.
+  Raises:
+    MeasureError: no one-device run succeeded.
   """
-  calibration = fit_from_runs(graph, cluster, labelled, outcomes, link_fits)
-  sim = calibrated_simulator(graph, cluster, calibration)
-  ids = np.stack([p.to_array(graph, cluster) for _, p in labelled])
-  predicted = sim.simulate_batch(ids)
-  runs = tuple(
-      PredictedRun(label, float(pred),
-                   o.timing.median_step_time_s if o.ok else None, o.error)
-      for (label, _), pred, o in zip(labelled, predicted, outcomes))
-  return CalibrationReport(graph.name, graph.num_ops, calibration, runs,
-                           median_abs_rel_error(runs), dict(link_fits or {}))
+  # The roofline at the same figures the calibration predicts with.
+  measured = apply_calibration(cluster, calibration_from_benchmark(
+      bench, cluster))
+  traced = {d.device: d.traced_op_s for d in bench.devices}
+  samples, split = [], []
+  for r in runs:
+    for (_, p), o in zip(r.placements, r.outcomes):
+      if not o.ok:
+        continue
+      if len(set(p.devices.values())) == 1:
+        samples += samples_from_timing(r.graph, measured, o.timing, traced)
+      else:
+        split.append((r.graph, p.to_array(r.graph, cluster),
+                      o.timing.median_step_time_s))
+  if not samples:
+    errors = [o.error for r in runs for o in r.outcomes if not o.ok]
+    raise MeasureError("no one-device calibration run succeeded"
+                       + (f": {errors[0]}" if errors else ""))
+  op_types = fit_op_types(samples, bounds)
+  share = fit_message_share(cluster, bench, op_types, split)
+  calibration = calibration_from_benchmark(
+      bench.with_message_share(share), cluster, op_types,
+      notes or f"fitted from {len(samples)} op records of "
+      f"{', '.join(r.label for r in runs)} on {cluster.name}; per-message "
+      f"cost share {share:.2f}")
+  return calibration, len(samples)
 
 
-def benchmark_link(cluster: Cluster, config: MeasureConfig, *,
-                   sizes: Sequence[int] = comm_benchmark.DEFAULT_SIZES,
-                   progress: bool = True) -> Optional[LinkFit]:
-  """Fits the link between the cluster's first two devices.
+def report_from_runs(cluster: Cluster, bench: ClusterBenchmark,
+                     runs: Sequence[GraphRuns],
+                     bounds: FitBounds = FitBounds(),
+                     notes: str = "") -> CalibrationReport:
+  """`fit_from_runs`, then the fitted simulator on every run."""
+  calibration, num_samples = fit_from_runs(cluster, bench, runs, bounds,
+                                           notes)
+  predicted = []
+  for r in runs:
+    sim = calibrated_simulator(r.graph, cluster, calibration)
+    ids = np.stack([p.to_array(r.graph, cluster) for _, p in r.placements])
+    for (label, _), pred, o in zip(r.placements, sim.simulate_batch(ids),
+                                   r.outcomes):
+      predicted.append(PredictedRun(
+          f"{r.label}:{label}", float(pred),
+          o.timing.median_step_time_s if o.ok else None, o.error))
+  return CalibrationReport(
+      tuple(r.label for r in runs), sum(r.graph.num_ops for r in runs),
+      calibration, bench, tuple(predicted), median_abs_rel_error(predicted),
+      num_samples)
+
+
+def graph_labels(graphs: Sequence[OpGraph]) -> List[str]:
+  """Each graph's name, with "#k" added to the k-th repeat of a name."""
+  seen: Dict[str, int] = {}
+  out = []
+  for g in graphs:
+    k = seen.get(g.name, 0)
+    seen[g.name] = k + 1
+    out.append(g.name if k == 0 else f"{g.name}#{k}")
+  return out
+
+
+def measure_suite(graphs: Sequence[OpGraph], cluster: Cluster,
+                  config: MeasureConfig, *, cache_dir: Optional[str] = None,
+                  progress: bool = True, feeds: Optional[Sequence] = None,
+                  feed_options=None) -> List[GraphRuns]:
+  """Measures `suite_placements` of every graph.
 
   Args:
+    graphs: the calibration graphs.
     cluster: the cluster of the running servers.
-    config: their session target; `warmup` untimed and `steps` timed runs
-      per tensor size.
-    sizes: tensor sizes in bytes.
-    progress: show a tqdm bar.
-
-  Returns:
-    The fit, or None (logged) when the cluster has one device or the
-    benchmark or the fit fails: the cluster's default link is then kept.
-  """
-  if cluster.num_devices < 2:
-    logging.info("one device: no link to benchmark")
-    return None
-  src, dst = cluster.device_names[:2]
-  samples = []
-  try:
-    for nbytes in tqdm(sizes, desc="link benchmark", disable=not progress):
-      samples += comm_benchmark.benchmark_transfers(
-          src, dst, sizes=(nbytes,), config=config)
-    fit = comm_benchmark.fit_link(samples)
-  except MeasureError as e:
-    logging.warning("link benchmark failed (%s); keeping the default link "
-                    "%s", e, cluster.default_link)
-    return None
-  logging.info("link %s -> %s: latency %.3g s, bandwidth %.3g B/s (R^2 "
-               "%.3f)", src, dst, fit.latency_s, fit.bandwidth, fit.r2)
-  return fit
-
-
-def calibrate_on_cluster(graph: OpGraph, cluster: Cluster,
-                         config: MeasureConfig, *, num_random: int = 8,
-                         link: bool = True, seed: int = 0,
-                         cache_dir: Optional[str] = None,
-                         progress: bool = True, feeds=None,
-                         feed_options=None) -> CalibrationReport:
-  """Benchmarks the link, measures the calibration placements, fits.
-
-  Args:
-    graph: the graph to measure (a small one is enough; the calibration is
-      usable with any graph, see the module docstring).
-    cluster: the (uncalibrated) cluster of the running servers.
-    config: the servers' session target ("grpc://host:port"), warmup and
-      timed steps per placement (the median is used), deadlines per
-      placement.
-    num_random: random group placements among the calibration runs.
-    link: run the link benchmark (else keep the cluster's default link).
-    seed: seed of the random placements.
+    config: target, warmup and timed steps, deadlines.
     cache_dir: measurement cache directory.
     progress: show tqdm bars.
-    feeds: values for the graph's placeholders (see `measure_batch`).
+    feeds: per graph, values for its placeholders (see `measure_batch`;
+      None: synthetic values for every graph that has placeholders).
+    feed_options: how synthetic input values are made.
+  """
+  feeds = list(feeds) if feeds is not None else [None] * len(graphs)
+  out = []
+  for label, graph, fed in zip(graph_labels(graphs), graphs, feeds):
+    placements = suite_placements(graph, cluster)
+    outcomes = measure_batch(graph, [p for _, p in placements], config,
+                             cluster=cluster, cache_dir=cache_dir,
+                             progress=progress, feeds=fed,
+                             feed_options=feed_options)
+    out.append(GraphRuns(label, graph, tuple(placements), tuple(outcomes)))
+  return out
+
+
+def calibrate_on_cluster(graphs: Sequence[OpGraph], cluster: Cluster,
+                         config: MeasureConfig, *,
+                         bench: Optional[ClusterBenchmark] = None,
+                         bench_config: BenchmarkConfig = BenchmarkConfig(),
+                         bounds: FitBounds = FitBounds(),
+                         cache_dir: Optional[str] = None,
+                         progress: bool = True,
+                         feeds: Optional[Sequence] = None,
+                         feed_options=None) -> CalibrationReport:
+  """Benchmarks the cluster, measures the calibration graphs, fits.
+
+  Args:
+    graphs: the calibration graphs (the suite: `tfplace.models.
+      calibration_suite`; the calibration then describes the cluster, for
+      any graph).
+    cluster: the (uncalibrated) cluster of the running servers.
+    config: the servers' session target, warmup and timed steps per
+      placement (the median is used), deadlines per placement.
+    bench: the cluster's microbenchmarks if already measured (None: run
+      them now).
+    bench_config: their sizes.
+    bounds: the bounds of the per-op-type fit.
+    cache_dir: measurement cache directory.
+    progress: show tqdm bars.
+    feeds: per graph, values for its placeholders (see `measure_suite`).
     feed_options: how synthetic input values are made.
 
   Returns:
-    The calibration and its in-sample error on the calibration runs.
+    The calibration, the microbenchmarks and the in-sample error.
 
   Raises:
-    MeasureError: no calibration run succeeded.
+    MeasureError: a microbenchmark failed, or no one-device run succeeded.
+    FeedError: a feed does not fit its graph.
   """
-  link_fit = (benchmark_link(cluster, config, progress=progress)
-              if link else None)
-  labelled = calibration_placements(graph, cluster, seed, num_random)
-  outcomes = measure_batch(graph, [p for _, p in labelled], config,
-                           cluster=cluster, cache_dir=cache_dir,
-                           progress=progress, feeds=feeds,
-                           feed_options=feed_options)
-  link_fits = {cluster.default_link.kind: link_fit} if link_fit else None
-  return report_from_runs(graph, cluster, labelled, outcomes, link_fits)
+  if not graphs:
+    raise MeasureError("calibration needs at least one graph")
+  if bench is None:
+    bench = benchmark_cluster(cluster, config, bench_config, progress)
+  runs = measure_suite(graphs, cluster, config, cache_dir=cache_dir,
+                       progress=progress, feeds=feeds,
+                       feed_options=feed_options)
+  return report_from_runs(cluster, bench, runs, bounds)

@@ -15,6 +15,11 @@ worker whose profiler port is unusable falls back to its server port (TF
 servers answer profiler requests too). `RemoteCluster` describes servers
 someone else started (several hosts); both give a session `target`, the
 `profiler_addresses` and a `to_cluster()` for the simulator.
+
+`LocalCluster(..., benchmark=True)` (or `lc.benchmark()` once started)
+measures the workers and links (`tfplace.measurement.cluster_benchmark`);
+`to_cluster()` then describes the measured devices and links instead of
+the rough per-core figures below.
 """
 
 import dataclasses
@@ -231,7 +236,7 @@ class LocalCluster:
   def __init__(self, num_workers: int = 2, cores_per_worker: int = 1,
                base_port: Optional[int] = None, start_timeout_s: float = 120.0,
                detached: bool = False, log_dir: Optional[str] = None,
-               keep_logs: bool = False):
+               keep_logs: bool = False, benchmark: bool = False):
     """Describes the cluster; `start()` (or `with`) launches it.
 
     Args:
@@ -248,6 +253,8 @@ class LocalCluster:
         directory, removed by `stop()` unless `keep_logs`, or unless a
         worker failed to start: its log says why).
       keep_logs: keep the temporary log directory after `stop()`.
+      benchmark: measure the devices and links once started (a few
+        seconds; see `benchmark`).
     """
     if num_workers < 1 or cores_per_worker < 1:
       raise MeasureError("num_workers and cores_per_worker must be >= 1")
@@ -262,6 +269,8 @@ class LocalCluster:
     self.ports: List[int] = []
     self.profiler_ports: List[Optional[int]] = []
     self.processes: List[subprocess.Popen] = []
+    self.run_benchmark = benchmark
+    self.measured = None  # The ClusterBenchmark, once measured.
 
   # ---- description -------------------------------------------------------
 
@@ -290,7 +299,29 @@ class LocalCluster:
     return [p.pid for p in self.processes]
 
   def to_cluster(self) -> Cluster:
-    return make_worker_cluster(self.num_workers, self.cores_per_worker)
+    """The workers as a Cluster: measured once `benchmark` ran."""
+    cluster = make_worker_cluster(self.num_workers, self.cores_per_worker)
+    return self.measured.apply(cluster) if self.measured else cluster
+
+  def benchmark(self, config=None, progress: bool = False):
+    """Measures the running workers and links; `to_cluster()` uses the
+    figures from now on.
+
+    Args:
+      config: a `MeasureConfig` (its target is this cluster's); default
+        `MeasureConfig(target=self.target)`.
+      progress: show a tqdm bar.
+
+    Returns:
+      The `ClusterBenchmark`.
+    """
+    from tfplace.measurement.cluster_benchmark import benchmark_cluster
+    from tfplace.measurement.config import MeasureConfig
+    config = (config or MeasureConfig()).replace(target=self.target)
+    self.measured = benchmark_cluster(
+        make_worker_cluster(self.num_workers, self.cores_per_worker), config,
+        progress=progress)
+    return self.measured
 
   def core_sets(self) -> List[List[int]]:
     """The cores each worker is pinned to."""
@@ -364,6 +395,12 @@ class LocalCluster:
     _RUNNING[self.target] = self
     logging.info("local cluster up: %s, profilers %s (logs in %s)",
                  self.addresses, self.profiler_addresses, log_dir)
+    if self.run_benchmark:
+      try:
+        self.benchmark()
+      except BaseException:
+        self.stop()
+        raise
     return self
 
   def _choose_ports(self) -> Tuple[List[int], List[Optional[int]]]:
@@ -459,4 +496,7 @@ class LocalCluster:
             "profiler_addresses": self.profiler_addresses,
             "target": self.target, "cores": self.core_sets(),
             "cores_per_worker": self.cores_per_worker,
-            "log_dir": self.log_dir, "owns_log_dir": self.owns_log_dir}
+            "log_dir": self.log_dir, "owns_log_dir": self.owns_log_dir,
+            **({"cluster": self.to_cluster().to_dict(),
+                "benchmark": self.measured.to_dict()} if self.measured
+               else {})}

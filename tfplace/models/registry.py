@@ -4,18 +4,25 @@
     tiny = build_model("nmt", hidden=8, src_len=3, tgt_len=3)
     built = build_tf_graph("mlp_towers", num_towers=2)  # a tf.Graph to run
 
-Models: ``rnnlm``, ``nmt``, ``inception_v3`` (Mirhoseini et al., ICML 2017)
-and the small test graphs ``mlp_towers``, ``chain_mlp``, ``small_cnn``.
+Models: ``rnnlm``, ``nmt``, ``inception_v3`` (Mirhoseini et al., ICML 2017),
+the small test graphs ``mlp_towers``, ``chain_mlp``, ``small_cnn``, the
+held-out fidelity graphs ``resnet_like``, ``transformer``, ``random_dag``, and
+the calibration suite's ``calib_conv``, ``calib_matmul``, ``calib_embedding``,
+``calib_elementwise`` (`tfplace.models.calibration_suite`).
 """
 
 import dataclasses
 from typing import Any, Callable, Dict, List, Tuple
 
 from tfplace.errors import GraphImportError
+from tfplace.models import calibration_suite
 from tfplace.models import inception_v3
 from tfplace.models import nmt
+from tfplace.models import random_dag
+from tfplace.models import resnet_like
 from tfplace.models import rnnlm
 from tfplace.models import small
+from tfplace.models import transformer
 from tfplace.models.common import BuiltGraph
 
 __all__ = ["BuiltGraph", "MODELS", "build_model", "build_tf_graph",
@@ -28,6 +35,17 @@ MODELS: Dict[str, Tuple[type, Callable[[Any], BuiltGraph]]] = {
     "mlp_towers": (small.MlpTowersConfig, small.build_mlp_towers),
     "chain_mlp": (small.ChainMlpConfig, small.build_chain_mlp),
     "small_cnn": (small.SmallCnnConfig, small.build_small_cnn),
+    "resnet_like": (resnet_like.ResnetLikeConfig, resnet_like.build),
+    "transformer": (transformer.TransformerConfig, transformer.build),
+    "random_dag": (random_dag.RandomDagConfig, random_dag.build),
+    "calib_conv": (calibration_suite.CalibConvConfig,
+                   calibration_suite.build_conv),
+    "calib_matmul": (calibration_suite.CalibMatmulConfig,
+                     calibration_suite.build_matmul),
+    "calib_embedding": (calibration_suite.CalibEmbeddingConfig,
+                        calibration_suite.build_embedding),
+    "calib_elementwise": (calibration_suite.CalibElementwiseConfig,
+                          calibration_suite.build_elementwise),
 }
 
 

@@ -42,7 +42,9 @@ Semantics (one training step):
     in the simulation, wherever it is placed (no CPU device: where placed).
   * Fixed cost per step (`Cluster.step_overhead_s`, default 0): added to the
     step time of every feasible placement (the schedule's times are not
-    shifted; `step_time_s` = makespan + step overhead).
+    shifted; `step_time_s` = makespan + step overhead), and for each device
+    the placement uses, that device's `Device.run_overhead_s` (default 0:
+    the session master's call to run the device's part of the step).
 
 The event loop is compiled with numba (`kernel.py`); `simulate_batch`
 evaluates many placements in one call, which is what the learned placers use.
@@ -131,6 +133,8 @@ class Simulator:
     self._xfer_ovh = np.array([dv.transfer_overhead_s for dv in cluster.devices],
                               dtype=np.float64)
     self._step_ovh = float(cluster.step_overhead_s)
+    self._run_ovh = np.array([dv.run_overhead_s for dv in cluster.devices],
+                             dtype=np.float64)
     self._overlap_lat = bool(cluster.overlap_latency)
     cpus = [i for i, dv in enumerate(cluster.devices) if dv.type == "CPU"]
     self._feed_device = cpus[0] if cpus else -1
@@ -230,6 +234,8 @@ class Simulator:
       logging.warning("placement puts an op on a device without its kernel")
     elif status == kernel.DEADLOCK:
       raise PlacementError("simulation deadlocked: the graph has a cycle")
+    if status == kernel.OK:
+      step += float(self._run_overheads(dev[None, :])[0])
     result = SimResult(
         step_time_s=float(step) if status == kernel.OK else float("inf"),
         feasible=status == kernel.OK, device_busy_s=busy,
@@ -252,7 +258,20 @@ class Simulator:
       float64 [B]: step time per placement, inf where infeasible.
     """
     devs = self._check_ids(np.atleast_2d(device_ids))
-    return kernel.run_batch(devs, *self._static_args())
+    return kernel.run_batch(devs, *self._static_args()) + self._run_overheads(
+        devs)
+
+  def _run_overheads(self, devs: np.ndarray) -> np.ndarray:
+    """float64 [B]: the summed `run_overhead_s` of the devices that run
+    training-step ops in each of B placements [B, M] (zeros when no device
+    has one)."""
+    out = np.zeros(devs.shape[0])
+    if not self._run_ovh.any():
+      return out
+    step_devs = devs[:, self.graph.step_mask]
+    for d in np.flatnonzero(self._run_ovh):
+      out += self._run_ovh[d] * (step_devs == d).any(axis=1)
+    return out
 
 
 def _with_schedule(result: SimResult, dev, start, end, t_prod, t_bytes,

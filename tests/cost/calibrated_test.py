@@ -1,4 +1,4 @@
-"""Profiled op times and calibrations."""
+"""Calibrations and measured op times."""
 
 import json
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
-from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
+from tfplace.cost.analytical import AnalyticalConfig
 from tfplace.cost.cluster import Device, Link, LinkSpec, make_cluster
-from tfplace.cost.profiled import (Calibration, CalibratedCostModel,
-                                   ProfiledCostModel, apply_calibration)
+from tfplace.cost.calibrated import (Calibration, CalibratedCostModel,
+                                     apply_calibration)
 from tfplace.errors import ClusterError
 from tfplace.graph.op_graph import Op, OpGraph
 
@@ -31,17 +31,6 @@ def graph():
          Op("c", "NcclAllReduce", output_bytes=(0,), flops=4e9,
             kernels=frozenset({"GPU"}))]
   return OpGraph(ops, [], graph_def=None)
-
-
-def test_profiled_times_override_the_fallback():
-  model = ProfiledCostModel({"a": {"CPU": 0.5}, "c": {"CPU": 7.0, "GPU": 0.25},
-                             "missing": {"GPU": 1.0}},
-                            AnalyticalCostModel(UNIT), scale={"GPU": 2.0})
-  s = model.op_costs(graph(), cluster()).compute_s
-  assert s[0] == pytest.approx([0.5, 0.5])   # GPU from the fallback: 2e9/4e9
-  assert s[1] == pytest.approx([4.0, 1.0])   # all fallback
-  assert s[2, 0] == np.inf                   # no CPU kernel stays inf
-  assert s[2, 1] == pytest.approx(0.5)       # 0.25 * scale 2
 
 
 def test_calibrated_model_scales_by_device_and_op_type():
@@ -123,3 +112,96 @@ def test_bad_calibration_overheads_raise(field, value):
     Calibration.from_dict(data)
   with pytest.raises(ClusterError):
     Calibration(**{field: value})
+
+
+def _cpu_cluster(launch=1e-6):
+  from tfplace.cost.cluster import Cluster
+  devs = [Device(f"/job:worker/replica:0/task:{i}/device:CPU:0", "CPU", 1e9,
+                 1e9, 1e12, launch_overhead_s=launch) for i in range(2)]
+  return Cluster("w", tuple(devs), default_link=LinkSpec(1e-4, 1e9, "loopback"))
+
+
+def _typed_graph():
+  ops = [Op("mm", "MatMul", output_bytes=(0,), flops=2e9),
+         Op("cv", "Conv2D", output_bytes=(0,), flops=4e9),
+         Op("id", "Identity", output_bytes=(0,)),
+         Op("odd", "Cumsum", output_bytes=(0,), flops=1e9)]
+  return OpGraph(ops, [], graph_def=None)
+
+
+def _new_calibration():
+  from tfplace.cost.calibrated import OpTypeCost
+  w0 = "/job:worker/replica:0/task:0/device:CPU:0"
+  return Calibration(
+      device_rates={"CPU": {"matmul_flops": 4e9, "conv_flops": 2e9,
+                            "copy_bandwidth": 1e10}},
+      launch_overhead_s={"CPU": 1e-6}, transfer_overhead_s={"CPU": 5e-5},
+      step_overhead_s=3e-4, run_overhead_s={w0: 1e-4},
+      links={"loopback": LinkSpec(2e-5, 2e9, "loopback")},
+      overlap_latency=True,
+      op_types={"CPU": {"MatMul": OpTypeCost(2e-6, 1.5, 10),
+                        "Conv2D": OpTypeCost(0.0, 0.5, 4),
+                        "Identity": OpTypeCost(3e-7, 1.0, 30)}})
+
+
+def test_fitted_op_types_cost_launch_plus_fixed_plus_scaled_roofline():
+  cal = _new_calibration()
+  cluster = apply_calibration(_cpu_cluster(launch=9e-6), cal)
+  assert cluster.devices[0].matmul_flops == 4e9
+  assert cluster.devices[0].run_overhead_s == 1e-4
+  assert cluster.devices[1].run_overhead_s == 0.0
+  assert cluster.devices[1].launch_overhead_s == 1e-6
+  s = CalibratedCostModel(cal, UNIT).op_costs(_typed_graph(), cluster).compute_s
+  # MatMul: 1 us + 2 us + 1.5 x (2e9 / 4e9); Conv2D at the conv rate;
+  # Identity: launch + fixed; Cumsum (unseen): analytical, matmul rate.
+  assert s[0] == pytest.approx([1e-6 + 2e-6 + 0.75] * 2)
+  assert s[1] == pytest.approx([1e-6 + 0.5 * 2.0] * 2)
+  assert s[2] == pytest.approx([1.3e-6] * 2)
+  assert s[3] == pytest.approx([1e-6 + 0.25] * 2)
+
+
+def test_new_calibration_round_trips_and_old_files_still_load(tmp_path):
+  cal = _new_calibration()
+  path = str(tmp_path / "cal.json")
+  cal.save(path)
+  back = Calibration.load(path)
+  assert back == cal
+  assert back.seen("CPU", "MatMul") and not back.seen("GPU", "MatMul")
+  old = tmp_path / "old.json"
+  old.write_text(json.dumps({"format": "tfplace.calibration/1",
+                             "compute_scale": {"CPU": 2.0}}))
+  loaded = Calibration.load(str(old))
+  assert loaded.op_types == {} and loaded.device_rates == {}
+  assert loaded.run_overhead_s == {}
+
+
+@pytest.mark.parametrize("data", [
+    {"device_rates": {"CPU": {"matmul_flops": -1.0}}},
+    {"device_rates": {"CPU": {"warp_speed": 1.0}}},
+    {"op_types": {"CPU": {"MatMul": {"fixed_s": -1e-6, "scale": 1.0}}}},
+    {"op_types": {"CPU": {"MatMul": {"fixed_s": 1e-6, "scale": 0.0}}}},
+    {"op_types": {"CPU": {"MatMul": {"scale": 1.0}}}},
+    {"run_overhead_s": {"/cpu:0": float("nan")}},
+])
+def test_malformed_new_fields_raise(data):
+  with pytest.raises(ClusterError):
+    Calibration.from_dict({"format": "tfplace.calibration/1", **data})
+
+
+def test_coverage_share_on_a_hand_made_case():
+  from tfplace.cost.calibrated import calibration_coverage
+  cal = _new_calibration()
+  cluster = apply_calibration(_cpu_cluster(), cal)
+  graph = _typed_graph()
+  costs = CalibratedCostModel(cal, UNIT).op_costs(graph, cluster)
+  cov = calibration_coverage(graph, cluster, cal, costs,
+                             np.array([0, 1, 0, 1]))
+  c = costs.compute_s
+  total = c[0, 0] + c[1, 1] + c[2, 0] + c[3, 1]
+  assert cov.op_seconds == pytest.approx(total)
+  assert cov.uncalibrated_share == pytest.approx(c[3, 1] / total)
+  assert list(cov.unseen) == ["Cumsum"]
+  assert "Cumsum" in cov.describe() and "%" in cov.describe()
+  # A calibration that saw nothing: everything rests on unseen types.
+  none = calibration_coverage(graph, cluster, Calibration(), costs)
+  assert none.uncalibrated_share == pytest.approx(1.0)

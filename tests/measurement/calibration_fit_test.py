@@ -1,0 +1,205 @@
+"""Tests for the calibration fits (tfplace.measurement.calibration_fit) and
+the link fit (comm_benchmark)."""
+
+import numpy as np
+import pytest
+
+import tfplace  # noqa: F401
+from tfplace.errors import MeasureError
+from tfplace.cost.calibrated import Calibration, OpTypeCost
+from tfplace.measurement import calibration_fit as fit
+from tfplace.measurement.calibration_fit import FitBounds, OpSample
+from tfplace.measurement.cluster_benchmark import (ClusterBenchmark,
+                                                   DeviceBenchmark,
+                                                   LinkBenchmark)
+from tfplace.measurement.comm_benchmark import CommSample, fit_link
+
+
+def test_link_fit_recovers_latency_and_bandwidth():
+  # 50 us + n / 2 GB/s, exact.
+  samples = [CommSample(n, 50e-6 + n / 2e9) for n in (1e3, 1e5, 1e6, 8e6)]
+  fit = fit_link(samples)
+  assert fit.latency_s == pytest.approx(50e-6, rel=1e-6)
+  assert fit.bandwidth == pytest.approx(2e9, rel=1e-6)
+  assert fit.r2 == pytest.approx(1.0)
+  assert fit.transfer_time(4e9) == pytest.approx(50e-6 + 2.0)
+
+
+def test_link_fit_noisy_points():
+  rng = np.random.default_rng(0)
+  sizes = np.repeat([1e4, 1e5, 1e6, 4e6, 1.6e7], 4)
+  times = 1e-4 + sizes / 1e9
+  times = times * (1 + rng.normal(0, 0.02, size=len(times)))
+  fit = fit_link([CommSample(int(n), t) for n, t in zip(sizes, times)])
+  assert fit.bandwidth == pytest.approx(1e9, rel=0.05)
+  assert fit.latency_s == pytest.approx(1e-4, abs=5e-5)
+
+
+def test_link_fit_needs_two_sizes():
+  with pytest.raises(MeasureError):
+    fit_link([CommSample(100, 1e-3), CommSample(100, 2e-3)])
+
+
+def _samples(fixed, scale, works, op_type="MatMul", device_type="CPU",
+             noise=0.0, seed=0):
+  rng = np.random.default_rng(seed)
+  return [OpSample(op_type, device_type, w,
+                   (fixed + scale * w) * (1 + noise * rng.standard_normal()))
+          for w in works]
+
+
+WORKS = np.geomspace(1e-6, 1e-3, 12)
+
+
+def test_fit_recovers_fixed_and_scale():
+  got = fit.fit_op_type(_samples(3e-6, 1.7, WORKS))
+  assert got.fixed_s == pytest.approx(3e-6, rel=0.02)
+  assert got.scale == pytest.approx(1.7, rel=0.02)
+  assert got.samples == 12
+
+
+def test_fit_recovers_factors_from_noisy_samples_per_type():
+  samples = (_samples(2e-6, 1.3, WORKS, "MatMul", noise=0.05, seed=1)
+             + _samples(0.5e-6, 0.2, WORKS, "Mul", noise=0.05, seed=2)
+             + _samples(1e-6, 1.0, WORKS, "MatMul", "GPU", seed=3))
+  fits = fit.fit_op_types(samples)
+  assert set(fits) == {"CPU", "GPU"} and set(fits["CPU"]) == {"MatMul", "Mul"}
+  assert fits["CPU"]["MatMul"].scale == pytest.approx(1.3, rel=0.1)
+  assert fits["CPU"]["MatMul"].fixed_s == pytest.approx(2e-6, rel=0.3)
+  assert fits["CPU"]["Mul"].scale == pytest.approx(0.2, rel=0.1)
+  assert fits["GPU"]["MatMul"].scale == pytest.approx(1.0, rel=0.02)
+
+
+def test_one_size_goes_to_the_fixed_part_when_slower_than_the_roofline():
+  # One size only: fixed and scale cannot be told apart; the prior keeps
+  # scale 1 and the fixed part takes the rest.
+  got = fit.fit_op_type(_samples(0.0, 1.0, [2e-6] * 5)[:0]
+                        + [OpSample("Relu", "CPU", 2e-6, 5e-6)] * 5)
+  assert got.scale == pytest.approx(1.0, rel=0.05)
+  assert got.fixed_s == pytest.approx(3e-6, rel=0.05)
+
+
+def _in_bounds(got, bounds, samples):
+  work = np.array([s.work_s for s in samples])
+  measured = np.array([s.measured_s for s in samples])
+  small = measured[work <= np.median(work)]
+  assert 0.0 <= got.fixed_s <= bounds.max_fixed_s
+  assert got.fixed_s <= max(0.0, small.mean()) + 1e-15
+  assert bounds.min_scale <= got.scale <= bounds.max_scale
+  assert np.isfinite(got.fixed_s) and np.isfinite(got.scale)
+
+
+@pytest.mark.parametrize("case", [
+    "zeros", "huge_outliers", "no_work", "one_sample", "overhead_bait",
+    "faster_than_light", "slower_than_everything"])
+def test_parameters_stay_in_physical_bounds_on_adversarial_data(case):
+  bounds = FitBounds()
+  works = list(WORKS)
+  if case == "zeros":  # the tracer's resolution: every op took 0 us
+    samples = [OpSample("Add", "CPU", w, 0.0) for w in works]
+  elif case == "huge_outliers":
+    samples = _samples(1e-6, 1.0, works) + [OpSample("Add", "CPU", 1e-6, 5.0)]
+  elif case == "no_work":  # a trivial op type
+    samples = [OpSample("Identity", "CPU", 0.0, m) for m in (1e-6, 3e-6)]
+  elif case == "one_sample":
+    samples = [OpSample("Add", "CPU", 1e-5, 2e-5)]
+  elif case == "overhead_bait":
+    # Tiny ops take nothing, big ones take long: a large fixed cost would
+    # fit the big ones, and must not be taken (it would absorb compute).
+    samples = ([OpSample("Conv2D", "CPU", 1e-7, 1e-7)] * 6
+               + [OpSample("Conv2D", "CPU", 1e-4, 2e-3)] * 2)
+  elif case == "faster_than_light":
+    samples = [OpSample("Add", "CPU", w, w * 1e-4) for w in works]
+  else:
+    samples = [OpSample("Add", "CPU", w, w * 1e6) for w in works]
+  got = fit.fit_op_type(samples, bounds)
+  _in_bounds(got, bounds, samples)
+  if case == "overhead_bait":
+    assert got.fixed_s <= 1e-7 + 1e-12
+    assert got.scale > 2  # the big ones' time went to the compute
+  if case == "faster_than_light":
+    assert got.scale == pytest.approx(bounds.min_scale)
+  if case == "slower_than_everything":
+    assert got.scale == pytest.approx(bounds.max_scale)
+
+
+def test_fit_needs_samples():
+  with pytest.raises(MeasureError):
+    fit.fit_op_types([])
+  with pytest.raises(MeasureError):
+    fit.fit_op_type([])
+
+
+def _bench(devices=("/job:worker/replica:0/task:0/device:CPU:0",
+                    "/job:worker/replica:0/task:1/device:CPU:0")):
+  devs = tuple(DeviceBenchmark(d, matmul_flops=1e11 * (1 + i),
+                               conv_flops=5e10, copy_bandwidth=1e10,
+                               op_overhead_s=2e-7, traced_op_s=5e-7,
+                               empty_step_s=4e-4 + 3e-4 * i)
+               for i, d in enumerate(devices))
+  links = tuple(LinkBenchmark(a, b, message_overhead_s=5e-5, latency_s=2e-5,
+                              bandwidth=1e9, hop_s=1.202e-4)
+                for a in devices for b in devices if a != b)
+  return ClusterBenchmark(devs, links, empty_step_s=8e-4)
+
+
+def test_calibration_from_benchmark_holds_the_measured_figures(tmp_path):
+  from tfplace.measurement.local_cluster import make_worker_cluster
+  cluster = make_worker_cluster(2)
+  cal = fit.calibration_from_benchmark(
+      _bench(), cluster, {"CPU": {"MatMul": OpTypeCost(1e-6, 1.2, 9)}})
+  assert cal.device_rates["CPU"] == {"matmul_flops": 1.5e11,
+                                     "conv_flops": 5e10,
+                                     "copy_bandwidth": 1e10}
+  assert cal.launch_overhead_s == {"CPU": 2e-7}
+  assert cal.transfer_overhead_s == {"CPU": 5e-5}
+  assert cal.links["loopback"].latency_s == pytest.approx(2e-5)
+  # Empty steps 0.4 and 0.7 ms, 0.8 ms on both: base 0.3, runs 0.1 and 0.4.
+  assert cal.step_overhead_s == pytest.approx(3e-4)
+  assert list(cal.run_overhead_s.values()) == pytest.approx([1e-4, 4e-4])
+  assert cal.overlap_latency
+  path = str(tmp_path / "cal.json")
+  cal.save(path)
+  assert Calibration.load(path) == cal
+
+
+def test_samples_subtract_the_tracer_and_skip_foreign_ops():
+  from tfplace.measurement.local_cluster import make_worker_cluster
+  from tfplace.measurement.timing import OpRecord, StepTiming
+  from tfplace.models.registry import build_model
+  graph = build_model("chain_mlp", num_layers=1, batch_size=2, input_size=4,
+                      hidden=4)
+  cluster = _bench().apply(make_worker_cluster(2))
+  dev = cluster.device_names[1]
+  mm = next(op.name for op in graph.ops if op.type == "MatMul")
+  init = next(op.name for i, op in enumerate(graph.ops)
+              if not graph.step_mask[i])
+  records = (OpRecord(mm, dev, 0.0, 4e-6), OpRecord(mm, "/cpu:9", 0.0, 1.0),
+             OpRecord(init, dev, 0.0, 1.0), OpRecord("nope", dev, 0.0, 1.0))
+  timing = StepTiming(1e-3, 1e-3, 1e-3, 0.0, 0.0, (1e-3,), records)
+  samples = fit.samples_from_timing(graph, cluster, timing, {dev: 5e-7})
+  assert len(samples) == 1 and samples[0].op_type == "MatMul"
+  assert samples[0].measured_s == pytest.approx(3.5e-6)
+  assert samples[0].work_s > 0
+
+
+def test_message_share_recovered_from_simulated_runs():
+  from tfplace.measurement.local_cluster import make_worker_cluster
+  from tfplace.models.registry import build_model
+  graph = build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                      input_size=8, num_layers=1)
+  cluster = make_worker_cluster(2)
+  bench = _bench()
+  op_types = {"CPU": {"MatMul": OpTypeCost(2e-6, 1.0, 4)}}
+  rng = np.random.default_rng(0)
+  truth = fit.calibration_from_benchmark(bench.with_message_share(0.7),
+                                         cluster, op_types)
+  sim = fit.calibrated_simulator(graph, cluster, truth)
+  runs = []
+  for _ in range(4):
+    ids = rng.integers(0, 2, graph.num_colocation_groups)[graph.group_of]
+    ids = ids.astype(np.int32)
+    runs.append((graph, ids, sim.simulate(ids).step_time_s))
+  assert fit.fit_message_share(cluster, bench, op_types, runs) == (
+      pytest.approx(0.7))
+  assert fit.fit_message_share(cluster, bench, op_types, []) == 1.0

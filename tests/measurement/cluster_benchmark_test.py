@@ -1,0 +1,137 @@
+"""Microbenchmarks of a cluster: physical figures, stored and read back."""
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tfplace  # noqa: F401
+from tfplace.cost.cluster import Cluster
+from tfplace.errors import MeasureError
+from tfplace.measurement.cluster_benchmark import (BenchmarkConfig,
+                                                   ClusterBenchmark,
+                                                   DeviceBenchmark,
+                                                   LinkBenchmark)
+from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.local_cluster import LocalCluster, make_worker_cluster
+
+SMALL = BenchmarkConfig(matmul_size=128, conv_shape=(2, 16, 16),
+                        copy_elements=1 << 20, tiny_ops=200, messages=8,
+                        transfer_sizes=(4 << 10, 1 << 20, 4 << 20))
+
+
+def _check_physical(bench: ClusterBenchmark, names):
+  assert [d.device for d in bench.devices] == names
+  for d in bench.devices:
+    assert 1e8 < d.matmul_flops < 1e14
+    assert 1e8 < d.conv_flops < 1e14
+    assert 1e8 < d.copy_bandwidth < 1e13
+    assert 0 <= d.op_overhead_s < 1e-3 and 0 <= d.traced_op_s < 1e-3
+    assert 0 < d.empty_step_s < 1.0
+  assert {(l.src, l.dst) for l in bench.links} == {
+      (a, b) for a in names for b in names if a != b}
+  for l in bench.links:
+    assert 0 <= l.message_overhead_s < 0.1 and 0 <= l.latency_s < 0.1
+    assert 1e6 < l.bandwidth < 1e13
+  assert 0 < bench.empty_step_s < 1.0
+
+
+def test_local_cluster_measures_its_workers_and_keeps_the_figures(tmp_path):
+  from tfplace.cli.cluster_arg import load_cluster_arg
+  from tfplace.measurement.cluster_benchmark import benchmark_cluster
+  out = tmp_path / "measured.json"
+  with LocalCluster(num_workers=2) as lc:
+    plain = lc.to_cluster()
+    bench = benchmark_cluster(plain, MeasureConfig(target=lc.target,
+                                                   steps=3, warmup=1),
+                              SMALL, progress=False)
+    lc.measured = bench
+    measured = lc.to_cluster()
+    state = lc.state()
+    # The same for servers named by a cluster spec (real hosts), from the
+    # CLI: printed, and written as a cluster JSON.
+    cli = subprocess.run(
+        [sys.executable, "-m", "tfplace.cli.main", "cluster", "benchmark",
+         "--cluster_spec", json.dumps(lc.cluster_spec), "--out", str(out),
+         "--json"], capture_output=True, text=True, timeout=240)
+  assert cli.returncode == 0, cli.stderr[-2000:]
+  printed = json.loads(cli.stdout.strip().splitlines()[-1])
+  _check_physical(ClusterBenchmark.from_dict(printed["benchmark"]),
+                  plain.device_names)
+  written = Cluster.from_json_file(str(out))
+  assert written.to_dict() == printed["cluster"]
+  assert written.devices[1].matmul_flops > 0
+  _check_physical(bench, plain.device_names)
+  assert ClusterBenchmark.from_dict(json.loads(json.dumps(
+      bench.to_dict()))) == bench
+  for d, m in zip(measured.devices, bench.devices):
+    assert d.matmul_flops == m.matmul_flops
+    assert d.launch_overhead_s == m.op_overhead_s
+  assert measured.overlap_latency and len(measured.links) == 2
+  # The state file of `tfplace cluster up` holds the measured cluster, and
+  # --cluster STATE reads it back.
+  path = tmp_path / "state.json"
+  path.write_text(json.dumps(state))
+  assert load_cluster_arg(str(path)).devices == measured.devices
+
+
+def _bench(empties=(4e-4, 7e-4), all_empty=8e-4):
+  names = make_worker_cluster(len(empties)).device_names
+  devices = tuple(DeviceBenchmark(n, 1e11, 5e10, 1e10, 2e-7, 5e-7, e)
+                  for n, e in zip(names, empties))
+  links = tuple(LinkBenchmark(a, b, 5e-5, 2e-5, 1e9, hop_s=1.202e-4)
+                for a in names for b in names if a != b)
+  return ClusterBenchmark(devices, links, all_empty)
+
+
+def test_empty_steps_split_into_a_base_and_one_cost_per_device():
+  base, run = _bench().step_overheads()
+  assert base == pytest.approx(3e-4)
+  assert list(run.values()) == pytest.approx([1e-4, 4e-4])
+  # Sub-additive steps cannot make the base negative or above a step.
+  base, run = _bench(all_empty=2e-3).step_overheads()
+  assert base == 0.0 and list(run.values()) == pytest.approx([4e-4, 7e-4])
+  base, _ = _bench(all_empty=1e-5).step_overheads()
+  assert base == pytest.approx(4e-4)
+
+
+def test_message_share_keeps_the_measured_hop():
+  bench = _bench()
+  half = bench.with_message_share(0.5)
+  for l in half.links:
+    assert l.message_overhead_s == pytest.approx(2.5e-5)
+    # hop = tiny + 2 x cost + latency stays 120.2 us.
+    assert 2e-7 + 2 * l.message_overhead_s + l.latency_s == pytest.approx(
+        1.202e-4)
+  cluster = half.apply(make_worker_cluster(2))
+  assert [d.transfer_overhead_s for d in cluster.devices] == pytest.approx(
+      [2.5e-5] * 2)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("matmul_flops", 0.0), ("copy_bandwidth", -1.0),
+    ("op_overhead_s", float("nan")), ("empty_step_s", float("inf"))])
+def test_unphysical_figures_are_refused(field, value):
+  data = _bench().to_dict()
+  data["devices"][0][field] = value
+  with pytest.raises(MeasureError, match="not physical"):
+    ClusterBenchmark.from_dict(data)
+  data = _bench().to_dict()
+  data["links"][0]["bandwidth"] = 0.0
+  with pytest.raises(MeasureError, match="not physical"):
+    ClusterBenchmark.from_dict(data)
+  with pytest.raises(MeasureError, match="format"):
+    ClusterBenchmark.from_dict({"devices": []})
+
+
+def test_apply_leaves_unmeasured_devices_alone():
+  bench = _bench()
+  cluster = make_worker_cluster(3)
+  out = bench.apply(cluster)
+  assert out.devices[2] == cluster.devices[2]
+  assert out.devices[0].copy_bandwidth == 1e10
+  assert np.isfinite(out.link_latency).all()
+  assert dataclasses.replace(bench, links=()).apply(cluster).links == ()

@@ -1,0 +1,76 @@
+"""Tests for the held-out fidelity graphs (resnet_like, transformer,
+random_dag) and the calibration suite's graphs."""
+
+import collections
+import math
+
+import tfplace  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
+import pytest
+
+from tfplace.errors import GraphImportError
+from tfplace.models import calibration_suite, common, registry
+
+SMALL = [
+    ("resnet_like", dict(batch_size=2, image_size=8, widths=(4, 8),
+                         blocks_per_stage=1)),
+    ("transformer", dict(batch_size=2, seq_len=4, vocab=50, d_model=8,
+                         num_heads=2, d_ff=8, num_layers=1)),
+    ("random_dag", dict(batch_size=4, hidden=8, num_layers=3, width=2)),
+] + calibration_suite.suite("tiny") + [
+    ("calib_conv", dict(batch_size=2, image_size=8, channels=4)),
+    ("calib_embedding", dict(batch_size=2, seq_len=3, vocab=20, dim=4)),
+]
+
+
+@pytest.mark.parametrize("name,sizes", SMALL,
+                         ids=[f"{n}_{i}" for i, (n, _) in enumerate(SMALL)])
+def test_steps_are_finite_deterministic_and_import(name, sizes):
+  built = registry.build_tf_graph(name, **sizes)
+  losses = common.run_steps(built, num_steps=2)
+  assert all(math.isfinite(x) for x in losses)
+  assert losses == common.run_steps(registry.build_tf_graph(name, **sizes),
+                                    num_steps=2)
+  graph = registry.build_model(name, **sizes)
+  assert graph.fetches.train_ops == ("train_op",)
+  assert graph.num_ops == len(built.graph.get_operations())
+
+
+def _types(name, **sizes):
+  return collections.Counter(op.type for op in
+                             registry.build_model(name, **sizes).ops)
+
+
+def test_each_graph_has_the_ops_its_kind_promises():
+  resnet = _types(*SMALL[0][:1], **SMALL[0][1])
+  assert resnet["Conv2D"] >= 5 and resnet["FusedBatchNormV3"] >= 5
+  transformer = _types("transformer", **SMALL[1][1])
+  assert transformer["BatchMatMulV2"] >= 2 and transformer["Softmax"] >= 1
+  assert transformer["ResourceGather"] >= 1
+  dag = _types("random_dag", **SMALL[2][1])
+  assert dag["MatMul"] >= 1
+  assert _types("calib_conv", **SMALL[-2][1])["MaxPool"] == 1
+  assert _types("calib_embedding", **SMALL[-1][1])["ResourceGather"] == 2
+  elementwise = _types("calib_elementwise", batch_size=2, width=8)
+  assert {"Tanh", "Exp", "Rsqrt", "Transpose", "ConcatV2", "Pad",
+          "Cast"} <= set(elementwise)
+
+
+def test_random_dag_shape_follows_its_seed():
+  a = registry.build_model("random_dag", **SMALL[2][1])
+  b = registry.build_model("random_dag", **SMALL[2][1], seed=2)
+  assert a.fingerprint == registry.build_model("random_dag",
+                                               **SMALL[2][1]).fingerprint
+  assert a.fingerprint != b.fingerprint
+
+
+def test_bad_sizes_and_suites_raise():
+  with pytest.raises(GraphImportError, match="multiple of num_heads"):
+    registry.build_tf_graph("transformer", d_model=10, num_heads=4)
+  with pytest.raises(GraphImportError, match="multiple of 4"):
+    registry.build_tf_graph("calib_elementwise", width=6)
+  with pytest.raises(GraphImportError, match="widths"):
+    registry.build_tf_graph("resnet_like", widths=())
+  with pytest.raises(GraphImportError, match="unknown calibration suite"):
+    calibration_suite.suite("huge")
+  assert {n for n, _ in calibration_suite.suite()} == {
+      "calib_conv", "calib_matmul", "calib_embedding", "calib_elementwise"}

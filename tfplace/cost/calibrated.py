@@ -1,0 +1,358 @@
+"""The calibration of a cluster and the calibrated cost model.
+
+`Calibration`: measured and fitted figures applied to the cluster's devices
+and links (`apply_calibration`) and to the analytical model
+(`CalibratedCostModel`); `tfplace.measurement.calibration_fit` fits one from
+real runs. Its JSON file (format "tfplace.calibration/1"):
+
+      {
+        "format": "tfplace.calibration/1",
+        "device_rates": {"CPU": {"matmul_flops": 6e10, "conv_flops": 3e10,
+                                 "copy_bandwidth": 9e9}},
+        "op_types": {"CPU": {"MatMul": {"fixed_s": 3e-6, "scale": 1.4,
+                                        "samples": 96}}},
+        "launch_overhead_s": {"CPU": 2e-7},
+        "transfer_overhead_s": {"CPU": 4e-5},
+        "links": {"loopback": {"latency_s": 6e-5, "bandwidth": 2e9}},
+        "step_overhead_s": 3e-4,
+        "run_overhead_s": {"/job:worker/replica:0/task:0/device:CPU:0": 1e-4,
+                           "/job:worker/replica:0/task:1/device:CPU:0": 4e-4},
+        "overlap_latency": true,
+        "compute_scale": {}, "op_type_scale": {},
+        "notes": "calibration suite 'default' on local_servers"
+      }
+
+  Every key but "format" is optional. Per device type: `device_rates` sets
+  the devices' measured rates (`Device.matmul_flops`, `conv_flops`,
+  `copy_bandwidth`), `launch_overhead_s` their per-op overhead,
+  `transfer_overhead_s` their host cost per transfer; `links` replaces
+  latency and bandwidth of links (and the default link) of that kind;
+  `step_overhead_s` sets the cluster's fixed step cost, `run_overhead_s`
+  (per device name) the step cost of each device used (`Device.
+  run_overhead_s`), and `overlap_latency` its link model (see
+  `tfplace.cost.cluster.Cluster`).
+
+  `op_types` holds, per device type and op type seen in calibration, the
+  op's time beyond the launch overhead as `fixed_s + scale * roofline`
+  (roofline: `AnalyticalCostModel.work_seconds` on the calibrated devices).
+  Ops of other types keep the analytical time, times `compute_scale` of
+  their device type and `op_type_scale` of their op type (the older,
+  whole-graph form of a calibration). Files written before a key existed
+  load with it empty (or 0, or false): the old behaviour.
+"""
+
+import dataclasses
+import json
+from typing import Dict, Mapping, Optional
+
+import numpy as np
+
+from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
+from tfplace.cost.cluster import Cluster, LinkSpec
+from tfplace.cost.op_costs import CostModel, OpCosts
+from tfplace.errors import ClusterError
+from tfplace.graph.op_graph import OpGraph
+from tfplace.io_utils import atomic_write, read_json
+
+FORMAT = "tfplace.calibration/1"
+# The measured device rates a calibration may set (`Device` fields).
+DEVICE_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth")
+
+
+@dataclasses.dataclass(frozen=True)
+class OpTypeCost:
+  """The fitted time of one op type on one device type, beyond the launch
+  overhead: `fixed_s + scale * roofline seconds`.
+
+  Attributes:
+    fixed_s: seconds per execution whatever the size (>= 0).
+    scale: factor on the roofline time at the measured rates (> 0).
+    samples: op executions it was fitted on.
+  """
+  fixed_s: float
+  scale: float
+  samples: int = 0
+
+  def __post_init__(self):
+    _check_factors({"fixed_s": self.fixed_s}, "op_types", allow_zero=True)
+    _check_factors({"scale": self.scale}, "op_types", allow_zero=False)
+    if int(self.samples) != self.samples or self.samples < 0:
+      raise ClusterError(f"calibration op_types samples must be a whole "
+                         f"number >= 0, got {self.samples!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+  """Measured and fitted figures of a cluster (see the module docstring).
+
+  Attributes:
+    compute_scale: device type -> factor on the analytical time of ops not
+      in `op_types`.
+    op_type_scale: op type -> factor on the analytical time of ops not in
+      `op_types`.
+    launch_overhead_s: device type -> per-op overhead (seconds).
+    links: link kind -> latency and bandwidth.
+    notes: free text (what it was fitted on).
+    transfer_overhead_s: device type -> host seconds per transfer.
+    step_overhead_s: fixed seconds per step.
+    overlap_latency: the cluster's link model.
+    device_rates: device type -> measured rate name (`DEVICE_RATES`) ->
+      value.
+    op_types: device type -> op type -> `OpTypeCost`.
+    run_overhead_s: device name -> step cost when the device is used.
+  """
+  compute_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  op_type_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  launch_overhead_s: Mapping[str, float] = dataclasses.field(
+      default_factory=dict)
+  links: Mapping[str, LinkSpec] = dataclasses.field(default_factory=dict)
+  notes: str = ""
+  transfer_overhead_s: Mapping[str, float] = dataclasses.field(
+      default_factory=dict)
+  step_overhead_s: float = 0.0
+  overlap_latency: bool = False
+  device_rates: Mapping[str, Mapping[str, float]] = dataclasses.field(
+      default_factory=dict)
+  op_types: Mapping[str, Mapping[str, OpTypeCost]] = dataclasses.field(
+      default_factory=dict)
+  run_overhead_s: Mapping[str, float] = dataclasses.field(
+      default_factory=dict)
+
+  def __post_init__(self):
+    _check_factors(self.transfer_overhead_s, "transfer_overhead_s",
+                   allow_zero=True)
+    _check_factors(self.run_overhead_s, "run_overhead_s", allow_zero=True)
+    _check_factors({"": self.step_overhead_s}, "step_overhead_s",
+                   allow_zero=True)
+    if not isinstance(self.overlap_latency, bool):
+      raise ClusterError("calibration overlap_latency must be true or false, "
+                         f"got {self.overlap_latency!r}")
+    for dtype, rates in self.device_rates.items():
+      unknown = set(rates) - set(DEVICE_RATES)
+      if unknown:
+        raise ClusterError(f"calibration device_rates[{dtype!r}] has unknown "
+                           f"keys {sorted(unknown)}; allowed: "
+                           f"{list(DEVICE_RATES)}")
+      _check_factors(rates, f"device_rates[{dtype!r}]", allow_zero=False)
+
+  def seen(self, device_type: str, op_type: str) -> bool:
+    """True if ops of `op_type` on `device_type` have fitted costs."""
+    return op_type in self.op_types.get(device_type, {})
+
+  def to_dict(self) -> dict:
+    return {"format": FORMAT, "compute_scale": dict(self.compute_scale),
+            "op_type_scale": dict(self.op_type_scale),
+            "launch_overhead_s": dict(self.launch_overhead_s),
+            "links": {k: {"latency_s": v.latency_s, "bandwidth": v.bandwidth}
+                      for k, v in self.links.items()},
+            "transfer_overhead_s": dict(self.transfer_overhead_s),
+            "step_overhead_s": self.step_overhead_s,
+            "run_overhead_s": dict(self.run_overhead_s),
+            "overlap_latency": self.overlap_latency,
+            "device_rates": {t: dict(r) for t, r in self.device_rates.items()},
+            "op_types": {t: {k: dataclasses.asdict(v) for k, v in
+                             sorted(per_type.items())}
+                         for t, per_type in self.op_types.items()},
+            "notes": self.notes}
+
+  def save(self, path: str) -> None:
+    """Writes the JSON form atomically."""
+    atomic_write(path, json.dumps(self.to_dict(), indent=2))
+
+  @classmethod
+  def from_dict(cls, data: dict) -> "Calibration":
+    """Parses the JSON form; raises ClusterError if malformed."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+      raise ClusterError(f"a calibration must be a JSON object with "
+                         f"\"format\": \"{FORMAT}\"")
+    try:
+      links = {k: LinkSpec(float(v["latency_s"]), float(v["bandwidth"]), k)
+               for k, v in data.get("links", {}).items()}
+      return cls(compute_scale=_factors(data, "compute_scale"),
+                 op_type_scale=_factors(data, "op_type_scale"),
+                 launch_overhead_s=_factors(data, "launch_overhead_s",
+                                            allow_zero=True),
+                 links=links, notes=str(data.get("notes", "")),
+                 transfer_overhead_s=_factors(data, "transfer_overhead_s",
+                                              allow_zero=True),
+                 step_overhead_s=float(data.get("step_overhead_s", 0.0)),
+                 run_overhead_s=_factors(data, "run_overhead_s",
+                                         allow_zero=True),
+                 overlap_latency=data.get("overlap_latency", False),
+                 device_rates={str(t): {str(k): float(v)
+                                        for k, v in rates.items()}
+                               for t, rates in data.get("device_rates",
+                                                        {}).items()},
+                 op_types=_op_types(data.get("op_types", {})))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+      raise ClusterError(f"malformed calibration: {e!r}") from None
+
+  @classmethod
+  def load(cls, path: str) -> "Calibration":
+    return cls.from_dict(read_json(path, "calibration", ClusterError))
+
+
+def _op_types(data: dict) -> Dict[str, Dict[str, OpTypeCost]]:
+  return {str(dtype): {str(t): OpTypeCost(float(v["fixed_s"]),
+                                          float(v["scale"]),
+                                          int(v.get("samples", 0)))
+                       for t, v in per_type.items()}
+          for dtype, per_type in data.items()}
+
+
+def _factors(data: dict, key: str, allow_zero: bool = False) -> dict:
+  out = {str(k): float(v) for k, v in data.get(key, {}).items()}
+  _check_factors(out, key, allow_zero)
+  return out
+
+
+def _check_factors(values: Mapping[str, float], key: str,
+                   allow_zero: bool) -> None:
+  for k, v in values.items():
+    try:
+      v = float(v)
+    except (TypeError, ValueError):
+      raise ClusterError(f"calibration {key}[{k!r}] must be a number, "
+                         f"got {v!r}") from None
+    if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+      raise ClusterError(f"calibration {key}[{k!r}] must be a "
+                         f"{'non-negative' if allow_zero else 'positive'} "
+                         f"finite number, got {v}")
+
+
+def apply_calibration(cluster: Cluster, calibration: Calibration) -> Cluster:
+  """The cluster with the calibration's step overhead and link model, and
+  its links, measured rates, launch and transfer overheads where the
+  calibration has figures for their kind or device type."""
+  devices = tuple(_calibrated_device(d, calibration) for d in cluster.devices)
+  links = tuple(
+      dataclasses.replace(l, latency_s=calibration.links[l.kind].latency_s,
+                          bandwidth=calibration.links[l.kind].bandwidth)
+      if l.kind in calibration.links else l for l in cluster.links)
+  default = cluster.default_link
+  if default.kind in calibration.links:
+    spec = calibration.links[default.kind]
+    default = LinkSpec(spec.latency_s, spec.bandwidth, default.kind)
+  return dataclasses.replace(cluster, devices=devices, links=links,
+                             default_link=default,
+                             step_overhead_s=calibration.step_overhead_s,
+                             overlap_latency=calibration.overlap_latency)
+
+
+def _calibrated_device(device, calibration: Calibration):
+  changes = dict(calibration.device_rates.get(device.type, {}))
+  if device.type in calibration.launch_overhead_s:
+    changes["launch_overhead_s"] = calibration.launch_overhead_s[device.type]
+  if device.type in calibration.transfer_overhead_s:
+    changes["transfer_overhead_s"] = calibration.transfer_overhead_s[
+        device.type]
+  if device.name in calibration.run_overhead_s:
+    changes["run_overhead_s"] = calibration.run_overhead_s[device.name]
+  return dataclasses.replace(device, **changes) if changes else device
+
+
+class CalibratedCostModel(CostModel):
+  """The analytical model with a Calibration's per-op-type costs applied.
+
+  An op of a type the calibration has seen on the device's type costs
+  `launch_overhead_s + fixed_s + scale * roofline`; any other op its
+  analytical time times `compute_scale` and `op_type_scale`. Apply
+  `apply_calibration` to the cluster too, so the measured rates, links and
+  overheads are used as well.
+  """
+
+  name = "calibrated"
+
+  def __init__(self, calibration: Calibration,
+               config: Optional[AnalyticalConfig] = None):
+    self.calibration = calibration
+    self.base = AnalyticalCostModel(config or AnalyticalConfig())
+
+  def estimate(self, graph: OpGraph, cluster: Cluster) -> OpCosts:
+    base = self.base.estimate(graph, cluster)
+    cal = self.calibration
+    col = np.array([cal.compute_scale.get(d.type, 1.0) for d in cluster.devices])
+    row = np.array([cal.op_type_scale.get(t, 1.0) for t in graph.op_types])
+    seconds = base.compute_s * row[:, None] * col[None, :]
+    if cal.op_types:
+      self._fitted_op_types(graph, cluster, seconds)
+    return dataclasses.replace(base, compute_s=seconds)
+
+  def _fitted_op_types(self, graph: OpGraph, cluster: Cluster,
+                       seconds: np.ndarray) -> None:
+    """Overwrites, in place, the cost of ops whose type has a fit."""
+    work = self.base.work_seconds(graph, cluster)
+    rows_of: Dict[str, list] = {}
+    for i, op_type in enumerate(graph.op_types):
+      rows_of.setdefault(op_type, []).append(i)
+    for j, device in enumerate(cluster.devices):
+      fits = self.calibration.op_types.get(device.type, {})
+      for op_type, rows in rows_of.items():
+        fit = fits.get(op_type)
+        if fit is not None:
+          seconds[rows, j] = (device.launch_overhead_s + fit.fixed_s
+                              + fit.scale * work[rows, j])
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationCoverage:
+  """How much of a prediction rests on costs the calibration did not fit.
+
+  Attributes:
+    uncalibrated_share: the share of the predicted op time (each step op on
+      its device, summed) spent in ops whose type the calibration has not
+      seen on that device type: analytical estimates, not fitted costs.
+    op_seconds: the summed predicted op time.
+    unseen: op type -> predicted seconds of those ops, largest first.
+  """
+  uncalibrated_share: float
+  op_seconds: float
+  unseen: Mapping[str, float]
+
+  def describe(self, top: int = 5) -> str:
+    """One line, e.g. "3.1 % of the predicted op time rests on op types not
+    seen in calibration (Cumsum 2.0 %, ...)"."""
+    if not self.unseen:
+      return "every op type of the graph was seen in calibration"
+    names = ", ".join(
+        f"{t} {s / self.op_seconds * 100:.1f} %"
+        for t, s in list(self.unseen.items())[:top])
+    more = len(self.unseen) - top
+    return (f"{self.uncalibrated_share * 100:.1f} % of the predicted op time "
+            f"rests on op types not seen in calibration ({names}"
+            f"{f', {more} more' if more > 0 else ''})")
+
+
+def calibration_coverage(graph: OpGraph, cluster: Cluster,
+                         calibration: Calibration, costs: OpCosts,
+                         device_ids: Optional[np.ndarray] = None
+                         ) -> CalibrationCoverage:
+  """The share of predicted op time that rests on unseen op types.
+
+  Args:
+    graph: the op graph.
+    cluster: the cluster of `costs` (device types are read from it).
+    calibration: the calibration the costs came from.
+    costs: the calibrated op costs ([M, D]; ops outside the step cost 0).
+    device_ids: int [M], each op's device; None: each op on the device
+      where it is cheapest.
+
+  Returns:
+    The coverage; share 0 for a graph with no op time.
+  """
+  compute = np.where(np.isfinite(costs.compute_s), costs.compute_s, np.inf)
+  if device_ids is None:
+    device_ids = np.argmin(compute, axis=1)
+  device_ids = np.asarray(device_ids, dtype=np.int64)
+  seconds = compute[np.arange(graph.num_ops), device_ids]
+  seconds = np.where(np.isfinite(seconds), seconds, 0.0)
+  unseen: Dict[str, float] = {}
+  for i, op_type in enumerate(graph.op_types):
+    dtype = cluster.devices[device_ids[i]].type
+    if seconds[i] > 0 and not calibration.seen(dtype, op_type):
+      unseen[op_type] = unseen.get(op_type, 0.0) + float(seconds[i])
+  total = float(seconds.sum())
+  share = sum(unseen.values()) / total if total > 0 else 0.0
+  return CalibrationCoverage(
+      uncalibrated_share=share, op_seconds=total,
+      unseen=dict(sorted(unseen.items(), key=lambda kv: -kv[1])))

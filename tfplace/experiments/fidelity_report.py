@@ -1,0 +1,132 @@
+"""Fidelity results as Markdown: one table per graph, the cross matrix with
+the targets it is judged by."""
+
+import math
+
+from tfplace.cost.calibrated import Calibration
+from tfplace.experiments.fidelity import (TARGET_BEST_REGRET,
+                                          TARGET_MEDIAN_ERROR,
+                                          TARGET_SPEARMAN,
+                                          TARGET_UNCALIBRATED_RATIO,
+                                          CrossReport, FidelityReport)
+from tfplace.measurement.timing import describe_inputs
+from tfplace.units import format_seconds
+
+
+def markdown_table(report: FidelityReport) -> str:
+  """The per-placement table, predicted vs measured, in milliseconds."""
+  lines = [f"### {report.graph_name} ({report.num_ops} ops)", "",
+           "| placement | transfers | predicted ms | uncalibrated ms | "
+           "measured ms | abs error |", "|---|---:|---:|---:|---:|---:|"]
+  for r in report.rows:
+    measured = (f"{r.measured_s * 1e3:.2f}" if r.measured_s
+                else f"failed: {r.error}")
+    err = (f"{r.abs_rel_error * 100:.1f} %" if r.abs_rel_error is not None
+           else "-")
+    plain = (f"{r.uncalibrated_s * 1e3:.2f}" if r.uncalibrated_s is not None
+             else "-")
+    lines.append(f"| {r.label} | {r.num_transfers} | "
+                 f"{r.predicted_s * 1e3:.2f} | {plain} | {measured} | {err} |")
+  lines += ["", f"inputs: {describe_inputs(report.inputs)}", "",
+            f"median abs error {_pct(report.median_abs_rel_error)}, "
+            f"Spearman {report.spearman:.3f}; {describe(report.calibration)}"]
+  if report.calibration_report is not None:
+    fit = report.calibration_report
+    lines += ["", f"in-sample median abs error on the {len(fit.runs)} "
+              f"calibration runs: {_pct(fit.median_abs_rel_error)}"]
+  lines.append("")
+  return "\n".join(lines)
+
+
+def describe(calibration: Calibration) -> str:
+  """The calibration's cluster figures in one line."""
+  link = next(iter(calibration.links.values()), None)
+  link_text = (f"link latency {format_seconds(link.latency_s)}, "
+               f"{link.bandwidth / 1e9:.2f} GB/s" if link else "no link")
+  return (f"calibration: launch {_per_type(calibration.launch_overhead_s)}, "
+          f"per transfer {_per_type(calibration.transfer_overhead_s)}, "
+          f"step {format_seconds(calibration.step_overhead_s)}, {link_text}, "
+          f"{sum(len(v) for v in calibration.op_types.values())} op types "
+          "fitted")
+
+
+def _per_type(values) -> str:
+  return ", ".join(f"{k} {format_seconds(v)}"
+                   for k, v in sorted(values.items())) or "-"
+
+
+def _pct(value: float) -> str:
+  return "-" if math.isnan(value) else f"{value * 100:.1f} %"
+
+
+def _mark(ok: bool) -> str:
+  return "yes" if ok else "NO"
+
+
+def cross_matrix(cross: CrossReport) -> str:
+  """The matrix of `scripts/fidelity.py --cross`: one row per judged graph,
+  each target checked, then whether all are met."""
+  lines = ["| graph | placements | median abs error | Spearman | "
+           "predicted best (measured best) | regret | uncalibrated error | "
+           "uncalibrated pred/meas | uncalibrated Spearman | unseen op "
+           "time | targets met |",
+           "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+  all_ok = True
+  for r in cross.reports:
+    ok = targets_met(r)
+    all_ok = all_ok and all(ok.values())
+    failed = [k for k, v in ok.items() if not v]
+    lines.append(
+        f"| {r.graph_name} | {sum(1 for x in r.rows if x.measured_s)} | "
+        f"{_pct(r.median_abs_rel_error)} | {r.spearman:.3f} | "
+        f"{r.predicted_best} ({r.measured_best}) | {_pct(r.best_regret)} | "
+        f"{_pct(r.uncalibrated_median_abs_rel_error)} | "
+        f"{r.uncalibrated_median_ratio:.2f} | "
+        f"{r.uncalibrated_spearman:.3f} | {_pct(r.uncalibrated_share)} | "
+        f"{'all' if not failed else 'not ' + ', '.join(failed)} |")
+  fit = cross.calibration_report
+  lines += ["", f"calibrated once on {', '.join(fit.graph_names)} "
+            f"({fit.num_samples} op records; in-sample median abs error "
+            f"{_pct(fit.median_abs_rel_error)} on {len(fit.runs)} runs); "
+            f"{describe(fit.calibration)}", "",
+            "targets per graph: median abs error <= "
+            f"{TARGET_MEDIAN_ERROR * 100:.0f} %, Spearman >= "
+            f"{TARGET_SPEARMAN}, predicted best within "
+            f"{TARGET_BEST_REGRET * 100:.0f} % of the measured best, "
+            f"uncalibrated within {TARGET_UNCALIBRATED_RATIO:.0f}x: "
+            f"{'all met' if all_ok else 'NOT all met'}"]
+  return "\n".join(lines) + "\n"
+
+
+def targets_met(report: FidelityReport) -> dict:
+  """Target name -> met, for one judged graph."""
+  ratio = report.uncalibrated_median_ratio
+  return {
+      "error": report.median_abs_rel_error <= TARGET_MEDIAN_ERROR,
+      "spearman": report.spearman >= TARGET_SPEARMAN,
+      "best": report.best_regret <= TARGET_BEST_REGRET,
+      "uncalibrated": (not math.isnan(ratio) and
+                       1 / TARGET_UNCALIBRATED_RATIO <= ratio
+                       <= TARGET_UNCALIBRATED_RATIO),
+  }
+
+
+def cross_json(cross: CrossReport) -> dict:
+  """The matrix as a JSON-able dict."""
+  def num(x):
+    return None if isinstance(x, float) and math.isnan(x) else x
+  return {"graphs": {r.graph_name: {
+      "median_abs_rel_error": num(r.median_abs_rel_error),
+      "spearman": num(r.spearman), "best_regret": num(r.best_regret),
+      "predicted_best": r.predicted_best, "measured_best": r.measured_best,
+      "uncalibrated_median_abs_rel_error":
+          num(r.uncalibrated_median_abs_rel_error),
+      "uncalibrated_median_ratio": num(r.uncalibrated_median_ratio),
+      "uncalibrated_spearman": num(r.uncalibrated_spearman),
+      "uncalibrated_share": num(r.uncalibrated_share),
+      "placements": sum(1 for x in r.rows if x.measured_s),
+      "targets_met": targets_met(r)} for r in cross.reports},
+      "calibration": {
+          "graphs": list(cross.calibration_report.graph_names),
+          "in_sample_median_abs_rel_error":
+              num(cross.calibration_report.median_abs_rel_error)}}

@@ -1,0 +1,288 @@
+"""Fit a `Calibration` from measured op durations and the cluster's
+microbenchmarks.
+
+What is measured is not fitted: the devices' rates, the per-op launch
+overhead, the per-message host cost, link latency and bandwidth and the
+empty step come from `tfplace.measurement.cluster_benchmark`. What is fitted
+is per op type and device type: the op's time beyond the launch overhead,
+
+    fixed_s + scale * roofline_s
+
+(`roofline_s`: `AnalyticalCostModel.work_seconds` at the measured rates),
+from the op durations of traced one-device steps (`StepTiming.op_records`)
+less the tracer's cost per op (`DeviceBenchmark.traced_op_s`). Each fit is a
+robust (soft-L1) least squares on log ratios (predicted + r) / (measured +
+r), r the tracer's 1 us resolution, with a weak prior
+pulling `scale` to 1 (when an op type comes in one size only, its time then
+goes to the fixed part if it exceeds the roofline, to a smaller scale if
+not), inside physical bounds (`FitBounds`): the fixed part never exceeds the
+mean duration of the type's smaller executions (those with at most the
+median work: so it cannot absorb the compute of larger ones) nor
+`max_fixed_s`, and the scale stays within [`min_scale`, `max_scale`].
+
+Step times never enter the fit: they judge it (`calibration_runs` reports
+the in-sample error of every calibration run).
+"""
+
+import dataclasses
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from absl import logging
+import numpy as np
+
+from tfplace.cost.analytical import AnalyticalCostModel
+from tfplace.cost.calibrated import (DEVICE_RATES, Calibration,
+                                     CalibratedCostModel, OpTypeCost,
+                                     apply_calibration)
+from tfplace.cost.cluster import Cluster, LinkSpec
+from tfplace.cost.op_costs import OpCosts
+from tfplace.errors import MeasureError
+from tfplace.graph.op_graph import OpGraph
+from tfplace.measurement.cluster_benchmark import ClusterBenchmark
+from tfplace.measurement.timing import StepTiming
+from tfplace.simulator.simulator import Simulator
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSample:
+  """One traced op execution next to the analytical model's roofline.
+
+  Attributes:
+    op_type: TF op type.
+    device_type: "CPU", "GPU", ...
+    work_s: roofline seconds at the device's measured rates.
+    measured_s: traced duration less the tracer's cost per op (>= 0).
+  """
+  op_type: str
+  device_type: str
+  work_s: float
+  measured_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class FitBounds:
+  """Physical bounds and the prior of the per-op-type fit.
+
+  Attributes:
+    max_fixed_s: the most an op type may cost per execution whatever its
+      size, beyond the launch overhead (also bounded by the mean duration of
+      its smaller executions).
+    min_scale: the fastest an op may run relative to its roofline at the
+      measured rates (below 1: data in caches beats the copy bandwidth).
+    max_scale: the slowest (heavy per-element work: random numbers,
+      transcendental functions, small inefficient kernels).
+    prior_weight: weight of the prior `scale = 1`, relative to one sample.
+    resolution_s: the tracer's time resolution, added to predicted and
+      measured times in the log ratios (differences far below it count
+      little).
+  """
+  max_fixed_s: float = 1e-4
+  min_scale: float = 0.05
+  max_scale: float = 1000.0
+  prior_weight: float = 0.3
+  resolution_s: float = 1e-6
+
+
+def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
+                        traced_op_s: Mapping[str, float]) -> List[OpSample]:
+  """Pairs each traced op of a step with its roofline seconds.
+
+  Args:
+    graph: the measured graph.
+    cluster: the measured cluster (`ClusterBenchmark.apply`), whose rates
+      give the roofline.
+    timing: the measured step (its `op_records`).
+    traced_op_s: device name -> the tracer's cost per op on it.
+
+  Returns:
+    One sample per traced op of the training step on a cluster device.
+  """
+  work = AnalyticalCostModel().work_seconds(graph, cluster)
+  out = []
+  for rec in timing.op_records:
+    i = graph.index.get(rec.name)
+    j = cluster.device_index.get(rec.device)
+    if i is None or j is None or not graph.step_mask[i]:
+      continue
+    if not np.isfinite(work[i, j]):
+      continue
+    device = cluster.devices[j]
+    measured = max(0.0, rec.duration_s - traced_op_s.get(device.name, 0.0))
+    out.append(OpSample(graph.ops[i].type, device.type, float(work[i, j]),
+                        measured))
+  return out
+
+
+def fit_op_type(samples: Sequence[OpSample],
+                bounds: FitBounds = FitBounds()) -> OpTypeCost:
+  """Fits `fixed_s + scale * work_s` to the samples of one op type.
+
+  Raises:
+    MeasureError: no samples.
+  """
+  from scipy import optimize
+  if not samples:
+    raise MeasureError("an op-type fit needs samples")
+  w = np.array([s.work_s for s in samples], dtype=np.float64)
+  m = np.array([s.measured_s for s in samples], dtype=np.float64)
+  hi_fixed = min(bounds.max_fixed_s, _typical_small(w, m))
+  eps = bounds.resolution_s
+  # Unknowns: the fixed part in units of `unit`, and log(scale): both of
+  # order 1, whatever the magnitudes.
+  unit = max(hi_fixed, bounds.resolution_s)
+  lo_u, hi_u = np.log(bounds.min_scale), np.log(bounds.max_scale)
+
+  def residuals(p):
+    pred = p[0] * unit + np.exp(p[1]) * w
+    return np.append(np.log((pred + eps) / (m + eps)),
+                     bounds.prior_weight * p[1])
+
+  ratio = m[w > 0] / w[w > 0]
+  guesses = [(0.5 * hi_fixed / unit, 0.0),
+             (0.0, float(np.log(np.median(ratio))) if ratio.size and
+              np.median(ratio) > 0 else 0.0)]
+  best = None
+  for f0, u0 in guesses:
+    x0 = [float(np.clip(f0, 0.0, hi_fixed / unit)),
+          float(np.clip(u0, lo_u, hi_u))]
+    fit = optimize.least_squares(
+        residuals, x0, bounds=([0.0, lo_u], [max(hi_fixed / unit, 1e-12),
+                                             hi_u]),
+        loss="soft_l1", f_scale=0.5)
+    if best is None or fit.cost < best.cost:
+      best = fit
+  fixed = float(np.clip(best.x[0] * unit, 0.0, hi_fixed))
+  scale = float(np.clip(np.exp(best.x[1]), bounds.min_scale,
+                        bounds.max_scale))
+  return OpTypeCost(fixed_s=fixed, scale=scale, samples=len(samples))
+
+
+def _typical_small(work: np.ndarray, measured: np.ndarray) -> float:
+  """The typical (mean) measured time of the executions with at most the
+  median work: a fixed cost above it would eat their compute."""
+  small = work <= np.median(work)
+  return float(max(0.0, measured[small].mean()))
+
+
+def fit_op_types(samples: Sequence[OpSample],
+                 bounds: FitBounds = FitBounds()
+                 ) -> Dict[str, Dict[str, OpTypeCost]]:
+  """`fit_op_type` per (device type, op type) of the samples.
+
+  Raises:
+    MeasureError: no samples.
+  """
+  if not samples:
+    raise MeasureError("calibration needs traced op records; none given")
+  groups: Dict[str, Dict[str, List[OpSample]]] = {}
+  for s in samples:
+    groups.setdefault(s.device_type, {}).setdefault(s.op_type, []).append(s)
+  out = {dtype: {t: fit_op_type(group, bounds)
+                 for t, group in sorted(per_type.items())}
+         for dtype, per_type in groups.items()}
+  for dtype, fits in out.items():
+    logging.info("calibration %s: %d op types from %d op records", dtype,
+                 len(fits), sum(f.samples for f in fits.values()))
+  return out
+
+
+def calibration_from_benchmark(
+    bench: ClusterBenchmark, cluster: Cluster,
+    op_types: Optional[Mapping[str, Mapping[str, OpTypeCost]]] = None,
+    notes: str = "") -> Calibration:
+  """A calibration holding the measured figures (medians per device type)
+  and the fitted op types.
+
+  Args:
+    bench: the cluster's microbenchmarks.
+    cluster: the cluster they ran on (device types and link kind).
+    op_types: the per-op-type fits (none: an uncalibrated, measured-only
+      calibration).
+    notes: free text.
+  """
+  measured = bench.apply(cluster)
+  by_type: Dict[str, list] = {}
+  for d in measured.devices:
+    by_type.setdefault(d.type, []).append(d)
+
+  def median(devices, field):
+    return float(np.median([getattr(d, field) for d in devices]))
+
+  rates = {t: {r: median(ds, r) for r in DEVICE_RATES if median(ds, r) > 0}
+           for t, ds in by_type.items()}
+  links = {}
+  if bench.links:
+    links[cluster.default_link.kind] = LinkSpec(
+        float(np.median([l.latency_s for l in bench.links])),
+        float(np.median([l.bandwidth for l in bench.links])),
+        cluster.default_link.kind)
+  return Calibration(
+      launch_overhead_s={t: median(ds, "launch_overhead_s")
+                         for t, ds in by_type.items()},
+      transfer_overhead_s={t: median(ds, "transfer_overhead_s")
+                           for t, ds in by_type.items()},
+      links=links, step_overhead_s=measured.step_overhead_s,
+      run_overhead_s={d.name: d.run_overhead_s for d in measured.devices},
+      overlap_latency=measured.overlap_latency, device_rates=rates,
+      op_types={t: dict(v) for t, v in (op_types or {}).items()},
+      notes=notes)
+
+
+# Shares of the measured per-message cost charged to each end, tried by
+# `fit_message_share`.
+MESSAGE_SHARES = tuple(float(x) for x in np.linspace(0.5, 1.0, 11))
+
+
+def fit_message_share(cluster: Cluster, bench: ClusterBenchmark,
+                      op_types: Mapping[str, Mapping[str, OpTypeCost]],
+                      split_runs: Sequence[tuple],
+                      shares: Sequence[float] = MESSAGE_SHARES) -> float:
+  """The share of the measured per-message cost each end pays
+  (`ClusterBenchmark.with_message_share`) that best predicts multi-device
+  runs: the smallest median |log(predicted / measured)|.
+
+  Args:
+    cluster: the uncalibrated cluster.
+    bench: its microbenchmarks.
+    op_types: the fitted op types.
+    split_runs: (graph, device ids [M], measured step seconds) per run.
+    shares: the candidates, each within the physical range [0.5, 1].
+
+  Returns:
+    The chosen share (1.0 when there are no runs to judge by).
+  """
+  if not split_runs:
+    return 1.0
+  best = None
+  for share in shares:
+    calibration = calibration_from_benchmark(
+        bench.with_message_share(share), cluster, op_types)
+    errors = []
+    for graph, ids, measured in split_runs:
+      pred = calibrated_simulator(graph, cluster, calibration).simulate(
+          ids).step_time_s
+      errors.append(abs(np.log(pred / measured)))
+    err = float(np.median(errors))
+    if best is None or err < best[0] - 1e-12:
+      best = (err, share)
+  logging.info("per-message cost share %.2f (median |log ratio| %.3f on %d "
+               "split runs)", best[1], best[0], len(split_runs))
+  return best[1]
+
+
+def calibrated_simulator(graph: OpGraph, cluster: Cluster,
+                         calibration: Calibration,
+                         costs: Optional[OpCosts] = None) -> Simulator:
+  """The simulator of `graph` on `cluster` with `calibration` applied to the
+  op costs and the cluster (rates, links, overheads).
+
+  Args:
+    graph: the op graph.
+    cluster: the uncalibrated cluster.
+    calibration: the calibration.
+    costs: the calibrated op costs if already computed.
+  """
+  calibrated = apply_calibration(cluster, calibration)
+  if costs is None:
+    costs = CalibratedCostModel(calibration).op_costs(graph, calibrated)
+  return Simulator(graph, calibrated, costs)

@@ -1,0 +1,424 @@
+"""Microbenchmarks of a running TF server cluster: what its devices and
+links really do, so that the simulator starts from measurements, not guesses.
+
+One session on the cluster's target runs small graphs, each pinned to its
+devices (`BenchmarkConfig` sizes them); step times are medians of 2 x
+`MeasureConfig.steps` runs (at least `MIN_RUNS`) after warmup, op durations
+come from three FULL_TRACE runs. Per device:
+
+* dense matmul FLOP/s and 3x3 convolution FLOP/s (traced durations of a
+  chain of large ops), copy bandwidth (an element-wise add on tensors
+  larger than the caches: bytes read + written per second);
+* the per-op overhead: a chain of tiny scalar ops, (its step time - an
+  empty step's) / ops; and the tracer's cost per op (the tiny ops' traced
+  duration), which the per-op fit subtracts from traced durations;
+* the empty step: a step that fetches a scalar made on the device (as a
+  one-device training step fetches its loss).
+
+Per pair of devices (both directions), in the simulator's own terms
+(`tfplace.simulator.simulator`: a transfer costs its sender and receiver a
+host overhead each, and arrives `latency + bytes / bandwidth` later):
+
+* the per-message host cost: k independent scalars sent a -> b, each read
+  by its own op: the step time's slope in k is one message's cost (the two
+  ends work in a pipeline) plus a tiny op;
+* the latency: a ping-pong chain of tiny ops alternating between the two
+  devices: each hop costs a tiny op, two host costs and the latency;
+* the bandwidth: one tensor of n bytes sent a -> b minus the same graph on
+  a alone, least squares over the sizes: the slope is 1 / bandwidth.
+
+`ClusterBenchmark.apply(cluster)` gives the measured cluster: devices with
+the measured rates and overheads, a link per measured pair, the empty steps
+split into a step overhead and a run overhead per device used
+(`ClusterBenchmark.step_overheads`: on a server cluster the session's
+master calls each worker that has ops of the step; a step on the master's
+own worker only is cheaper), latencies overlapped (TF's gRPC runtime has
+many RecvTensor calls in flight).
+"""
+
+import dataclasses
+import statistics
+import time
+from typing import Dict, List, Sequence, Tuple
+
+from absl import logging
+import numpy as np
+from tqdm.auto import tqdm
+
+from tfplace.cost.cluster import Cluster, Link
+from tfplace.errors import MeasureError
+from tfplace.graph.op_graph import StepFetches
+from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.session import StepSession, tf_errors
+from tfplace.measurement.timing import op_records
+from tfplace.units import format_bytes, format_seconds
+
+FORMAT = "tfplace.cluster_benchmark/1"
+# The fewest timed runs behind each median (the graphs are small and fast).
+MIN_RUNS = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkConfig:
+  """Sizes of the microbenchmarks.
+
+  Attributes:
+    matmul_size: n of the n x n x n matmuls.
+    conv_shape: (batch, height = width, channels) of the 3x3 convolutions
+      (channels in = out).
+    copy_elements: float32 elements of the element-wise add (keep it above
+      the caches: 16M elements = 64 MB per tensor).
+    chain_ops: ops of each chain (large ops, tiny ops).
+    tiny_ops: tiny scalar ops of the per-op overhead chain.
+    messages: messages of the fan-out and hops of the ping-pong chain.
+    transfer_sizes: bytes of the single tensors of the bandwidth fit.
+  """
+  matmul_size: int = 384
+  conv_shape: Tuple[int, int, int] = (4, 32, 64)
+  copy_elements: int = 1 << 24
+  chain_ops: int = 3
+  tiny_ops: int = 1000
+  messages: int = 32
+  transfer_sizes: Tuple[int, ...] = (4 << 10, 2 << 20, 8 << 20)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceBenchmark:
+  """What one device measured.
+
+  Attributes:
+    device: the device.
+    matmul_flops: dense matmul FLOP/s.
+    conv_flops: 3x3 convolution FLOP/s.
+    copy_bandwidth: bytes read + written per second by an element-wise op.
+    op_overhead_s: seconds per tiny op in an untraced step (dispatch
+      included): the launch overhead.
+    traced_op_s: the traced duration of a tiny op (what tracing adds).
+    empty_step_s: a step that fetches a scalar made on this device.
+  """
+  device: str
+  matmul_flops: float
+  conv_flops: float
+  copy_bandwidth: float
+  op_overhead_s: float
+  traced_op_s: float
+  empty_step_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class LinkBenchmark:
+  """What one pair of devices measured (src -> dst).
+
+  Attributes:
+    src: sending device.
+    dst: receiving device.
+    message_overhead_s: host seconds per message (each end).
+    latency_s: seconds a message is in flight beyond the host costs.
+    bandwidth: bytes per second.
+    hop_s: one hop of the ping-pong chain (a tiny op, the host cost at
+      both ends and the latency).
+  """
+  src: str
+  dst: str
+  message_overhead_s: float
+  latency_s: float
+  bandwidth: float
+  hop_s: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterBenchmark:
+  """The microbenchmarks of a cluster (see the module docstring).
+
+  Attributes:
+    devices: one per device, in the cluster's order.
+    links: one per ordered pair of devices.
+    empty_step_s: a step that runs a NoOp on every device and fetches a
+      scalar from the last one.
+  """
+  devices: Tuple[DeviceBenchmark, ...]
+  links: Tuple[LinkBenchmark, ...]
+  empty_step_s: float
+
+  def step_overheads(self) -> Tuple[float, Dict[str, float]]:
+    """(cluster step overhead, device -> run overhead) from the empty steps,
+    taken as additive: a step on devices S costs base + sum of run_d over S.
+    With the one-device steps and the all-device step, base = (sum of the
+    one-device steps - the all-device step) / (D - 1), within [0, the
+    cheapest one-device step]; run_d = empty_d - base."""
+    empty = [d.empty_step_s for d in self.devices]
+    if len(empty) == 1:
+      base = empty[0]
+    else:
+      base = (sum(empty) - self.empty_step_s) / (len(empty) - 1)
+      base = float(np.clip(base, 0.0, min(empty)))
+    return base, {d.device: d.empty_step_s - base for d in self.devices}
+
+  def with_message_share(self, share: float) -> "ClusterBenchmark":
+    """The figures with `share` of each measured per-message cost charged
+    to each end, and the latency that keeps a ping-pong hop as measured.
+
+    The simulator charges a message's host cost to its sender and to its
+    receiver's first consumer, so a chain of messages pays it twice; on a
+    real worker part of the receiving work runs while the worker waits for
+    the message anyway. `tfplace.measurement.calibration_fit` picks the
+    share in [0.5, 1] that fits the calibration suite's split runs.
+    """
+    tiny = {d.device: d.op_overhead_s for d in self.devices}
+    links = []
+    for l in self.links:
+      cost = share * l.message_overhead_s
+      hop_tiny = (tiny.get(l.src, 0.0) + tiny.get(l.dst, 0.0)) / 2
+      latency = max(0.0, l.hop_s - hop_tiny - 2 * cost) if l.hop_s else (
+          l.latency_s)
+      links.append(dataclasses.replace(l, message_overhead_s=cost,
+                                       latency_s=latency))
+    return dataclasses.replace(self, links=tuple(links))
+
+  def apply(self, cluster: Cluster) -> Cluster:
+    """`cluster` with the measured figures (see the module docstring)."""
+    by_name = {d.device: d for d in self.devices}
+    per_device = _median_message_cost(self.links)
+    base, run = self.step_overheads()
+    devices = []
+    for d in cluster.devices:
+      m = by_name.get(d.name)
+      if m is None:
+        devices.append(d)
+        continue
+      devices.append(dataclasses.replace(
+          d, peak_flops=max(m.matmul_flops, m.conv_flops),
+          memory_bandwidth=m.copy_bandwidth, matmul_flops=m.matmul_flops,
+          conv_flops=m.conv_flops, copy_bandwidth=m.copy_bandwidth,
+          launch_overhead_s=m.op_overhead_s, run_overhead_s=run[d.name],
+          transfer_overhead_s=per_device.get(d.name, d.transfer_overhead_s)))
+    names = set(cluster.device_names)
+    links = tuple(Link(l.src, l.dst, l.latency_s, l.bandwidth,
+                       cluster.default_link.kind)
+                  for l in self.links if {l.src, l.dst} <= names)
+    return dataclasses.replace(cluster, devices=tuple(devices), links=links,
+                               step_overhead_s=base, overlap_latency=True)
+
+  def describe(self) -> str:
+    """The measured figures, one line per device and per link."""
+    lines = []
+    for d in self.devices:
+      lines.append(
+          f"{d.device}: matmul {d.matmul_flops / 1e9:.1f} GFLOP/s, conv "
+          f"{d.conv_flops / 1e9:.1f} GFLOP/s, copy "
+          f"{format_bytes(d.copy_bandwidth)}/s, per op "
+          f"{format_seconds(d.op_overhead_s)} (traced "
+          f"{format_seconds(d.traced_op_s)}), empty step "
+          f"{format_seconds(d.empty_step_s)}")
+    for l in self.links:
+      lines.append(
+          f"{l.src} -> {l.dst}: per message "
+          f"{format_seconds(l.message_overhead_s)}, latency "
+          f"{format_seconds(l.latency_s)}, bandwidth "
+          f"{format_bytes(l.bandwidth)}/s")
+    lines.append(f"empty step on every device: "
+                 f"{format_seconds(self.empty_step_s)}")
+    return "\n".join(lines)
+
+  def to_dict(self) -> dict:
+    return {"format": FORMAT,
+            "devices": [dataclasses.asdict(d) for d in self.devices],
+            "links": [dataclasses.asdict(l) for l in self.links],
+            "empty_step_s": self.empty_step_s}
+
+  @classmethod
+  def from_dict(cls, data: dict) -> "ClusterBenchmark":
+    """Parses `to_dict`'s form; raises MeasureError if malformed or if a
+    figure is not physical (not positive and finite; latency and per-op
+    costs may be 0)."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+      raise MeasureError(f"a cluster benchmark must have \"format\": "
+                         f"\"{FORMAT}\"")
+    try:
+      result = cls(
+          devices=tuple(DeviceBenchmark(**d) for d in data["devices"]),
+          links=tuple(LinkBenchmark(**l) for l in data["links"]),
+          empty_step_s=float(data["empty_step_s"]))
+    except (KeyError, TypeError) as e:
+      raise MeasureError(f"malformed cluster benchmark: {e!r}") from None
+    check_physical(result)
+    return result
+
+
+def _median_message_cost(links: Sequence[LinkBenchmark]) -> Dict[str, float]:
+  """Device -> median per-message cost over the pairs it is part of."""
+  costs: Dict[str, List[float]] = {}
+  for l in links:
+    for end in (l.src, l.dst):
+      costs.setdefault(end, []).append(l.message_overhead_s)
+  return {d: float(np.median(c)) for d, c in costs.items()}
+
+
+def check_physical(result: ClusterBenchmark) -> None:
+  """Raises MeasureError unless every figure is finite, rates and step
+  times positive, overheads and latencies >= 0."""
+  def bad(what, value, allow_zero):
+    ok = np.isfinite(value) and (value >= 0 if allow_zero else value > 0)
+    if not ok:
+      raise MeasureError(f"cluster benchmark: {what} = {value} is not "
+                         "physical")
+  for d in result.devices:
+    for field in ("matmul_flops", "conv_flops", "copy_bandwidth",
+                  "empty_step_s"):
+      bad(f"{d.device} {field}", getattr(d, field), False)
+    bad(f"{d.device} op_overhead_s", d.op_overhead_s, True)
+    bad(f"{d.device} traced_op_s", d.traced_op_s, True)
+  for l in result.links:
+    bad(f"{l.src}->{l.dst} bandwidth", l.bandwidth, False)
+    bad(f"{l.src}->{l.dst} latency_s", l.latency_s, True)
+    bad(f"{l.src}->{l.dst} message_overhead_s", l.message_overhead_s, True)
+  bad("empty_step_s", result.empty_step_s, False)
+
+
+def benchmark_cluster(cluster: Cluster, config: MeasureConfig,
+                      bench: BenchmarkConfig = BenchmarkConfig(),
+                      progress: bool = True) -> ClusterBenchmark:
+  """Runs the microbenchmarks on the servers behind `config.target`.
+
+  Args:
+    cluster: the cluster of the running servers (its devices are measured).
+    config: the session target, warmup and timed runs (the median is used)
+      of each measured graph, deadlines.
+    bench: the microbenchmark sizes.
+    progress: show a tqdm bar.
+
+  Returns:
+    The measured figures.
+
+  Raises:
+    MeasureError: a run failed, or a figure came out not physical.
+  """
+  from tfplace.measurement import cluster_benchmark_graphs as graphs
+  built = graphs.build(cluster.device_names, bench)
+  names = cluster.device_names
+  pairs = [(a, b) for a in names for b in names if a != b]
+  with StepSession(built.graph.as_graph_def(), StepFetches(), config=config,
+                   num_cpu_devices=cluster.num_devices) as session:
+    runner = _Runner(session, config)
+    bar = tqdm(total=len(names) + len(pairs) + 1, desc="cluster benchmark",
+               disable=not progress)
+    devices = {}
+    for name in names:
+      devices[name] = _benchmark_device(runner, name, built.devices[name])
+      bar.update()
+    links = []
+    for a, b in pairs:
+      tiny = (devices[a].op_overhead_s + devices[b].op_overhead_s) / 2
+      links.append(_benchmark_link(runner, a, b, built.pairs[(a, b)], tiny))
+      bar.update()
+    empty_all = runner.median(built.empty_all)
+    bar.update()
+    bar.close()
+  result = ClusterBenchmark(devices=tuple(devices[n] for n in names),
+                            links=tuple(links), empty_step_s=empty_all)
+  check_physical(result)
+  logging.info("cluster benchmark:\n%s", result.describe())
+  return result
+
+
+class _Runner:
+  """Median step times and traced op durations of fetches in one session."""
+
+  def __init__(self, session: StepSession, config: MeasureConfig):
+    self.session = session
+    self.config = config
+
+  def _run(self, fetch: Sequence[str], trace: bool = False):
+    import tensorflow as tf
+    metadata = tf.compat.v1.RunMetadata() if trace else None
+    options = self.session.run_options(trace)
+    with tf_errors("the cluster benchmark"):
+      start = time.perf_counter()
+      self.session.session.run(list(fetch), options=options,
+                               run_metadata=metadata)
+      return time.perf_counter() - start, metadata
+
+  def median(self, fetch: Sequence[str]) -> float:
+    """Median seconds of 2 x `config.steps` runs (at least `MIN_RUNS`) after
+    `config.warmup` (at least one)."""
+    for _ in range(max(1, self.config.warmup)):
+      self._run(fetch)
+    runs = max(MIN_RUNS, 2 * self.config.steps)
+    return statistics.median(self._run(fetch)[0] for _ in range(runs))
+
+  def durations(self, fetch: Sequence[str], ops: Sequence[str],
+                runs: int = 3) -> List[List[float]]:
+    """Traced durations (seconds) of `ops`, one list per FULL_TRACE run."""
+    self._run(fetch)
+    wanted = set(ops)
+    out = []
+    for _ in range(runs):
+      _, metadata = self._run(fetch, trace=True)
+      out.append([r.duration_s for r in op_records(metadata.step_stats)
+                  if r.name in wanted])
+      if not out[-1]:
+        raise MeasureError(f"the traced run recorded none of "
+                           f"{sorted(wanted)[:3]}")
+    return out
+
+
+def _benchmark_device(runner: "_Runner", name: str,
+                      g) -> DeviceBenchmark:
+  """The figures of one device from its part of the graph."""
+  empty = runner.median(g.empty)
+  tiny = runner.median(g.tiny)
+  # Per traced run the mean (durations are whole microseconds), then the
+  # smallest: the tracer's cost only grows when something else runs.
+  traced_tiny = min(statistics.mean(run) for run in
+                    runner.durations(g.tiny, g.tiny_ops))
+  matmul = _median_of_runs(runner.durations(g.matmul, g.matmul_ops))
+  conv = _median_of_runs(runner.durations(g.conv, g.conv_ops))
+  copy = _median_of_runs(runner.durations(g.copy, g.copy_ops))
+  return DeviceBenchmark(
+      device=name, matmul_flops=g.matmul_flops / _tick(matmul),
+      conv_flops=g.conv_flops / _tick(conv),
+      copy_bandwidth=g.copy_bytes / _tick(copy),
+      op_overhead_s=max(0.0, (tiny - empty) / len(g.tiny_ops)),
+      traced_op_s=traced_tiny, empty_step_s=empty)
+
+
+def _median_of_runs(runs: List[List[float]]) -> float:
+  return statistics.median(d for run in runs for d in run)
+
+
+def _tick(seconds: float) -> float:
+  """A traced duration, at least the tracer's 1 us resolution."""
+  return max(seconds, 1e-6)
+
+
+def _benchmark_link(runner: "_Runner", a: str, b: str, g,
+                    tiny_s: float) -> LinkBenchmark:
+  """The figures of a -> b; `tiny_s`: the untraced time of a tiny op."""
+  fan = (runner.median(g.fanout_many) - runner.median(g.fanout_one)) / (
+      g.messages - 1)
+  hop = (runner.median(g.pingpong_long) - runner.median(g.pingpong_short)
+         ) / (g.long_hops - g.short_hops)
+  message = max(0.0, fan - tiny_s)
+  latency = max(0.0, hop - tiny_s - 2 * message)
+  return LinkBenchmark(src=a, dst=b, message_overhead_s=message,
+                       latency_s=latency, bandwidth=1.0 / _bandwidth_slope(
+                           runner, g), hop_s=max(0.0, hop))
+
+
+def _bandwidth_slope(runner: _Runner, g) -> float:
+  """Seconds per byte of a -> b: least squares over the transfer sizes.
+
+  Raises:
+    MeasureError: the time does not grow with size.
+  """
+  sizes, deltas = [], []
+  for nbytes, (split, local) in g.transfers.items():
+    sizes.append(float(nbytes))
+    deltas.append(runner.median(split) - runner.median(local))
+  n, t = np.array(sizes), np.array(deltas)
+  slope = float(np.polyfit(n, t, 1)[0]) if len(n) > 1 else 0.0
+  if not slope > 0:
+    raise MeasureError("the transfer time does not grow with the tensor "
+                       f"size ({dict(zip(sizes, deltas))}); the machine is "
+                       "too noisy or the sizes too small")
+  return slope

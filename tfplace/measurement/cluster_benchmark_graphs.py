@@ -1,0 +1,174 @@
+"""The graphs `cluster_benchmark` runs: one tf.Graph, a part per device and
+per ordered pair of devices, each part run through its own fetches.
+
+Every part is pinned to its devices. Fetches are op names run as targets
+(nothing is fetched back to the client) except the empty steps', which
+fetch a scalar as a training step fetches its loss.
+"""
+
+import dataclasses
+from typing import Dict, List, Sequence, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceGraphs:
+  """Fetches of one device's microbenchmarks.
+
+  Attributes:
+    empty: a scalar made on the device and fetched (what a one-device step
+      costs besides its ops: the run and the loss fetch).
+    tiny, tiny_ops: the chain of tiny scalar adds (its last value fetched,
+      as `empty`; its ops).
+    matmul, matmul_ops, matmul_flops: the matmul chain, FLOPs per matmul.
+    conv, conv_ops, conv_flops: the convolution chain, FLOPs per conv.
+    copy, copy_ops, copy_bytes: the element-wise chain, bytes each op reads
+      and writes.
+  """
+  empty: Tuple[str, ...]
+  tiny: Tuple[str, ...]
+  tiny_ops: Tuple[str, ...]
+  matmul: Tuple[str, ...]
+  matmul_ops: Tuple[str, ...]
+  matmul_flops: float
+  conv: Tuple[str, ...]
+  conv_ops: Tuple[str, ...]
+  conv_flops: float
+  copy: Tuple[str, ...]
+  copy_ops: Tuple[str, ...]
+  copy_bytes: float
+
+
+@dataclasses.dataclass(frozen=True)
+class PairGraphs:
+  """Fetches of one ordered pair's microbenchmarks (src a, dst b).
+
+  Attributes:
+    fanout_one, fanout_many: 1 and `messages` scalars sent a -> b.
+    messages: the messages of `fanout_many`.
+    pingpong_short, pingpong_long: chains of tiny ops alternating b, a.
+    short_hops, long_hops: their hops (device changes).
+    transfers: bytes -> (fetch with the consumer on b, fetch with it on a).
+  """
+  fanout_one: Tuple[str, ...]
+  fanout_many: Tuple[str, ...]
+  messages: int
+  pingpong_short: Tuple[str, ...]
+  pingpong_long: Tuple[str, ...]
+  short_hops: int
+  long_hops: int
+  transfers: Dict[int, Tuple[Tuple[str, ...], Tuple[str, ...]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkGraphs:
+  """The graph and the fetches of every part."""
+  graph: object
+  devices: Dict[str, DeviceGraphs]
+  pairs: Dict[Tuple[str, str], PairGraphs]
+  empty_all: Tuple[str, ...]  # a NoOp on every device, a scalar fetched
+  #                              from the last one
+
+
+def build(devices: Sequence[str], bench) -> BenchmarkGraphs:
+  """Builds the benchmark graph for `devices` with the sizes of `bench`
+  (a `cluster_benchmark.BenchmarkConfig`)."""
+  import tensorflow as tf
+  graph = tf.Graph()
+  with graph.as_default():
+    parts = {}
+    for i, device in enumerate(devices):
+      with tf.name_scope(f"bench_device_{i}"), tf.device(device):
+        parts[device] = _device_part(bench)
+    pairs = {}
+    for i, a in enumerate(devices):
+      for j, b in enumerate(devices):
+        if i != j:
+          with tf.name_scope(f"bench_pair_{i}_{j}"):
+            pairs[(a, b)] = _pair_part(a, b, bench)
+    noops = []
+    for i, device in enumerate(devices):
+      with tf.device(device):
+        noops.append(tf.no_op(name=f"bench_noop_{i}"))
+    with tf.device(devices[-1]):
+      with tf.control_dependencies(noops):
+        fetched = tf.random.stateless_uniform([], seed=[1, 9],
+                                              name="bench_empty_all")
+  return BenchmarkGraphs(graph, parts, pairs, (fetched.name,))
+
+
+def _chain(x, op, count: int) -> Tuple[object, List[str]]:
+  names = []
+  for _ in range(count):
+    x = op(x)
+    names.append(x.op.name)
+  return x, names
+
+
+def _device_part(bench) -> DeviceGraphs:
+  import tensorflow as tf
+  empty = tf.random.stateless_uniform([], seed=[1, 1], name="empty")
+  one = tf.constant(1.0, name="one")
+  seed = tf.random.stateless_uniform([], seed=[1, 2], name="scalar")
+  tiny, tiny_ops = _chain(seed, lambda x: tf.add(x, one), bench.tiny_ops)
+  n = bench.matmul_size
+  a = tf.random.stateless_normal([n, n], seed=[1, 3]) * (n ** -0.5)
+  mm, mm_ops = _chain(a, lambda x: tf.matmul(x, a), bench.chain_ops)
+  b, size, c = bench.conv_shape
+  img = tf.random.stateless_normal([b, size, size, c], seed=[1, 4])
+  w = tf.random.stateless_normal([3, 3, c, c], seed=[1, 5]) * (9 * c) ** -0.5
+  cv, cv_ops = _chain(img, lambda x: tf.nn.conv2d(x, w, 1, "SAME"),
+                      bench.chain_ops)
+  filled = tf.fill([bench.copy_elements], 1.0)
+  cp, cp_ops = _chain(filled, lambda x: tf.add(x, one), bench.chain_ops)
+  return DeviceGraphs(
+      empty=(empty.name,), tiny=(tiny.name,), tiny_ops=tuple(tiny_ops),
+      matmul=(mm.op.name,), matmul_ops=tuple(mm_ops),
+      matmul_flops=2.0 * n ** 3, conv=(cv.op.name,), conv_ops=tuple(cv_ops),
+      conv_flops=2.0 * b * size * size * c * 9 * c, copy=(cp.op.name,),
+      copy_ops=tuple(cp_ops), copy_bytes=8.0 * bench.copy_elements + 4.0)
+
+
+def _fanout(a: str, b: str, count: int, name: str) -> str:
+  import tensorflow as tf
+  with tf.name_scope(name):
+    with tf.device(a):
+      base = tf.random.stateless_uniform([], seed=[2, 1])
+      sent = [base + float(k) for k in range(count)]
+    with tf.device(b):
+      got = [x * 2.0 for x in sent]
+      return tf.add_n(got).op.name
+
+
+def _pingpong(a: str, b: str, hops: int, name: str) -> str:
+  import tensorflow as tf
+  with tf.name_scope(name):
+    with tf.device(a):
+      x = tf.random.stateless_uniform([], seed=[2, 2])
+    for k in range(hops):
+      with tf.device(b if k % 2 == 0 else a):
+        x = x + 1.0
+    return x.op.name
+
+
+def _transfer(a: str, b: str, nbytes: int, name: str) -> str:
+  import tensorflow as tf
+  with tf.name_scope(name):
+    with tf.device(a):
+      payload = tf.fill([max(1, nbytes // 4)], 1.0)
+    with tf.device(b):
+      return tf.strided_slice(payload, [0], [1]).op.name
+
+
+def _pair_part(a: str, b: str, bench) -> PairGraphs:
+  short, long = 2, 2 + 2 * (bench.messages // 2)
+  transfers = {
+      int(n): ((_transfer(a, b, n, f"split_{n}"),),
+               (_transfer(a, a, n, f"local_{n}"),))
+      for n in bench.transfer_sizes}
+  return PairGraphs(
+      fanout_one=(_fanout(a, b, 1, "fanout_one"),),
+      fanout_many=(_fanout(a, b, bench.messages, "fanout_many"),),
+      messages=bench.messages,
+      pingpong_short=(_pingpong(a, b, short, "pingpong_short"),),
+      pingpong_long=(_pingpong(a, b, long, "pingpong_long"),),
+      short_hops=short, long_hops=long, transfers=transfers)

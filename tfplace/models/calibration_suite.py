@@ -1,0 +1,266 @@
+"""The calibration suite: small training graphs of different shapes.
+
+`tfplace calibrate` measures these on a cluster and fits per-op-type costs
+from their op records, so that one calibration describes the cluster, not
+one graph. Four kinds, each at several sizes (`SUITES`):
+
+* ``calib_conv``: 3x3 and 1x1 convolutions at stride 1 and 2, fused batch
+  norm, ReLU, max and average pooling, a residual add, global mean pooling,
+  a dense layer, softmax cross-entropy (momentum).
+* ``calib_matmul``: dense layers of changing widths with ReLU, tanh and
+  sigmoid, batched matmuls and a softmax over a [batch, groups, groups]
+  score tensor, softmax cross-entropy (Adam).
+* ``calib_embedding``: two embedding tables (gathers, sparse gradients),
+  mean pooling over the sequence, a concatenation, a dense layer, softmax
+  cross-entropy (SGD).
+* ``calib_elementwise``: a chain of element-wise and data-movement ops
+  (unary math, binary ops, layer norm, transpose, concat/split, pad/slice,
+  tile, cast) on tensors from 16 KB to a few MB, scaled by a trainable
+  vector (SGD).
+
+The suite is for calibration only: the graphs a calibration is judged on
+(`scripts/fidelity.py --cross`) are other models.
+"""
+
+import dataclasses
+from typing import Dict, List, Tuple
+
+import tensorflow as tf
+
+from tfplace.errors import GraphImportError
+from tfplace.models import common
+
+_V1 = tf.compat.v1
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibConvConfig:
+  """Sizes of `calib_conv`.
+
+  Attributes:
+    batch_size: images per step.
+    image_size: height and width of the input.
+    channels: channels of the convolutions.
+    num_classes: output classes.
+    seed: seeds the graph and the data.
+  """
+  batch_size: int = 4
+  image_size: int = 16
+  channels: int = 16
+  num_classes: int = 10
+  seed: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibMatmulConfig:
+  """Sizes of `calib_matmul`.
+
+  Attributes:
+    batch_size: rows per step.
+    widths: widths of the dense layers in order.
+    groups: groups of the batched-matmul block (divides the last width).
+    num_classes: output classes.
+    seed: seeds the graph and the data.
+  """
+  batch_size: int = 16
+  widths: Tuple[int, ...] = (64, 128, 32)
+  groups: int = 4
+  num_classes: int = 10
+  seed: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibEmbeddingConfig:
+  """Sizes of `calib_embedding`.
+
+  Attributes:
+    batch_size: sequences per step.
+    seq_len: tokens per sequence.
+    vocab: rows of each embedding table.
+    dim: embedding width.
+    num_classes: output classes.
+    seed: seeds the graph and the data.
+  """
+  batch_size: int = 16
+  seq_len: int = 8
+  vocab: int = 1000
+  dim: int = 32
+  num_classes: int = 10
+  seed: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibElementwiseConfig:
+  """Sizes of `calib_elementwise`.
+
+  Attributes:
+    batch_size: rows of the tensors.
+    width: columns of the tensors (a multiple of 4).
+    repeats: times the chain of ops is repeated.
+    seed: seeds the graph and the data.
+  """
+  batch_size: int = 16
+  width: int = 256
+  repeats: int = 1
+  seed: int = 1
+
+
+def _dense(x: tf.Tensor, units: int, scope: str) -> tf.Tensor:
+  with _V1.variable_scope(scope):
+    w = common.variable("weights", [x.shape[-1], units])
+    b = common.variable("bias", [units], constant=0.0)
+    return tf.nn.bias_add(tf.matmul(x, w), b)
+
+
+def _conv(x: tf.Tensor, channels: int, kernel: int, stride: int,
+          scope: str) -> tf.Tensor:
+  with _V1.variable_scope(scope):
+    w = common.variable("weights", [kernel, kernel, x.shape[-1], channels])
+    y = tf.nn.conv2d(x, w, strides=stride, padding="SAME")
+    scale = common.variable("bn_scale", [channels], constant=1.0)
+    offset = common.variable("bn_offset", [channels], constant=0.0)
+    y, _, _ = _V1.nn.fused_batch_norm(y, scale, offset, is_training=True)
+    return tf.nn.relu(y)
+
+
+def _conv_loss(config: CalibConvConfig) -> tf.Tensor:
+  size, c = config.image_size, config.channels
+  x = tf.random.stateless_normal([config.batch_size, size, size, 3],
+                                 seed=[config.seed, 7], name="images")
+  labels = common.synthetic_tokens([config.batch_size], config.num_classes,
+                                   config.seed, name="labels")
+  x = _conv(x, c, 3, 1, "conv_0")
+  y = _conv(_conv(x, c, 3, 1, "conv_1"), c, 1, 1, "conv_2")
+  x = tf.nn.max_pool2d(x + y, 2, 2, "SAME")
+  x = _conv(x, 2 * c, 3, 2, "conv_3")
+  x = tf.nn.avg_pool2d(_conv(x, 2 * c, 1, 1, "conv_4"), 2, 2, "SAME")
+  logits = _dense(tf.reduce_mean(x, axis=[1, 2]), config.num_classes, "dense")
+  return common.mean_xent(logits, labels)
+
+
+def _matmul_loss(config: CalibMatmulConfig) -> tf.Tensor:
+  x = tf.random.stateless_normal([config.batch_size, config.widths[0]],
+                                 seed=[config.seed, 5], name="inputs")
+  labels = common.synthetic_tokens([config.batch_size], config.num_classes,
+                                   config.seed, name="labels")
+  activations = (tf.nn.relu, tf.tanh, tf.sigmoid)
+  for i, width in enumerate(config.widths):
+    x = activations[i % 3](_dense(x, width, f"dense_{i}"))
+  g = config.groups
+  grouped = tf.reshape(x, [config.batch_size, g, config.widths[-1] // g])
+  scores = tf.nn.softmax(tf.matmul(grouped, grouped, transpose_b=True))
+  mixed = tf.reshape(tf.matmul(scores, grouped),
+                     [config.batch_size, config.widths[-1]])
+  return common.mean_xent(_dense(mixed, config.num_classes, "logits"), labels)
+
+
+def _embedding_loss(config: CalibEmbeddingConfig) -> tf.Tensor:
+  shape = [config.batch_size, config.seq_len]
+  pooled = []
+  for k in range(2):
+    ids = common.synthetic_tokens(shape, config.vocab, config.seed + k,
+                                  name=f"ids_{k}")
+    with _V1.variable_scope(f"embedding_{k}"):
+      table = common.variable("table", [config.vocab, config.dim],
+                              stddev=0.05)
+      pooled.append(tf.reduce_mean(tf.nn.embedding_lookup(table, ids),
+                                   axis=1))
+  labels = common.synthetic_tokens([config.batch_size], config.num_classes,
+                                   config.seed, name="labels")
+  hidden = tf.tanh(_dense(tf.concat(pooled, axis=1), config.dim, "dense"))
+  return common.mean_xent(_dense(hidden, config.num_classes, "logits"),
+                          labels)
+
+
+def _elementwise_chain(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+  """One pass of the chain: every op keeps x's shape [B, W]."""
+  x = tf.tanh(x) + tf.sigmoid(y)
+  x = tf.exp(-tf.square(x)) * y - tf.math.log1p(tf.abs(x))
+  x = tf.maximum(x, 0.1 * y) / (1.0 + tf.sqrt(tf.abs(y)))
+  mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+  var = tf.reduce_mean(tf.math.squared_difference(x, mean), axis=-1,
+                       keepdims=True)
+  x = (x - mean) * tf.math.rsqrt(var + 1e-6)
+  b, w = x.shape[0], x.shape[1]
+  x = tf.reshape(tf.transpose(tf.reshape(x, [b, 4, w // 4]), [0, 2, 1]),
+                 [b, w])
+  left, right = tf.split(x, 2, axis=1)
+  x = tf.concat([right, left * 0.5], axis=1)
+  x = tf.slice(tf.pad(x, [[0, 0], [1, 1]]), [0, 1], [b, w])
+  x = x + tf.tile(tf.reduce_sum(x, axis=0, keepdims=True), [b, 1]) * 1e-3
+  return tf.cast(tf.cast(x, tf.float16), tf.float32) + tf.nn.softmax(y)
+
+
+def _elementwise_loss(config: CalibElementwiseConfig) -> tf.Tensor:
+  shape = [config.batch_size, config.width]
+  x = tf.random.stateless_normal(shape, seed=[config.seed, 3], name="x")
+  y = tf.random.stateless_normal(shape, seed=[config.seed, 4], name="y")
+  scale = common.variable("scale", [config.width], constant=1.0)
+  x = x * scale
+  for _ in range(config.repeats):
+    x = _elementwise_chain(x, y)
+  return tf.reduce_mean(tf.square(x))
+
+
+def build_conv(config: CalibConvConfig) -> common.BuiltGraph:
+  """Convolutions, batch norm, pooling and a residual add."""
+  common.check_positive(config, ["batch_size", "image_size", "channels",
+                                 "num_classes"])
+  return common.build_graph(config, _conv_loss, "momentum", 0.01)
+
+
+def build_matmul(config: CalibMatmulConfig) -> common.BuiltGraph:
+  """Dense layers of several widths and a batched-matmul block."""
+  common.check_positive(config, ["batch_size", "groups", "num_classes"])
+  if not config.widths or config.widths[-1] % config.groups:
+    raise GraphImportError("CalibMatmulConfig: the last width must be a "
+                           "multiple of groups")
+  return common.build_graph(config, _matmul_loss, "adam", 0.001)
+
+
+def build_embedding(config: CalibEmbeddingConfig) -> common.BuiltGraph:
+  """Embedding lookups with sparse gradients."""
+  common.check_positive(config, ["batch_size", "seq_len", "vocab", "dim",
+                                 "num_classes"])
+  return common.build_graph(config, _embedding_loss, "sgd", 0.1)
+
+
+def build_elementwise(config: CalibElementwiseConfig) -> common.BuiltGraph:
+  """A chain of element-wise and data-movement ops."""
+  common.check_positive(config, ["batch_size", "width", "repeats"])
+  if config.width % 4:
+    raise GraphImportError("CalibElementwiseConfig.width must be a "
+                           "multiple of 4")
+  return common.build_graph(config, _elementwise_loss, "sgd", 0.01)
+
+
+# Suite name -> (model name, config overrides) of each graph measured.
+SUITES: Dict[str, List[Tuple[str, dict]]] = {
+    "default": [
+        ("calib_conv", dict(batch_size=4, image_size=16, channels=8)),
+        ("calib_conv", dict(batch_size=8, image_size=32, channels=32)),
+        ("calib_matmul", dict(batch_size=16, widths=(64, 128, 32))),
+        ("calib_matmul", dict(batch_size=64, widths=(512, 256, 1024))),
+        ("calib_embedding", dict(batch_size=16, seq_len=8, dim=32)),
+        ("calib_embedding", dict(batch_size=64, seq_len=32, vocab=5000,
+                                 dim=128)),
+        ("calib_elementwise", dict(batch_size=16, width=256)),
+        ("calib_elementwise", dict(batch_size=128, width=2048)),
+    ],
+    "tiny": [
+        ("calib_matmul", dict(batch_size=4, widths=(16, 32, 16))),
+        ("calib_elementwise", dict(batch_size=4, width=64)),
+    ],
+}
+
+
+def suite(name: str = "default") -> List[Tuple[str, dict]]:
+  """The (model name, config overrides) of a calibration suite.
+
+  Raises:
+    GraphImportError: unknown suite name.
+  """
+  if name not in SUITES:
+    raise GraphImportError(f"unknown calibration suite {name!r}; choose one "
+                           f"of {sorted(SUITES)}")
+  return list(SUITES[name])
