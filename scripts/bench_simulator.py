@@ -66,18 +66,25 @@ def _inception_graph():
     return None
 
 
+def random_placements(graph: OpGraph, costs: OpCosts, num_devices: int,
+                      batch: int, seed: int) -> np.ndarray:
+  """int32 [batch, M]: a uniformly random device per colocation group (an op
+  without a kernel there goes to the first device that has one)."""
+  rng = np.random.default_rng(seed)
+  groups = rng.integers(0, num_devices,
+                        size=(batch, graph.num_colocation_groups))
+  ids = groups[:, graph.group_of].astype(np.int32)
+  kernels = np.isfinite(costs.compute_s)
+  return np.where(kernels[np.arange(graph.num_ops), ids], ids,
+                  np.argmax(kernels, axis=1)[None, :]).astype(np.int32)
+
+
 def bench(graph: OpGraph, costs: OpCosts, cluster, batch: int, repeats: int,
           seed: int):
   """Returns (median batched evals/s, median single-call evals/s, feasible
   fraction)."""
   sim = Simulator(graph, cluster, costs)
-  rng = np.random.default_rng(seed)
-  groups = rng.integers(0, cluster.num_devices,
-                        size=(batch, graph.num_colocation_groups))
-  ids = groups[:, graph.group_of].astype(np.int32)
-  kernels = np.isfinite(costs.compute_s)
-  ids = np.where(kernels[np.arange(graph.num_ops), ids], ids,
-                 np.argmax(kernels, axis=1)[None, :]).astype(np.int32)
+  ids = random_placements(graph, costs, cluster.num_devices, batch, seed)
   steps = sim.simulate_batch(ids[:2])  # compile / load the cache
   sim.simulate(ids[0])
   batched, single = [], []
