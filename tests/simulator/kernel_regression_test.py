@@ -4,7 +4,8 @@
 memory and bytes moved computed by the kernel as it was before the
 throughput work (commit 121eed5), for seeded random placements of small
 graphs on several clusters: the colocation-group graph `mlp_2tower`, a
-layered DAG with an initialization subgraph (ops outside the training step),
+layered DAG with an initialization subgraph (ops outside the training step)
+and a CPU-only op (placed on a GPU in one placement per case),
 the same with zero-cost ops inside the step, a tight-memory cluster (some
 placements out of memory), links without latency, transfer and step
 overheads, overlapped latency, multi-slot devices. Every number must match
@@ -44,9 +45,10 @@ def _layered_with_init(num_ops: int = 240, width: int = 12,
   ops, edges = [], []
   for i in range(num_ops):
     nbytes = int(rng.integers(1 << 10, 1 << 20))
+    kernels = frozenset({"CPU"} if i == 0 else {"CPU", "GPU"})
     ops.append(Op(name=f"op{i}", type="MatMul", output_shapes=((nbytes // 4,),),
                   output_dtypes=("float32",), output_bytes=(nbytes,),
-                  flops=float(rng.uniform(1e6, 1e9))))
+                  flops=float(rng.uniform(1e6, 1e9)), kernels=kernels))
     layer = i // width
     if layer == 0:
       continue
@@ -128,8 +130,10 @@ def _placements(graph: OpGraph, costs: OpCosts, num_devices: int,
   ids = groups[:, graph.group_of]
   ok = np.isfinite(costs.compute_s)
   first = np.argmax(ok, axis=1)
-  return np.where(ok[np.arange(graph.num_ops), ids], ids,
-                  first[None, :]).astype(np.int32)
+  ids = np.where(ok[np.arange(graph.num_ops), ids], ids, first[None, :])
+  # And everything on the last device: no kernel for a CPU-only op on a GPU.
+  last = np.full((1, graph.num_ops), num_devices - 1)
+  return np.concatenate([ids, last]).astype(np.int32)
 
 
 def _cases():

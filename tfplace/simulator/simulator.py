@@ -53,6 +53,7 @@ evaluates many placements in one call, which is what the learned placers use.
 import copy
 from typing import Optional
 
+import numba
 import numpy as np
 from absl import logging
 
@@ -60,7 +61,7 @@ from tfplace.cost.cluster import Cluster
 from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import OpGraph
-from tfplace.simulator import kernel
+from tfplace.simulator import kernel, kernel_arrays
 from tfplace.simulator.result import ScheduledOp, ScheduledTransfer, SimResult
 
 # Ops whose value the client feeds (to its own device, see the module doc).
@@ -72,6 +73,18 @@ class Simulator:
 
   Build it once per (graph, cluster, costs) and call `simulate` or
   `simulate_batch` many times.
+
+  Speed: when the ops outside the training step (`OpGraph.step_mask`) cost
+  nothing (no compute where they have a kernel, no output bytes, as
+  `CostModel.op_costs` makes them), they cannot change any result: nothing in
+  the step waits for them, they move no tensor, hold no activation memory
+  and end the instant they start. The kernel then simulates the step's ops
+  only (their parameters still count). That is exact as long as every
+  simulated op takes time (it ends after it starts: then a zero-time op
+  outside the step never takes a slot any op inside it could use at that
+  instant); a placement where some op ends when it starts is simulated again
+  with every op. `simulate(..., record_schedule=True)` always simulates
+  every op (the schedule lists them all).
   """
 
   def __init__(self, graph: OpGraph, cluster: Cluster, costs: OpCosts):
@@ -85,18 +98,13 @@ class Simulator:
     Raises:
       ValueError: if the costs do not match the graph and cluster sizes.
     """
-    m = graph.num_ops
     self.graph = graph
-    self._topo = graph.topo_order.astype(np.int64)
-    self._rank = np.empty(m, np.int64)
-    self._rank[self._topo] = np.arange(m, dtype=np.int64)
-    succ_ptr, succ = graph.successors_csr
-    self._succ_ptr, self._succ = succ_ptr.astype(np.int64), succ.astype(np.int64)
-    self._pred_count = np.diff(graph.predecessors_csr[0]).astype(np.int64)
     self._fed = np.array([i for i, t in enumerate(graph.op_types)
                           if t in FED_OP_TYPES], dtype=np.int64)
-    self._prepare_tensors(graph)
-    self._prepare_control(graph)
+    self._all = kernel_arrays.graph_arrays(graph)
+    step = graph.step_mask
+    self._step = (kernel_arrays.restrict(self._all, step)
+                  if not step.all() else None)
     self._set_cluster(cluster, costs)
 
   def with_cluster(self, cluster: Cluster,
@@ -123,75 +131,43 @@ class Simulator:
     self.cluster, self.costs = cluster, costs
     self._cost = np.ascontiguousarray(costs.compute_s, dtype=np.float64)
     self._out_bytes = np.asarray(costs.output_bytes, dtype=np.float64)
-    self._param_bytes = np.asarray(costs.param_bytes, dtype=np.float64)
-    self._lat = np.ascontiguousarray(cluster.link_latency, dtype=np.float64)
-    self._bw = np.ascontiguousarray(cluster.link_bandwidth, dtype=np.float64)
     self._device_names = tuple(cluster.device_names)
-    self._mem_cap = np.array([dv.memory_bytes for dv in cluster.devices],
-                             dtype=np.float64)
-    self._slots = np.array([dv.slots for dv in cluster.devices], dtype=np.int64)
-    self._xfer_ovh = np.array([dv.transfer_overhead_s for dv in cluster.devices],
-                              dtype=np.float64)
-    self._step_ovh = float(cluster.step_overhead_s)
     self._run_ovh = np.array([dv.run_overhead_s for dv in cluster.devices],
                              dtype=np.float64)
-    self._overlap_lat = bool(cluster.overlap_latency)
     cpus = [i for i, dv in enumerate(cluster.devices) if dv.type == "CPU"]
     self._feed_device = cpus[0] if cpus else -1
+    self._mem_cap = np.array([dv.memory_bytes for dv in cluster.devices],
+                             dtype=np.float64)
+    self._fast = self._step if self._step_is_exact() else self._all
+    self._kernel_args = {id(a): self._make_kernel_args(a)
+                         for a in (self._all, self._fast)}
+    self._works = {}
 
-  def _prepare_tensors(self, graph: OpGraph) -> None:
-    """Tensors sorted by producer and, per op, the consumer entries it reads.
+  def _step_is_exact(self) -> bool:
+    """True if the ops outside the step cost nothing (see the class doc)."""
+    if self._step is None:
+      return False
+    outside = np.ones(self.graph.num_ops, dtype=bool)
+    outside[self._step.ops] = False
+    compute = self._cost[outside]
+    return bool(np.all((compute == 0) | ~np.isfinite(compute))
+                and np.all(self._out_bytes[outside] == 0))
 
-    Loop back edges are dropped, and so is everything outside the training
-    step (`OpGraph.step_mask`): a tensor whose producer the step does not run,
-    and a consumer entry of an op the step does not run (e.g. a variable's
-    handle read by its initializer) cause no transfer.
-    """
-    producer, nbytes, ptr, consumers = graph.tensors
-    step = graph.step_mask
-    is_back_op = graph.is_back_edge_source
-    order = np.argsort(producer, kind="stable")
-    order = order[~is_back_op[producer[order]] & step[producer[order]]]
-    rank = np.full(len(producer), -1, np.int64)
-    rank[order] = np.arange(len(order), dtype=np.int64)
-    entry_rank = np.repeat(rank, np.diff(ptr))
-    kept = np.flatnonzero((entry_rank >= 0) & step[consumers])
-    kept = kept[np.argsort(entry_rank[kept], kind="stable")]
-    self._t_prod = producer[order].astype(np.int64)
-    self._t_bytes = nbytes[order].astype(np.float64)
-    self._c_ptr = np.zeros(len(order) + 1, np.int64)
-    np.cumsum(np.bincount(entry_rank[kept], minlength=len(order)),
-              out=self._c_ptr[1:])
-    self._cons = consumers[kept].astype(np.int64)
-    self._entry_tensor = entry_rank[kept]
-    by_consumer = np.argsort(self._cons, kind="stable")
-    self._in_ptr = np.zeros(graph.num_ops + 1, np.int64)
-    np.cumsum(np.bincount(self._cons, minlength=graph.num_ops),
-              out=self._in_ptr[1:])
-    self._in_entry = by_consumer.astype(np.int64)
-
-  def _prepare_control(self, graph: OpGraph) -> None:
-    """Unique control-edge successors per op (CSR; loop back edges and
-    edges outside the training step dropped)."""
-    back = set(np.flatnonzero(graph.is_back_edge_source))
-    step = graph.step_mask
-    pairs = sorted({(e.src, e.dst) for e in graph.edges
-                    if e.is_control and e.src not in back and step[e.src]
-                    and step[e.dst]})
-    src = np.array([p[0] for p in pairs], dtype=np.int64)
-    self._ctrl_dst = np.array([p[1] for p in pairs], dtype=np.int64)
-    self._ctrl_ptr = np.zeros(graph.num_ops + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=graph.num_ops),
-              out=self._ctrl_ptr[1:])
-
-  def _static_args(self):
-    return (self._topo, self._rank, self._succ_ptr, self._succ,
-            self._pred_count, self._t_prod, self._t_bytes, self._c_ptr,
-            self._cons, self._in_ptr, self._in_entry, self._entry_tensor,
-            self._cost, self._out_bytes, self._param_bytes, self._lat,
-            self._bw, self._mem_cap, self._slots, self._ctrl_ptr,
-            self._ctrl_dst, self._xfer_ovh, self._step_ovh,
-            self._overlap_lat)
+  def _make_kernel_args(self, arrays: kernel_arrays.GraphArrays):
+    """(KernelGraph, KernelCluster) of `arrays` on this cluster."""
+    cluster = self.cluster
+    devices = cluster.devices
+    return arrays.kernel_graph(), kernel.KernelCluster(
+        cost=self._cost, out_bytes=self._out_bytes[arrays.ops],
+        param_bytes=np.asarray(self.costs.param_bytes, dtype=np.float64),
+        lat=np.ascontiguousarray(cluster.link_latency, dtype=np.float64),
+        bw=np.ascontiguousarray(cluster.link_bandwidth, dtype=np.float64),
+        mem_cap=self._mem_cap,
+        slots=np.array([dv.slots for dv in devices], dtype=np.int64),
+        xfer_ovh=np.array([dv.transfer_overhead_s for dv in devices],
+                          dtype=np.float64),
+        step_ovh=float(cluster.step_overhead_s),
+        overlap_lat=bool(cluster.overlap_latency))
 
   def _check_ids(self, ids: np.ndarray) -> np.ndarray:
     ids = np.ascontiguousarray(ids, dtype=np.int32)
@@ -207,6 +183,19 @@ class Simulator:
       ids[..., self._fed] = self._feed_device  # fed where the client is
     return ids
 
+  def _run_one(self, dev: np.ndarray, arrays: kernel_arrays.GraphArrays):
+    """Simulates `dev` in this simulator's `Work` for `arrays` (reused by
+    every call: the caller copies what it keeps)."""
+    g, c = self._kernel_args[id(arrays)]
+    work = self._works.get(id(arrays))
+    if work is None:
+      work = kernel.new_work(arrays.num_ops, arrays.num_entries,
+                             self.cluster.num_devices)
+      self._works[id(arrays)] = work
+    step, status, nx, moved = kernel.run_one(dev, g, c, work, False,
+                                             arrays is not self._all)
+    return step, status, nx, moved, work
+
   def simulate(self, device_ids: np.ndarray,
                record_schedule: bool = False) -> SimResult:
     """Simulates one placement.
@@ -220,15 +209,12 @@ class Simulator:
       runs out of memory or an op has no kernel on its device.
     """
     dev = self._check_ids(np.asarray(device_ids).reshape(-1))
-    m, d = self.graph.num_ops, self.cluster.num_devices
-    nc = len(self._cons)
-    start, end = np.zeros(m), np.zeros(m)
-    busy, peak = np.zeros(d), np.zeros(d)
-    x_tensor, x_dst = np.zeros(nc, np.int64), np.zeros(nc, np.int64)
-    x_start, x_end = np.zeros(nc), np.zeros(nc)
-    step, status, nx, moved = kernel.run_one(
-        dev, *self._static_args(), False, start, end, busy, peak, x_tensor,
-        x_dst, x_start, x_end)
+    arrays = self._all if record_schedule else self._fast
+    step, status, nx, moved, out = self._run_one(dev, arrays)
+    if status == kernel.ZERO_TIME:
+      arrays = self._all
+      step, status, nx, moved, out = self._run_one(dev, arrays)
+    busy, peak = out.busy.copy(), out.peak.copy()
     oom = tuple(int(i) for i in np.flatnonzero(peak > self._mem_cap))
     if status == kernel.NO_KERNEL:
       logging.warning("placement puts an op on a device without its kernel")
@@ -243,23 +229,30 @@ class Simulator:
         oom_devices=oom, device_names=self._device_names,
         memory_capacity_bytes=self._mem_cap)
     if record_schedule and status != kernel.NO_KERNEL:
-      result = _with_schedule(result, dev, start, end, self._t_prod,
-                              self._t_bytes, x_tensor[:nx], x_dst[:nx],
-                              x_start[:nx], x_end[:nx])
+      result = _with_schedule(result, dev, out.start, out.end, arrays.t_prod,
+                              arrays.t_bytes, out.x_tensor[:nx],
+                              out.x_dst[:nx], out.x_start[:nx],
+                              out.x_end[:nx])
     return result
 
-  def simulate_batch(self, device_ids: np.ndarray) -> np.ndarray:
+  def simulate_batch(self, device_ids: np.ndarray,
+                     num_threads: int = 1) -> np.ndarray:
     """Step times of a batch of placements.
 
     Args:
       device_ids: int [B, M].
+      num_threads: with more than 1, the rows are split over that many
+        threads of numba's pool (at most `numba.config.NUMBA_NUM_THREADS`).
 
     Returns:
       float64 [B]: step time per placement, inf where infeasible.
     """
     devs = self._check_ids(np.atleast_2d(device_ids))
-    return kernel.run_batch(devs, *self._static_args()) + self._run_overheads(
-        devs)
+    steps, codes = self._run_batch(devs, self._fast, num_threads)
+    redo = np.flatnonzero(codes == kernel.ZERO_TIME)
+    if len(redo):
+      steps[redo] = self._run_batch(devs[redo], self._all, num_threads)[0]
+    return steps + self._run_overheads(devs)
 
   def _run_overheads(self, devs: np.ndarray) -> np.ndarray:
     """float64 [B]: the summed `run_overhead_s` of the devices that run
@@ -272,6 +265,20 @@ class Simulator:
     for d in np.flatnonzero(self._run_ovh):
       out += self._run_ovh[d] * (step_devs == d).any(axis=1)
     return out
+
+  def _run_batch(self, devs: np.ndarray, arrays: kernel_arrays.GraphArrays,
+                 num_threads: int):
+    g, c = self._kernel_args[id(arrays)]
+    strict = arrays is not self._all
+    threads = min(int(num_threads), len(devs), numba.config.NUMBA_NUM_THREADS)
+    if threads <= 1:
+      return kernel.run_batch(devs, g, c, strict)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+      return kernel.run_batch_parallel(devs, g, c, strict, threads)
+    finally:
+      numba.set_num_threads(previous)
 
 
 def _with_schedule(result: SimResult, dev, start, end, t_prod, t_bytes,
@@ -287,3 +294,4 @@ def _with_schedule(result: SimResult, dev, start, end, t_prod, t_bytes,
                         start_s=float(s), end_s=float(e))
       for t, dst, s, e in zip(x_tensor, x_dst, x_start, x_end))
   return dataclasses.replace(result, schedule=ops, transfers=transfers)
+
