@@ -17,6 +17,7 @@ INSTALL_REQUIRES = [
     "numba==0.68.1",
     "pymetis==2025.2.2",
     "pyscotch==7.0.5",
+    "ortools==9.10.4067",
     "tqdm==4.70.1",
 ]
 
