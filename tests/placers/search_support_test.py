@@ -1,0 +1,79 @@
+"""Budget, best-so-far and Ctrl-C of the shared search loop."""
+
+import math
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from tfplace.errors import PlacementError
+from tfplace.placers.search_support import (Budget, SearchRun,
+                                            budget_from_options)
+
+
+def _sum_of_devices(candidates):
+  """Step time = sum of device ids; device 3 is 'out of memory' (inf)."""
+  times = candidates.sum(axis=1).astype(float)
+  times[(candidates == 3).any(axis=1)] = math.inf
+  return times
+
+
+@pytest.mark.parametrize("seconds", [0, -1, float("nan"), float("inf")])
+def test_a_budget_of_zero_or_negative_seconds_is_a_clear_error(seconds):
+  with pytest.raises(PlacementError, match="positive number of seconds"):
+    Budget(seconds=seconds)
+
+
+def test_a_budget_needs_a_limit_and_positive_evaluations():
+  with pytest.raises(PlacementError, match="needs seconds or evaluations"):
+    Budget(seconds=None)
+  with pytest.raises(PlacementError, match="positive number of evaluations"):
+    Budget(seconds=None, evaluations=0)
+  with pytest.raises(PlacementError, match="max_evaluations must be >= 0"):
+    budget_from_options(10.0, -5)
+  assert budget_from_options(10.0, 0) == Budget(10.0, None)
+
+
+def test_best_so_far_keeps_only_feasible_improvements():
+  start = np.array([2, 2])
+  with SearchRun(_sum_of_devices, Budget(seconds=None, evaluations=7), start,
+                 progress=False) as run:
+    assert run.best_step_time_s == 4.0 and run.evaluations == 1
+    run.evaluate(np.array([[3, 0], [2, 1]]))  # inf is never the best.
+    assert run.best_step_time_s == 3.0
+    assert run.best_devices.tolist() == [2, 1]
+    run.evaluate(np.array([[2, 2], [1, 1]]))
+    assert run.batch_size(64) == 2 and not run.done()
+    run.evaluate(np.array([[0, 3], [0, 1]]))
+    assert run.done()
+  result = run.result(note="x")
+  assert result.step_time_s == 1.0 and result.group_devices.tolist() == [0, 1]
+  assert result.start_step_time_s == 4.0 and result.evaluations == 7
+  assert [p.best_step_time_s for p in result.history] == [4.0, 3.0, 2.0, 1.0]
+  assert [p.evaluations for p in result.history] == [1, 3, 5, 7]
+  assert result.extra == {"note": "x"} and not result.interrupted
+
+
+def test_an_infeasible_start_is_never_reported_as_best():
+  with SearchRun(_sum_of_devices, Budget(evaluations=3), np.array([3, 0]),
+                 progress=False) as run:
+    run.evaluate(np.array([[3, 3]]))
+  result = run.result()
+  assert math.isinf(result.step_time_s)
+  assert result.group_devices.tolist() == [3, 0]
+
+
+def test_ctrl_c_stops_the_search_and_keeps_the_best():
+  with SearchRun(_sum_of_devices, Budget(seconds=60), np.array([2, 2]),
+                 progress=False) as run:
+    steps = 0
+    while not run.done():
+      run.evaluate(np.array([[1, 2 - min(steps, 2)]]))
+      steps += 1
+      if steps == 3:
+        os.kill(os.getpid(), signal.SIGINT)
+  result = run.result()
+  assert result.interrupted and steps == 3
+  assert result.step_time_s == 1.0
+  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

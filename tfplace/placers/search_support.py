@@ -1,0 +1,258 @@
+"""What every search placer shares: budget, best-so-far, stopping, progress.
+
+A search (local search, cross-entropy, the learned placers' loops) proposes
+placements of G groups on D devices and asks an evaluator for their step
+times. `SearchRun` sits between the two: it counts evaluations against a
+`Budget`, keeps the best *feasible* placement (a finite step time; the
+simulator gives inf for out of memory or a missing kernel) and its history,
+shows a tqdm bar with the best step time, and turns Ctrl-C into a request to
+stop: the search sees `run.done()` become True, returns, and the caller gets
+the best placement found so far with `interrupted=True` (a second Ctrl-C
+raises KeyboardInterrupt as usual).
+
+    with SearchRun(evaluate, Budget(seconds=60), start, desc="local_search") as run:
+      while not run.done():
+        candidates = ...                       # int [B, G]
+        times = run.evaluate(candidates)      # float [B]
+    result = run.result()                      # SearchResult
+
+Start placements (`init` option of the search placers) are resolved by
+`start_placement` in `tfplace.placers.search_start`.
+"""
+
+import dataclasses
+import math
+import signal
+import threading
+import time
+from typing import Callable, Mapping, Optional, Tuple
+
+import numpy as np
+from absl import logging
+from tqdm.auto import tqdm
+
+from tfplace.errors import PlacementError
+
+Evaluator = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+  """How much a search may spend; it stops at whichever limit comes first.
+
+  Attributes:
+    seconds: wall-clock seconds, or None for no time limit.
+    evaluations: simulator evaluations (placements scored), or None.
+  """
+  seconds: Optional[float] = 60.0
+  evaluations: Optional[int] = None
+
+  def __post_init__(self):
+    if self.seconds is None and self.evaluations is None:
+      raise PlacementError("a search budget needs seconds or evaluations")
+    if self.seconds is not None and not (
+        isinstance(self.seconds, (int, float)) and self.seconds > 0
+        and math.isfinite(self.seconds)):
+      raise PlacementError(f"the search budget must be a positive number of "
+                           f"seconds, got {self.seconds!r}")
+    if self.evaluations is not None and not (
+        isinstance(self.evaluations, (int, np.integer))
+        and self.evaluations > 0):
+      raise PlacementError(f"the search budget must be a positive number of "
+                           f"evaluations, got {self.evaluations!r}")
+
+
+def budget_from_options(budget_s: Optional[float],
+                        max_evaluations: Optional[int]) -> Budget:
+  """The `Budget` of a search placer's options (0 evaluations = no limit).
+
+  Raises:
+    PlacementError: a budget of 0 or negative seconds, negative evaluations.
+  """
+  if max_evaluations is not None and max_evaluations < 0:
+    raise PlacementError(f"max_evaluations must be >= 0 (0: no limit), got "
+                         f"{max_evaluations}")
+  return Budget(seconds=budget_s, evaluations=max_evaluations or None)
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchPoint:
+  """The best step time after some evaluations (one point of a curve)."""
+  evaluations: int
+  seconds: float
+  best_step_time_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+  """What a search found.
+
+  Attributes:
+    group_devices: int32 [G], the best feasible placement found (the start
+      placement when nothing better, or nothing feasible, was found).
+    step_time_s: its step time (inf if no feasible placement was seen).
+    start_step_time_s: the start placement's step time.
+    evaluations: placements evaluated.
+    seconds: wall-clock seconds spent.
+    history: the best step time each time it improved.
+    interrupted: True if Ctrl-C stopped the search.
+    extra: algorithm-specific figures (e.g. CP-SAT's bound and gap).
+  """
+  group_devices: np.ndarray
+  step_time_s: float
+  start_step_time_s: float
+  evaluations: int
+  seconds: float
+  history: Tuple[SearchPoint, ...]
+  interrupted: bool = False
+  extra: Mapping[str, object] = dataclasses.field(default_factory=dict)
+
+  @property
+  def evaluations_per_s(self) -> float:
+    return self.evaluations / self.seconds if self.seconds > 0 else 0.0
+
+  def summary(self) -> dict:
+    """JSON-ready figures for placement metadata and tables."""
+    def number(x):
+      return float(x) if math.isfinite(x) else None
+    return {"step_time_s": number(self.step_time_s),
+            "start_step_time_s": number(self.start_step_time_s),
+            "evaluations": int(self.evaluations),
+            "seconds": round(float(self.seconds), 3),
+            "evaluations_per_s": round(self.evaluations_per_s, 1),
+            "interrupted": bool(self.interrupted),
+            "history": [[p.evaluations, round(p.seconds, 3),
+                         number(p.best_step_time_s)] for p in self.history],
+            **dict(self.extra)}
+
+
+class SearchRun:
+  """Budget, best-so-far, progress bar and Ctrl-C for one search.
+
+  Use as a context manager (it installs the SIGINT handler and the bar on
+  entry, removes them on exit).
+  """
+
+  def __init__(self, evaluate: Evaluator, budget: Budget,
+               start: np.ndarray, start_step_time_s: Optional[float] = None,
+               desc: str = "search", progress: bool = True):
+    """Args:
+      evaluate: group devices int [B, G] -> step times float [B].
+      budget: when to stop.
+      start: int [G], the start placement (the fallback result).
+      start_step_time_s: its step time if known (else evaluated on entry,
+        which counts as one evaluation).
+      desc: the progress bar's label.
+      progress: show a tqdm bar.
+    """
+    self._evaluate, self.budget = evaluate, budget
+    self._start = np.asarray(start, dtype=np.int32).copy()
+    self._start_time = start_step_time_s
+    self._desc, self._progress = desc, progress
+    self.best_devices = self._start.copy()
+    self.best_step_time_s = math.inf
+    self.evaluations = 0
+    self.history = []
+    self.interrupted = False
+    self._t0 = None
+    self._bar = None
+    self._previous_handler = None
+
+  # ---- context ---------------------------------------------------------------
+
+  def __enter__(self) -> "SearchRun":
+    self._t0 = time.perf_counter()
+    self._install_handler()
+    total = self.budget.evaluations
+    self._bar = tqdm(total=total, desc=self._desc, unit="eval",
+                     disable=not self._progress, leave=False)
+    if self._start_time is None:
+      self._start_time = float(self.evaluate(self._start[None, :])[0])
+    else:
+      self._offer(self._start[None, :], np.array([self._start_time]))
+    return self
+
+  def __exit__(self, *exc) -> None:
+    if self._bar is not None:
+      self._bar.close()
+    self._restore_handler()
+
+  def _install_handler(self) -> None:
+    if threading.current_thread() is not threading.main_thread():
+      return  # Signals only reach the main thread; nothing to catch.
+
+    def on_sigint(signum, frame):
+      del signum, frame
+      if self.interrupted:  # Second Ctrl-C: give up at once.
+        raise KeyboardInterrupt
+      self.interrupted = True
+      logging.warning("%s: interrupted; stopping with the best placement so "
+                      "far (Ctrl-C again to abort)", self._desc)
+    self._previous_handler = signal.signal(signal.SIGINT, on_sigint)
+
+  def _restore_handler(self) -> None:
+    if self._previous_handler is not None:
+      signal.signal(signal.SIGINT, self._previous_handler)
+      self._previous_handler = None
+
+  # ---- the search's interface ------------------------------------------------
+
+  @property
+  def elapsed_s(self) -> float:
+    return 0.0 if self._t0 is None else time.perf_counter() - self._t0
+
+  @property
+  def start_step_time_s(self) -> float:
+    return math.inf if self._start_time is None else self._start_time
+
+  def remaining_evaluations(self) -> Optional[int]:
+    """Evaluations left, or None without an evaluation limit."""
+    if self.budget.evaluations is None:
+      return None
+    return max(0, self.budget.evaluations - self.evaluations)
+
+  def done(self) -> bool:
+    """True when the budget is spent or Ctrl-C asked to stop."""
+    if self.interrupted:
+      return True
+    left = self.remaining_evaluations()
+    if left is not None and left <= 0:
+      return True
+    return (self.budget.seconds is not None
+            and self.elapsed_s >= self.budget.seconds)
+
+  def batch_size(self, wanted: int) -> int:
+    """`wanted`, cut to the evaluations left (at least 1)."""
+    left = self.remaining_evaluations()
+    return max(1, wanted if left is None else min(wanted, left))
+
+  def evaluate(self, candidates: np.ndarray) -> np.ndarray:
+    """Step times of `candidates` [B, G]; tracks the best feasible one."""
+    candidates = np.atleast_2d(np.asarray(candidates, dtype=np.int32))
+    times = np.asarray(self._evaluate(candidates), dtype=np.float64)
+    self._offer(candidates, times)
+    return times
+
+  def _offer(self, candidates: np.ndarray, times: np.ndarray) -> None:
+    self.evaluations += len(times)
+    best = int(np.argmin(times)) if len(times) else -1
+    if best >= 0 and math.isfinite(times[best]) and (
+        times[best] < self.best_step_time_s):
+      self.best_step_time_s = float(times[best])
+      self.best_devices = candidates[best].copy()
+      self.history.append(SearchPoint(self.evaluations, self.elapsed_s,
+                                      self.best_step_time_s))
+      if self._bar is not None:
+        self._bar.set_postfix_str(f"best {self.best_step_time_s * 1e3:.2f} ms")
+    if self._bar is not None:
+      self._bar.update(len(times))
+
+  def result(self, **extra) -> SearchResult:
+    """The best placement found, with the run's figures."""
+    return SearchResult(
+        group_devices=self.best_devices.copy(),
+        step_time_s=self.best_step_time_s,
+        start_step_time_s=self.start_step_time_s,
+        evaluations=self.evaluations, seconds=self.elapsed_s,
+        history=tuple(self.history), interrupted=self.interrupted,
+        extra=extra)
