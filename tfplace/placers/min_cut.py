@@ -16,26 +16,13 @@ from typing import List, Optional
 
 import numpy as np
 
+from tfplace.grouping import partition
 from tfplace.grouping.group_graph import GroupGraph
 from tfplace.placement import Placement
 from tfplace.placers.base import Placer
 from tfplace.placers.heuristics import fallback_device
 from tfplace.placers.problem import PlacementProblem
 from tfplace.placers.registry import register_placer
-
-# Integer weights are scaled so the largest is 2**20, keeping sums well inside
-# 32-bit integers.
-_MAX_WEIGHT = 2**20
-
-
-def _int_weights(values: np.ndarray) -> np.ndarray:
-  """Positive integers proportional to `values`, at most `_MAX_WEIGHT`."""
-  values = np.asarray(values, dtype=np.float64)
-  top = values.max() if len(values) else 0.0
-  if top <= 0:
-    return np.ones(len(values), dtype=np.int64)
-  return np.maximum(1, np.round(values / top * _MAX_WEIGHT)).astype(np.int64)
-
 
 class _MinCutPlacer(Placer, abc.ABC):
   """Shared flow: pick targets, force CPU-only groups, partition the rest."""
@@ -66,23 +53,10 @@ class _MinCutPlacer(Placer, abc.ABC):
   def _partition_free(self, groups: GroupGraph, free: np.ndarray,
                       targets: List[int], seed: Optional[int]) -> np.ndarray:
     """Partitions the subgraph induced by the `free` groups."""
-    local = np.full(groups.num_groups, -1, dtype=np.int64)
-    local[free] = np.arange(len(free))
-    keep = (local[groups.edge_src] >= 0) & (local[groups.edge_dst] >= 0)
-    sub = GroupGraph(
-        group_of=np.arange(len(free), dtype=np.int32),
-        members=tuple(np.array([g], dtype=np.int32) for g in free),
-        compute_s=groups.compute_s[free][:, targets],
-        allowed=groups.allowed[free][:, targets],
-        param_bytes=groups.param_bytes[free],
-        output_bytes=groups.output_bytes[free],
-        edge_src=local[groups.edge_src[keep]].astype(np.int32),
-        edge_dst=local[groups.edge_dst[keep]].astype(np.int32),
-        edge_bytes=groups.edge_bytes[keep],
-        topo_rank=groups.topo_rank[free])
-    ptr, nbr, nbytes = sub.undirected_adjacency()
-    vweight = _int_weights(sub.compute_s.mean(axis=1))
-    eweight = _int_weights(nbytes)
+    ptr, nbr, nbytes = partition.induced_csr(groups, free)
+    vweight = partition.int_weights(
+        groups.compute_s[free][:, targets].mean(axis=1))
+    eweight = partition.int_weights(nbytes)
     parts = self._partition(ptr, nbr, vweight, eweight, len(targets), seed)
     return np.asarray(parts, dtype=np.int64)
 
@@ -93,16 +67,7 @@ class MetisPlacer(_MinCutPlacer):
   "MinCut" baseline of Mirhoseini et al., ICML 2017, via pymetis."""
 
   def _partition(self, ptr, nbr, vweight, eweight, nparts, seed):
-    import pymetis  # Lazy: only this placer needs it.
-    options = pymetis.Options()
-    options.seed = int(seed or 0)
-    if len(nbr) == 0:
-      return np.arange(len(vweight)) % nparts
-    adjacency = pymetis.CSRAdjacency(ptr.tolist(), nbr.tolist())
-    _, parts = pymetis.part_graph(
-        nparts, adjacency, vweights=vweight.tolist(),
-        eweights=eweight.tolist(), options=options)
-    return np.asarray(parts)
+    return partition.metis_parts(ptr, nbr, vweight, eweight, nparts, seed)
 
 
 # Scotch 7's context options (scotch.h: SCOTCH_OPTIONNUMDETERMINISTIC and
