@@ -10,8 +10,9 @@ methods, both balancing compute so that no coarse group dominates a device:
     cut few bytes but need not be convex (a part may be left and re-entered).
   * "heavy_edge": greedy heavy-edge contraction along the data flow: edges
     are taken in order of bytes (heaviest first) and their two ends merged
-    while the merged compute stays under a cap (total / K, raised when no
-    edge fits), as the coarsening phase of multilevel partitioners
+    while the merged compute stays under a cap (total / K); then groups
+    adjacent in topological order (pieces no edge joins); the cap is raised
+    when nothing fits. As the coarsening phase of multilevel partitioners
     (Hendrickson & Leland 1995; Karypis & Kumar 1998). Producer-consumer
     chains stay together, so coarse groups follow the critical path.
 
@@ -144,13 +145,14 @@ def _heavy_edge(groups: GroupGraph, members: np.ndarray, k: int) -> np.ndarray:
   size = weight.copy()
   count = n
   cap = weight.sum() / k
+  # Fallback pairs: neighbours in topological order (pieces no edge joins).
+  topo = np.argsort(groups.topo_rank[members], kind="stable")
   while count > k:
+    before = count
     count = _contract(parent, size, src[order], dst[order], cap, count, k)
-    if count > k:
+    count = _contract(parent, size, topo[:-1], topo[1:], cap, count, k)
+    if count == before:
       cap *= 1.5
-      if cap > 2 * weight.sum():  # No edges left to merge along.
-        count = _merge_in_topo_order(parent, groups.topo_rank[members], count,
-                                     k)
   return np.array([_find(parent, i) for i in range(n)])
 
 
@@ -170,18 +172,5 @@ def _contract(parent, size, src, dst, cap, count, k) -> int:
     if ra != rb and size[ra] + size[rb] <= cap:
       parent[max(ra, rb)] = min(ra, rb)
       size[min(ra, rb)] += size[max(ra, rb)]
-      count -= 1
-  return count
-
-
-def _merge_in_topo_order(parent, topo_rank, count, k) -> int:
-  """Merges roots that are neighbours in topological order (groups no edge
-  joins: disconnected pieces) until k remain."""
-  roots = sorted({_find(parent, i) for i in range(len(parent))},
-                 key=lambda r: topo_rank[r])
-  step = int(np.ceil(len(roots) / k))
-  for start in range(0, len(roots), step):
-    for r in roots[start + 1:start + step]:
-      parent[r] = roots[start]
       count -= 1
   return count

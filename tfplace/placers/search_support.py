@@ -32,8 +32,48 @@ from absl import logging
 from tqdm.auto import tqdm
 
 from tfplace.errors import PlacementError
+from tfplace.grouping.group_graph import GroupGraph
 
 Evaluator = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SearchSpace:
+  """What a search algorithm searches over.
+
+  Attributes:
+    groups: the (possibly coarsened) group graph; a placement is a device
+      per group, int [G].
+    evaluate: group devices int [B, G] -> step times float [B] (inf where
+      infeasible: out of memory, no kernel).
+    capacity: float [D], device memory bytes. Parameters stay resident all
+      step, so a placement whose parameters exceed a device's memory cannot
+      fit: `fits` rejects it without simulating it.
+  """
+  groups: GroupGraph
+  evaluate: Evaluator
+  capacity: np.ndarray
+
+  @property
+  def allowed(self) -> np.ndarray:
+    """bool [G, D]: the devices each group can run on."""
+    return self.groups.allowed
+
+  def param_load(self, group_devices: np.ndarray) -> np.ndarray:
+    """float [D]: parameter bytes per device of one placement [G]."""
+    return np.bincount(group_devices, weights=self.groups.param_bytes,
+                       minlength=len(self.capacity))
+
+  def fits(self, candidates: np.ndarray) -> np.ndarray:
+    """bool [B]: the parameters of each placement fit every device."""
+    candidates = np.atleast_2d(candidates)
+    d = len(self.capacity)
+    rows = np.repeat(np.arange(len(candidates)), candidates.shape[1])
+    load = np.bincount(rows * d + candidates.ravel(),
+                       weights=np.tile(self.groups.param_bytes,
+                                       len(candidates)),
+                       minlength=len(candidates) * d).reshape(-1, d)
+    return (load <= self.capacity[None, :]).all(axis=1)
 
 
 @dataclasses.dataclass(frozen=True)

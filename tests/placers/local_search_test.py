@@ -1,0 +1,54 @@
+"""Local search finds hand-worked optima and never accepts infeasible moves."""
+
+import numpy as np
+
+from tfplace.placers.local_search import LocalSearchConfig, local_search
+from tfplace.placers.search_support import Budget
+import search_testlib as lib
+
+
+def test_balances_independent_ops_over_two_devices():
+  space, _, _ = lib.space(*lib.independent_ops(4))
+  result = local_search(space, np.zeros(4, np.int32),
+                        Budget(seconds=None, evaluations=300),
+                        LocalSearchConfig(batch_size=8), seed=0,
+                        progress=False)
+  assert result.start_step_time_s == 4.0
+  assert result.step_time_s == 2.0
+  assert np.bincount(result.group_devices, minlength=2).tolist() == [2, 2]
+
+
+def test_joins_a_split_chain_on_one_device():
+  space, _, _ = lib.space(*lib.chain(4), bandwidth=1e9)
+  start = np.array([0, 1, 0, 1], np.int32)  # 4 s of compute + 3 s moving.
+  result = local_search(space, start, Budget(seconds=None, evaluations=400),
+                        LocalSearchConfig(batch_size=8), seed=1,
+                        progress=False)
+  assert result.start_step_time_s == 7.0
+  assert result.step_time_s == 4.0
+  assert len(set(result.group_devices.tolist())) == 1
+
+
+def test_memory_is_respected():
+  # Each op holds 100 bytes of parameters; device memory is 250 bytes, so at
+  # most two ops per device: the best feasible is 2 + 2 (not 4 + 0).
+  graph, costs = lib.independent_ops(4, param_bytes=100)
+  space, sim, _ = lib.space(graph, costs, memory_bytes=250)
+  seen = []
+  evaluate = space.evaluate
+
+  def spy(candidates):
+    times = evaluate(candidates)
+    seen.extend(zip(candidates.tolist(), times.tolist()))
+    return times
+
+  space = lib.SearchSpace(space.groups, spy, space.capacity)
+  start = np.array([0, 0, 1, 1], np.int32)
+  result = local_search(space, start, Budget(seconds=None, evaluations=100),
+                        LocalSearchConfig(batch_size=8, temperature=1.0),
+                        seed=2, progress=False)
+  assert result.step_time_s == 2.0
+  assert np.bincount(result.group_devices, minlength=2).tolist() == [2, 2]
+  # Candidates whose parameters overflow a device are not even simulated.
+  assert all(max(np.bincount(c, minlength=2)) <= 2 for c, _ in seen)
+  assert sim.simulate(result.group_devices).feasible
