@@ -7,7 +7,7 @@ from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import Edge, Op, OpGraph
 from tfplace.grouping.coarsen import coarsen_to_k
-from tfplace.grouping.group_graph import coarsen
+from tfplace.grouping.group_graph import build_group_graph
 from tfplace.models.synthetic import towers
 
 
@@ -40,7 +40,7 @@ def test_colocation_groups_are_never_split(method):
   for group in graph.colocation_groups:
     assert len(set(labels[group].tolist())) == 1
   assert 2 <= len(np.unique(labels)) <= 12
-  coarse = coarsen(graph, costs, labels)
+  coarse = build_group_graph(graph, costs, labels)
   # CPU-only ops stay apart from ops that could run on the GPU.
   assert all(row.all() or not row[1] for row in coarse.allowed)
 

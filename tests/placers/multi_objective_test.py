@@ -4,7 +4,7 @@ import numpy as np
 
 from tfplace.cost.op_costs import OpCosts
 from tfplace.graph.op_graph import Edge, Op, OpGraph
-from tfplace.grouping.group_graph import coarsen
+from tfplace.grouping.group_graph import build_group_graph
 from tfplace.placers.multi_objective import (MultiObjectiveWeights,
                                              group_importance,
                                              multi_objective_placement)
@@ -26,7 +26,7 @@ def _graph():
 
 def test_importance_is_the_longest_path_through_the_group():
   graph, costs = _graph()
-  groups = coarsen(graph, costs)
+  groups = build_group_graph(graph, costs)
   importance = group_importance(graph, groups, costs.compute_s[:, 1])
   np.testing.assert_allclose(importance, [1.0, 1.0, 0.6, 1.0])
 
@@ -34,7 +34,7 @@ def test_importance_is_the_longest_path_through_the_group():
 def test_the_critical_path_goes_to_the_fast_device():
   graph, costs = _graph()
   _, _, cluster = lib.space(graph, costs)
-  groups = coarsen(graph, costs)
+  groups = build_group_graph(graph, costs)
   devices = multi_objective_placement(graph, groups, cluster,
                                       costs.compute_s[:, 1],
                                       MultiObjectiveWeights())
@@ -44,7 +44,7 @@ def test_the_critical_path_goes_to_the_fast_device():
 def test_memory_weight_alone_spreads_by_free_memory():
   graph, costs = lib.independent_ops(4, param_bytes=100)
   _, _, cluster = lib.space(graph, costs, memory_bytes=1000)
-  groups = coarsen(graph, costs)
+  groups = build_group_graph(graph, costs)
   devices = multi_objective_placement(
       graph, groups, cluster, costs.compute_s[:, 0],
       MultiObjectiveWeights(memory=1.0, importance=0.0, traffic=0.0,

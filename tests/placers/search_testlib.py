@@ -5,7 +5,7 @@ import numpy as np
 from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.presets import cpu_cluster
 from tfplace.graph.op_graph import Edge, Op, OpGraph
-from tfplace.grouping.group_graph import coarsen
+from tfplace.grouping.group_graph import build_group_graph
 from tfplace.placers.search_support import SearchSpace
 from tfplace.simulator.simulator import Simulator
 
@@ -38,7 +38,7 @@ def space(graph, costs, memory_bytes=1e12, latency_s=0.0, bandwidth=1e10):
   cluster = cpu_cluster(2, memory_bytes=memory_bytes, latency_s=latency_s,
                         bandwidth=bandwidth, launch_overhead_s=0.0)
   sim = Simulator(graph, cluster, costs)
-  groups = coarsen(graph, costs)
+  groups = build_group_graph(graph, costs)
 
   def evaluate(candidates):
     return sim.simulate_batch(np.asarray(candidates)[:, groups.group_of])

@@ -64,7 +64,7 @@ def coarsen_to_k(graph: OpGraph, costs: OpCosts, num_groups: int,
                          f"of {list(METHODS)}")
   if num_groups < 1:
     raise PlacementError(f"coarsen to at least 1 group, got {num_groups}")
-  groups = group_graph.coarsen(graph, costs)
+  groups = group_graph.build_group_graph(graph, costs)
   if groups.num_groups <= num_groups:
     return groups.group_of.copy()
   coarse = np.full(groups.num_groups, -1, dtype=np.int64)
