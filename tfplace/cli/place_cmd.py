@@ -2,6 +2,7 @@
 
 usage: tfplace place GRAPH --cluster CLUSTER --placer NAME
                      [--placer_options key=value,...] --out placement.json
+                     [--budget_s S] [--init best_heuristic|PLACER|p.json]
                      [--seed N] [--cost_model NAME] [--loop_trip_counts L=N]
                      [--calibration calibration.json] [--allow_infeasible]
                      [--json]
@@ -13,8 +14,14 @@ overheads), runs the placer through the pipeline (costs, groups, place,
 validate, simulate), writes the placement JSON (atomically) and prints the
 predicted step time. A placement that does not fit in memory is an error
 (exit 2, nothing written) unless --allow_infeasible.
+
+Search placers (local_search, cross_entropy, cp_sat) take --budget_s and
+--init (their budget_s and init options) and show a progress bar with the
+best step time; Ctrl-C stops the search, writes the best placement found so
+far (a complete JSON) and exits with status 130.
 """
 
+import dataclasses
 import json
 import math
 import sys
@@ -22,6 +29,7 @@ from typing import List
 
 from absl import flags
 
+from tfplace import interrupts
 from tfplace.cli.run_helpers import CLUSTER_HELP, LOOP_TRIP_COUNTS_HELP
 from tfplace.errors import PlacementError, TfplaceError
 
@@ -32,6 +40,12 @@ _PLACER_OPTIONS = flags.DEFINE_string(
     "placer_options", "", "the placer's options, key=value,key=value "
     "(listed below)")
 _OUT = flags.DEFINE_string("out", None, "where to write the placement JSON")
+_BUDGET_S = flags.DEFINE_float(
+    "budget_s", None, "search placers: seconds the search may take (the "
+    "placer option budget_s)")
+_INIT = flags.DEFINE_string(
+    "init", None, "search placers: the start placement: best_heuristic, a "
+    "placer name or a placement JSON (the placer option init)")
 _SEED = flags.DEFINE_integer("seed", None, "random seed for the placer")
 _COST_MODEL = flags.DEFINE_string(
     "cost_model", None, "op cost model: analytical, grappler or calibrated "
@@ -66,37 +80,65 @@ def main(argv: List[str]) -> None:
     raise TfplaceError("expected exactly one GRAPH argument: tfplace place "
                        "GRAPH --cluster C --placer P --out placement.json")
   check_out_path(_OUT.value)
-  get_placer(_PLACER.value, _PLACER_OPTIONS.value)  # Bad name/options first.
+  options = _placer_options()
+  get_placer(_PLACER.value, options)  # Bad name/options first.
   cluster, cost_model = cluster_and_cost_model(
       _CLUSTER.value, _COST_MODEL.value, _CALIBRATION.value)
   graph = import_graph(argv[1], loop_trip_counts=parse_loop_trip_counts(
       _LOOP_TRIP_COUNTS.value))
   placement = pipeline.place(graph, cluster, placer=_PLACER.value,
-                             options=_PLACER_OPTIONS.value,
-                             cost_model=cost_model, seed=_SEED.value)
+                             options=options, cost_model=cost_model,
+                             seed=_SEED.value)
   if placement.metadata.feasible is False and not _ALLOW_INFEASIBLE.value:
     raise PlacementError(
         f"{_PLACER.value}'s placement does not fit in memory (out of memory on "
         f"{', '.join(placement.metadata.oom_devices) or 'a device'}); nothing "
         f"written to {_OUT.value}. Try another placer, a cluster with more "
         "memory, or --allow_infeasible to write it anyway")
-  placement.save(_OUT.value)
+  search = placement.metadata.extra.get("search") or {}
+  if search.get("interrupted"):  # Ctrl-C: save the best so far, exit 130.
+    with interrupts.writes_allowed():
+      placement.save(_OUT.value)
+  else:
+    placement.save(_OUT.value)
   _report(placement, _OUT.value,
           calibration_coverage(graph, cluster, cost_model, placement))
 
 
+def _placer_options() -> dict:
+  """--placer_options with --budget_s and --init folded in."""
+  from tfplace.placers.options import parse_option_text
+  from tfplace.placers.registry import placer_class
+  options = parse_option_text(_PLACER_OPTIONS.value)
+  for flag, value in (("budget_s", _BUDGET_S.value), ("init", _INIT.value)):
+    if value is None:
+      continue
+    fields = {f.name for f in dataclasses.fields(
+        placer_class(_PLACER.value).Options)}
+    if flag not in fields:
+      raise PlacementError(f"--{flag} is for search placers; {_PLACER.value} "
+                           f"has no {flag} option")
+    options[flag] = str(value)
+  return options
+
+
 def _report(placement, out: str, coverage) -> None:
   """Prints the step time and op counts per device (and, calibrated, the
-  share of predicted op time on op types the calibration has not seen)."""
+  share of predicted op time on op types the calibration has not seen; for
+  a search placer, its start and figures)."""
   from tfplace.cli.run_helpers import coverage_fields
   meta = placement.metadata
   step = meta.predicted_step_time_s
   counts = placement.device_counts()
+  search = meta.extra.get("search")
   if _JSON.value:
-    sys.stdout.write(json.dumps({
+    out_json = {
         "out": out, "placer": meta.placer, "predicted_step_time_s": step,
         "feasible": meta.feasible, "oom_devices": list(meta.oom_devices),
-        "ops_per_device": counts, **coverage_fields(coverage)}) + "\n")
+        "ops_per_device": counts, **coverage_fields(coverage)}
+    if search:
+      out_json["search"] = {k: v for k, v in search.items() if k != "history"}
+    sys.stdout.write(json.dumps(out_json) + "\n")
     return
   if step is not None and math.isfinite(step):
     text = f"predicted step time {step * 1e3:.3f} ms"
@@ -106,5 +148,22 @@ def _report(placement, out: str, coverage) -> None:
   sys.stdout.write(f"{meta.placer}: {text}; wrote {out}\n")
   if coverage is not None:
     sys.stdout.write(coverage.describe() + "\n")
+  if search:
+    sys.stdout.write("  " + _search_line(search) + "\n")
   for device, n in sorted(counts.items()):
     sys.stdout.write(f"  {device}: {n} ops\n")
+
+
+def _search_line(search: dict) -> str:
+  """One line about a search: start, best, evaluations, interruption."""
+  def ms(value):
+    return "infeasible" if value is None else f"{value * 1e3:.3f} ms"
+  line = (f"search: start {ms(search.get('start_step_time_s'))} "
+          f"({search.get('start')}), best {ms(search.get('step_time_s'))} "
+          f"after {search.get('evaluations')} evaluations in "
+          f"{search.get('seconds')} s ({search.get('evaluations_per_s')}/s)")
+  if search.get("gap") is not None:
+    line += f"; CP-SAT gap {search['gap']:.1%} ({search.get('solver_status')})"
+  if search.get("interrupted"):
+    line += "; interrupted (best so far written)"
+  return line

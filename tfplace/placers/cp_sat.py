@@ -23,7 +23,11 @@ from typing import List, Optional
 import numpy as np
 
 from tfplace.cost.cluster import Cluster
-from tfplace.placers.cp_sat_model import TaskGraph, build_model
+from tfplace.placers.cp_sat_model import TaskGraph, build_model, build_tasks
+from tfplace.placers.registry import register_placer
+from tfplace.placers.search_placer import (SearchContext, SearchOptions,
+                                           SearchPlacer, config_from_options,
+                                           search_options)
 from tfplace.placers.search_support import (Budget, SearchResult, SearchRun,
                                             SearchSpace)
 
@@ -157,3 +161,41 @@ def _solver_figures(solver, status, built, collector: _Collector,
   if not math.isfinite(figures.get("model_makespan_s", 0.0)):
     figures.pop("model_makespan_s")
   return figures
+
+
+@register_placer("cp_sat")
+class CpSatPlacer(SearchPlacer):
+  """Placement and scheduling as a constraint program, solved by CP-SAT.
+
+  As Pesto (Hafeez et al., Middleware 2021) and Moirai (Zhang et al., 2023)
+  solve placement with (M)ILP solvers on a coarsened graph; here OR-Tools
+  CP-SAT on `coarsen_k` coarse groups: assignment, memory as a hard
+  constraint (the one memory estimate), start times, per-device no-overlap,
+  transfer delays across devices, minimum makespan, time-limited, hinted
+  with the start placement. Every solution is simulated; the best simulated
+  one is returned, with the solver's bound and gap for the coarsened model
+  in the metadata. See the module docstring.
+  """
+
+  @search_options
+  @dataclasses.dataclass(frozen=True)
+  class Options(SearchOptions):
+    """Options of `cp_sat`.
+
+    Attributes:
+      num_workers: CP-SAT search workers (0: the machine's cores).
+      hint: warm-start the solver from the start placement.
+    """
+    coarsen_k: int = 64
+    num_workers: int = 0
+    hint: bool = True
+
+  def _search(self, context: SearchContext, seed: Optional[int]
+              ) -> SearchResult:
+    problem, space = context.problem, context.space
+    tasks = build_tasks(problem.graph, problem.costs, space.groups.group_of)
+    start = context.start
+    return cp_sat_search(space, tasks, problem.cluster, start, self.budget(),
+                         config_from_options(CpSatConfig, self.options),
+                         seed=seed, progress=self.options.progress,
+                         start_step_time_s=context.start_step_time_s)

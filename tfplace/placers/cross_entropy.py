@@ -20,6 +20,10 @@ from typing import Optional
 
 import numpy as np
 
+from tfplace.placers.registry import register_placer
+from tfplace.placers.search_placer import (SearchContext, SearchOptions,
+                                           SearchPlacer, config_from_options,
+                                           search_options)
 from tfplace.placers.search_support import (Budget, SearchResult, SearchRun,
                                             SearchSpace)
 
@@ -124,3 +128,43 @@ def cross_entropy(space: SearchSpace, start: np.ndarray, budget: Budget,
   confidence = float(p.max(axis=1).mean())
   return run.result(algorithm="cross_entropy", rounds=rounds,
                     mean_max_probability=round(confidence, 4))
+
+
+@register_placer("cross_entropy")
+class CrossEntropyPlacer(SearchPlacer):
+  """The cross-entropy method over per-group categorical distributions.
+
+  The non-RL half of Post (Gao, Chen & Li, Post: Device Placement with
+  Cross-Entropy Minimization and Proximal Policy Optimization, NeurIPS
+  2018); the method is Rubinstein's (1999). Batched sampling scored by the
+  simulator, elite update with smoothing and a floor, the best so far kept
+  in every update. Searches `coarsen_k` coarse groups by default (one
+  distribution per group). See the module docstring.
+  """
+
+  @search_options
+  @dataclasses.dataclass(frozen=True)
+  class Options(SearchOptions):
+    """Options of `cross_entropy`.
+
+    Attributes:
+      batch_size: placements sampled per round.
+      elite_fraction: share of a round's samples that update the
+        distributions.
+      smoothing: step towards the elite's device frequencies.
+      start_mass: initial probability of each group's start device.
+      floor: smallest probability of an allowed device.
+    """
+    coarsen_k: int = 256
+    batch_size: int = 64
+    elite_fraction: float = 0.1
+    smoothing: float = 0.3
+    start_mass: float = 0.9
+    floor: float = 1e-3
+
+  def _search(self, context: SearchContext, seed: Optional[int]
+              ) -> SearchResult:
+    return cross_entropy(context.space, context.start, self.budget(),
+                         config_from_options(CrossEntropyConfig, self.options),
+                         seed=seed, progress=self.options.progress,
+                         start_step_time_s=context.start_step_time_s)

@@ -20,6 +20,11 @@ from typing import Optional
 
 import numpy as np
 
+from tfplace.grouping.coarsen import coarsen_to_k
+from tfplace.placers.registry import register_placer
+from tfplace.placers.search_placer import (SearchContext, SearchOptions,
+                                           SearchPlacer, config_from_options,
+                                           search_options)
 from tfplace.placers.search_support import (Budget, SearchResult, SearchRun,
                                             SearchSpace)
 
@@ -188,3 +193,57 @@ def _spent(run: SearchRun) -> float:
   if run.budget.evaluations is not None:
     fractions.append(run.evaluations / run.budget.evaluations)
   return min(1.0, max(fractions))
+
+
+@register_placer("local_search")
+class LocalSearchPlacer(SearchPlacer):
+  """Simulated annealing over group placements on the simulator.
+
+  As FlexFlow's MCMC search over its execution simulator (Jia, Zaharia &
+  Aiken, Beyond Data and Model Parallelism for Deep Neural Networks, SysML
+  2019): batched neighbourhoods (move a group, to a neighbour's device or
+  any; swap two groups; move a block of groups from a heavy-edge coarsening
+  of `block_k` blocks), Metropolis acceptance while the temperature cools
+  over the budget, infeasible neighbours never accepted, started from the
+  best heuristic (or `init`). See the module docstring.
+  """
+
+  @search_options
+  @dataclasses.dataclass(frozen=True)
+  class Options(SearchOptions):
+    """Options of `local_search`.
+
+    Attributes:
+      batch_size: neighbours scored per simulator call.
+      temperature: initial temperature, relative to the start step time (0:
+        greedy descent).
+      swap_fraction: share of neighbours that swap two groups.
+      neighbour_fraction: share of moves to the device of a group joined to
+        the moved one.
+      block_fraction: share of neighbours that move a whole block.
+      block_k: blocks for block moves (a heavy-edge coarsening of the
+        searched groups; 0: no block moves).
+      patience: batches without a new best before going back to the best.
+    """
+    batch_size: int = 64
+    temperature: float = 0.01
+    swap_fraction: float = 0.25
+    neighbour_fraction: float = 0.5
+    block_fraction: float = 0.2
+    block_k: int = 256
+    patience: int = 50
+
+  def _search(self, context: SearchContext, seed: Optional[int]
+              ) -> SearchResult:
+    options = self.options
+    blocks = None
+    if options.block_k > 0 and options.block_k < context.space.groups.num_groups:
+      labels = coarsen_to_k(context.problem.graph, context.problem.costs,
+                            options.block_k, "heavy_edge", seed)
+      groups = context.space.groups
+      blocks = labels[[m[0] for m in groups.members]]
+    return local_search(context.space, context.start, self.budget(),
+                        config_from_options(LocalSearchConfig, options),
+                        seed=seed, progress=options.progress,
+                        start_step_time_s=context.start_step_time_s,
+                        blocks=blocks)

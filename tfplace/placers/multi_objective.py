@@ -20,12 +20,16 @@ options.
 """
 
 import dataclasses
+from typing import Optional
 
 import numpy as np
 
 from tfplace.cost.cluster import Cluster
 from tfplace.graph.op_graph import OpGraph
 from tfplace.grouping.group_graph import GroupGraph
+from tfplace.placement import Placement
+from tfplace.placers.base import Placer, PlacerKind
+from tfplace.placers.registry import register_placer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,3 +153,48 @@ def multi_objective_placement(graph: OpGraph, groups: GroupGraph,
     state.load[d] = finish[d]
     state.finish[g] = finish[d]
   return state.device
+
+
+@register_placer("multi_objective")
+class MultiObjectivePlacer(Placer):
+  """Mayer et al.'s multi-objective heuristic (The TensorFlow Partitioning
+  and Scheduling Problem: It's the Critical Path!, DIDL 2017): each
+  colocation group, in topological order, goes to the device with the best
+  weighted score over memory, importance (critical path), traffic and
+  execution time. See the module docstring.
+  """
+
+  kind = PlacerKind.HEURISTIC
+
+  @dataclasses.dataclass(frozen=True)
+  class Options:
+    """Options of `multi_objective` (the objectives' weights, >= 0).
+
+    Attributes:
+      memory_weight: weight of the free-memory score.
+      importance_weight: weight of the critical-path score.
+      traffic_weight: weight of the data-locality score.
+      execution_time_weight: weight of the earliest-finish score.
+    """
+    memory_weight: float = 0.1
+    importance_weight: float = 0.5
+    traffic_weight: float = 0.5
+    execution_time_weight: float = 1.0
+
+    def __post_init__(self):
+      for field in dataclasses.fields(self):
+        if not getattr(self, field.name) >= 0:
+          raise ValueError(f"{field.name} must be >= 0, got "
+                           f"{getattr(self, field.name)}")
+
+  def place(self, problem, seed: Optional[int] = None) -> Placement:
+    del seed  # Deterministic.
+    o = self.options
+    weights = MultiObjectiveWeights(o.memory_weight, o.importance_weight,
+                                    o.traffic_weight, o.execution_time_weight)
+    compute = np.asarray(problem.costs.compute_s, dtype=np.float64)
+    op_time = np.where(np.isfinite(compute), compute, np.inf).min(axis=1)
+    op_time = np.where(np.isfinite(op_time), op_time, 0.0)
+    devices = multi_objective_placement(problem.graph, problem.groups,
+                                        problem.cluster, op_time, weights)
+    return problem.placement(devices, self.name)

@@ -26,6 +26,10 @@ _BUILTIN_MODULES = (
     "tfplace.placers.m_topo",
     "tfplace.placers.m_etf",
     "tfplace.placers.m_sct",
+    "tfplace.placers.multi_objective",
+    "tfplace.placers.local_search",
+    "tfplace.placers.cross_entropy",
+    "tfplace.placers.cp_sat",
 )
 
 _REGISTRY: Dict[str, type] = {}

@@ -16,12 +16,17 @@ raises KeyboardInterrupt as usual).
         times = run.evaluate(candidates)      # float [B]
     result = run.result()                      # SearchResult
 
-Start placements (`init` option of the search placers) are resolved by
-`start_placement` in `tfplace.placers.search_start`.
+A program that saves the result after an interrupt does so inside
+`tfplace.interrupts.writes_allowed()` (the interrupt is noted, so the
+program still ends with status 130).
+
+`start_placement` resolves the `init` option of the search placers: the best
+of the heuristic placers, one named placer, or a placement file.
 """
 
 import dataclasses
 import math
+import os
 import signal
 import threading
 import time
@@ -31,6 +36,7 @@ import numpy as np
 from absl import logging
 from tqdm.auto import tqdm
 
+from tfplace import interrupts
 from tfplace.errors import PlacementError
 from tfplace.grouping.group_graph import GroupGraph
 
@@ -205,7 +211,7 @@ class SearchRun:
     self._install_handler()
     total = self.budget.evaluations
     self._bar = tqdm(total=total, desc=self._desc, unit="eval",
-                     disable=not self._progress, leave=False)
+                     disable=not self._progress, leave=False, mininterval=0.5)
     if self._start_time is None:
       self._start_time = float(self.evaluate(self._start[None, :])[0])
     else:
@@ -226,6 +232,7 @@ class SearchRun:
       if self.interrupted:  # Second Ctrl-C: give up at once.
         raise KeyboardInterrupt
       self.interrupted = True
+      interrupts.note_interrupt()  # The program still ends with status 130.
       logging.warning("%s: interrupted; stopping with the best placement so "
                       "far (Ctrl-C again to abort)", self._desc)
     self._previous_handler = signal.signal(signal.SIGINT, on_sigint)
@@ -296,3 +303,97 @@ class SearchRun:
         evaluations=self.evaluations, seconds=self.elapsed_s,
         history=tuple(self.history), interrupted=self.interrupted,
         extra=extra)
+
+
+# ---- the start placement ------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class StartPlacement:
+  """Where a search starts.
+
+  Attributes:
+    group_devices: int32 [G], a device per colocation group of the problem.
+    step_time_s: its simulated step time (inf if infeasible).
+    source: what it is, e.g. "critical_path (best of 12 heuristics)".
+  """
+  group_devices: np.ndarray
+  step_time_s: float
+  source: str
+
+
+def start_placement(problem, init: str,
+                    seed: Optional[int] = None) -> StartPlacement:
+  """Resolves `init` for `problem` (a `PlacementProblem`).
+
+  Args:
+    problem: the placement problem.
+    init: "best_heuristic" (every heuristic placer; the fastest feasible
+      placement), a placer name, or the path of a placement JSON made for
+      this graph and cluster.
+    seed: passed to the placers.
+
+  Raises:
+    PlacementError: an unknown placer or missing file, a placement for
+      another graph or cluster, or one that splits a colocation group.
+  """
+  from tfplace.placers import registry  # Not at import: registry loads us.
+  from tfplace.placers.base import PlacerKind
+  if init == "best_heuristic":
+    names = registry.list_placers(PlacerKind.HEURISTIC)
+    runs = [_try_placer(problem, name, seed) for name in names]
+    runs = [r for r in runs if r is not None]
+    if not runs:
+      raise PlacementError("no heuristic placer could place this graph")
+    best = min(runs, key=lambda r: r.step_time_s)
+    return dataclasses.replace(
+        best, source=f"{best.source} (best of {len(runs)} heuristics)")
+  if init in registry.list_placers():
+    placement = registry.get_placer(init).place(problem, seed=seed)
+    return _start_from(problem, placement, init)
+  if init.endswith(".json") or os.path.exists(init):
+    return _start_from_file(problem, init)
+  raise PlacementError(
+      f"init must be best_heuristic, a placer name or a placement JSON file; "
+      f"got {init!r} (placers: {', '.join(registry.list_placers())})")
+
+
+def _try_placer(problem, name: str, seed) -> Optional[StartPlacement]:
+  from tfplace.placers import registry  # Not at import: registry loads us.
+  try:
+    placement = registry.get_placer(name).place(problem, seed=seed)
+    return _start_from(problem, placement, name)
+  except PlacementError as e:
+    logging.info("start placement: %s failed: %s", name, e)
+    return None
+
+
+def _start_from(problem, placement, source: str) -> StartPlacement:
+  """The group devices of a placement of `problem`, and its step time."""
+  placement.validate(problem.graph, problem.cluster)
+  ops = placement.to_array(problem.graph, problem.cluster)
+  devices = np.array([ops[m[0]] for m in problem.groups.members], np.int32)
+  step = float(problem.simulate_groups(devices[None, :])[0])
+  return StartPlacement(devices, step, source)
+
+
+def _start_from_file(problem, path: str) -> StartPlacement:
+  """A placement file checked against the problem's graph and cluster."""
+  from tfplace.placement import Placement  # Not at import: keeps TF lazy.
+  placement = Placement.load(path)
+  meta = placement.metadata
+  graph, cluster = problem.graph, problem.cluster
+  if meta.graph_fingerprint and meta.graph_fingerprint != graph.fingerprint:
+    raise PlacementError(f"the start placement {path} was made for another "
+                         f"graph (fingerprint {meta.graph_fingerprint}, this "
+                         f"graph {graph.fingerprint})")
+  if meta.devices and tuple(meta.devices) != tuple(cluster.device_names):
+    raise PlacementError(
+        f"the start placement {path} was made for another cluster (devices "
+        f"{', '.join(meta.devices)}; cluster {cluster.name!r} has "
+        f"{', '.join(cluster.device_names)})")
+  try:
+    return _start_from(problem, placement, f"file {path}")
+  except PlacementError as e:
+    raise PlacementError(f"the start placement {path} does not fit this "
+                         f"graph and cluster: {e}") from None

@@ -1,0 +1,190 @@
+"""The flow every search placer shares, around its algorithm.
+
+    budget → start placement → (coarsen) → search → best placement
+
+`SearchPlacer.place` turns the options into a `Budget`, resolves the start
+placement (`init`), optionally coarsens the colocation groups into
+`coarsen_k` groups (`tfplace.grouping.coarsen`) and projects the start onto
+them, runs the subclass's algorithm over a `SearchSpace` whose evaluator is
+the problem's simulator, and returns the best placement found: never worse
+than the start (the start is returned when the search found nothing
+better). The placement's metadata holds the search's figures under
+"search" (step times, evaluations, seconds, history, interrupted, the
+algorithm's own figures).
+"""
+
+import abc
+import dataclasses
+import textwrap
+import time
+from typing import Optional
+
+import numpy as np
+
+from tfplace.grouping.coarsen import METHODS, coarsen_to_k
+from tfplace.grouping.group_graph import GroupGraph, build_group_graph
+from tfplace.placement import Placement
+from tfplace.placers.base import Placer, PlacerKind
+from tfplace.placers.search_support import (Budget, SearchResult, SearchSpace,
+                                            StartPlacement, budget_from_options,
+                                            start_placement)
+
+_COMMON_DOC = """\
+    budget_s: wall-clock seconds the search may take (the start placement is
+      computed before); must be > 0.
+    max_evaluations: simulator evaluations the search may spend (0: no
+      limit).
+    init: the start placement: best_heuristic (every heuristic placer, the
+      fastest feasible one), a placer name, or a placement JSON file made for
+      this graph and cluster.
+    coarsen_k: search over this many coarse groups (0: the colocation
+      groups themselves).
+    coarsen_method: how to coarsen: heavy_edge or metis.
+    num_threads: simulator threads per batch of candidates.
+    progress: show a progress bar with the best step time.
+"""
+
+
+def search_options(cls: type) -> type:
+  """Decorator for a search placer's Options: a frozen dataclass whose
+  docstring's Attributes section gains the shared options' lines."""
+  doc = cls.__doc__ or ""
+  marker = "Attributes:\n"
+  if marker in doc:
+    head, tail = doc.split(marker, 1)
+    indent = " " * (len(tail) - len(tail.lstrip(" ")))
+    common = textwrap.indent(textwrap.dedent(_COMMON_DOC), indent)
+    cls.__doc__ = head + marker + common + tail
+  return cls
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+  """Options every search placer has (see `_COMMON_DOC`)."""
+  budget_s: float = 60.0
+  max_evaluations: int = 0
+  init: str = "best_heuristic"
+  coarsen_k: int = 0
+  coarsen_method: str = "heavy_edge"
+  num_threads: int = 1
+  progress: bool = True
+
+  def __post_init__(self):
+    budget_from_options(self.budget_s, self.max_evaluations)  # Raises.
+    if self.coarsen_k < 0:
+      raise ValueError(f"coarsen_k must be >= 0, got {self.coarsen_k}")
+    if self.coarsen_method not in METHODS:
+      raise ValueError(f"coarsen_method must be one of {list(METHODS)}, got "
+                       f"{self.coarsen_method!r}")
+    if self.num_threads < 1:
+      raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SearchContext:
+  """What a search algorithm gets from the flow.
+
+  Attributes:
+    problem: the placement problem.
+    space: the groups searched over, the evaluator, device memory.
+    start: int32 [G], the start placement on `space.groups`.
+    start_step_time_s: its step time (None: not known, evaluate it).
+    fine_of: int [colocation groups], the searched group of each colocation
+      group.
+  """
+  problem: object
+  space: SearchSpace
+  start: np.ndarray
+  start_step_time_s: Optional[float]
+  fine_of: np.ndarray
+
+
+class SearchPlacer(Placer, abc.ABC):
+  """A placer that searches with the simulator (see the module docstring)."""
+
+  kind = PlacerKind.SEARCH
+  Options = SearchOptions
+
+  @abc.abstractmethod
+  def _search(self, context: SearchContext, seed: Optional[int]
+              ) -> SearchResult:
+    """Runs the algorithm from `context.start`."""
+
+  def budget(self) -> Budget:
+    """The search budget of the options."""
+    return budget_from_options(self.options.budget_s,
+                               self.options.max_evaluations)
+
+  def place(self, problem, seed: Optional[int] = None) -> Placement:
+    self.budget()  # A bad budget fails before any work.
+    t0 = time.perf_counter()
+    options = self.options
+    start = start_placement(problem, options.init, seed)
+    start_seconds = time.perf_counter() - t0
+    context = self._context(problem, start, seed)
+    result = self._search(context, seed)
+    fine = result.group_devices[context.fine_of]
+    kept_start = not result.step_time_s < start.step_time_s
+    if kept_start:
+      fine = start.group_devices
+    summary = result.summary()
+    summary.update(
+        search_start_step_time_s=summary.pop("start_step_time_s"),
+        start=start.source, start_step_time_s=_number(start.step_time_s),
+        start_seconds=round(start_seconds, 3),
+        groups=int(context.space.groups.num_groups),
+        returned_start=kept_start)
+    placement = problem.placement(fine, self.name)
+    extra = dict(placement.metadata.extra, search=summary)
+    return placement.with_metadata(extra=extra)
+
+  def _context(self, problem, start: StartPlacement,
+               seed: Optional[int]) -> SearchContext:
+    """The space searched (colocation or coarse groups) and the start on it."""
+    options = self.options
+    if options.coarsen_k > 0:
+      labels = coarsen_to_k(problem.graph, problem.costs, options.coarsen_k,
+                            options.coarsen_method, seed)
+      groups = build_group_graph(problem.graph, problem.costs, group_of=labels)
+      fine_of = groups.group_of[[m[0] for m in problem.groups.members]]
+      coarse_start = project(problem.groups, start.group_devices, groups,
+                             fine_of)
+      start_time = None
+    else:
+      groups, fine_of = problem.groups, np.arange(problem.groups.num_groups)
+      coarse_start, start_time = start.group_devices, start.step_time_s
+    simulator, threads = problem.simulator, options.num_threads
+
+    def evaluate(candidates: np.ndarray) -> np.ndarray:
+      return simulator.simulate_batch(groups.expand(candidates),
+                                      num_threads=threads)
+
+    capacity = np.array([d.memory_bytes for d in problem.cluster.devices],
+                        dtype=np.float64)
+    return SearchContext(problem, SearchSpace(groups, evaluate, capacity),
+                         coarse_start, start_time, fine_of)
+
+
+def project(fine: GroupGraph, fine_devices: np.ndarray, coarse: GroupGraph,
+            fine_of: np.ndarray) -> np.ndarray:
+  """int32 [coarse groups]: each coarse group on the allowed device where
+  most of its members' compute was (members weighed by their compute on
+  their fastest device)."""
+  weight = np.where(fine.allowed, fine.compute_s, np.inf).min(axis=1)
+  weight = np.where(np.isfinite(weight), weight, 0.0) + 1e-12
+  votes = np.zeros((coarse.num_groups, coarse.num_devices))
+  np.add.at(votes, (fine_of, fine_devices), weight)
+  votes = np.where(coarse.allowed, votes, -1.0)
+  return np.argmax(votes, axis=1).astype(np.int32)
+
+
+def config_from_options(config_cls: type, options):
+  """A `config_cls` (an algorithm's frozen config) with the option values of
+  the same names."""
+  names = {f.name for f in dataclasses.fields(config_cls)}
+  return config_cls(**{n: getattr(options, n) for n in names
+                       if hasattr(options, n)})
+
+
+def _number(x: float):
+  return float(x) if np.isfinite(x) else None
