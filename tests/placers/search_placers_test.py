@@ -1,0 +1,62 @@
+"""The search placers through the pipeline: kinds, options, never worse."""
+
+import pytest
+
+from tfplace import pipeline
+from tfplace.cost.presets import load_cluster
+from tfplace.errors import PlacementError
+from tfplace.models.synthetic import towers
+from tfplace.placers.base import PlacerKind
+from tfplace.placers.registry import get_placer, list_placers
+
+SEARCHES = ["local_search", "cross_entropy", "cp_sat"]
+
+
+def test_kinds():
+  assert set(SEARCHES) <= set(list_placers(PlacerKind.SEARCH))
+  assert "multi_objective" in list_placers(PlacerKind.HEURISTIC)
+
+
+@pytest.mark.parametrize("placer", SEARCHES)
+def test_a_search_is_never_worse_than_its_start(placer):
+  graph, cluster = towers(num_towers=3, layers=3, seed=4), load_cluster("k80x4")
+  options = {"budget_s": 20, "max_evaluations": 300, "init": "round_robin",
+             "progress": False, "coarsen_k": 24}
+  placement = pipeline.place(graph, cluster, placer, options=options, seed=0)
+  search = placement.metadata.extra["search"]
+  assert search["start"] == "round_robin"
+  assert placement.metadata.feasible
+  assert placement.metadata.predicted_step_time_s <= search["start_step_time_s"]
+  assert search["evaluations"] <= 300 + 64
+  if placer == "cp_sat":
+    assert search["solver_status"] in ("OPTIMAL", "FEASIBLE")
+    assert 0.0 <= search["gap"] <= 1.0
+
+
+def test_best_heuristic_start_is_the_fastest_heuristic():
+  graph, cluster = towers(num_towers=2, layers=2, seed=1), load_cluster("k80x2")
+  placement = pipeline.place(
+      graph, cluster, "local_search", seed=0,
+      options={"max_evaluations": 1, "progress": False})
+  search = placement.metadata.extra["search"]
+  assert "best of" in search["start"]
+  best = min(pipeline.place(graph, cluster, name).metadata.predicted_step_time_s
+             for name in list_placers(PlacerKind.HEURISTIC))
+  assert search["start_step_time_s"] == pytest.approx(best)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"budget_s": 0}, "positive number of seconds"),
+    ({"budget_s": -1.5}, "positive number of seconds"),
+    ({"max_evaluations": -1}, "max_evaluations must be >= 0"),
+    ({"coarsen_method": "spectral"}, "coarsen_method"),
+    ({"num_threads": 0}, "num_threads"),
+])
+def test_bad_options_are_clear_errors(options, message):
+  with pytest.raises(PlacementError, match=message):
+    get_placer("local_search", options)
+
+
+def test_multi_objective_weights_must_not_be_negative():
+  with pytest.raises(PlacementError, match="traffic_weight must be >= 0"):
+    get_placer("multi_objective", {"traffic_weight": -1})
