@@ -1,12 +1,15 @@
 """Reproduces the seed paper's running-time table on the simulator.
 
 Rows: model x #GPUs (K80 presets "k80x2", "k80x4"); columns: single CPU,
-single GPU, Scotch, METIS, expert, m-TOPO, m-ETF, m-SCT, a blank column for a
-learned placer, the lower bound, and every placer's running time.
+single GPU, Scotch, METIS, expert, m-TOPO, m-ETF, m-SCT, the search placers
+(local search, cross-entropy, CP-SAT: --budget_s seconds each, started from
+the row's best one-pass placement), a blank column for a learned placer, the
+lower bound, and every placer's running time.
 
   python scripts/reproduce_table.py --out_dir /tmp/table
   python scripts/reproduce_table.py --quick --models rnnlm --gpus 2
   python scripts/reproduce_table.py --override nmt.hidden=512
+  python scripts/reproduce_table.py --searches= # the one-pass placers only
 
 Prints the Markdown table and writes table.md and table.json (atomically) to
 --out_dir.
@@ -34,6 +37,10 @@ flags.DEFINE_list("gpus", [str(g) for g in seed_table.DEFAULT_GPUS],
                   "GPU counts (cluster presets k80x<N>).")
 flags.DEFINE_list("placers", list(seed_table.DEFAULT_PLACERS),
                   "Placer names (see `tfplace place --help`).")
+flags.DEFINE_list("searches", ["local_search", "cross_entropy", "cp_sat"],
+                  "Search placers (columns after --placers).")
+flags.DEFINE_float("budget_s", seed_table.DEFAULT_SEARCH_BUDGET_S,
+                   "Seconds each search may take per row.")
 flags.DEFINE_bool("quick", False, "Use reduced model sizes.")
 flags.DEFINE_multi_string("override", [],
                           "Model config override, MODEL.FIELD=VALUE.")
@@ -56,7 +63,8 @@ def _config() -> seed_table.TableConfig:
     overrides[model].update(seed_table.parse_overrides(model, [rest]))
   return seed_table.TableConfig(models=tuple(FLAGS.models), gpus=gpus,
                                 placers=tuple(FLAGS.placers),
-                                overrides=overrides)
+                                searches=tuple(FLAGS.searches),
+                                budget_s=FLAGS.budget_s, overrides=overrides)
 
 
 def main(argv):

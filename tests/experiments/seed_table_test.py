@@ -18,6 +18,7 @@ from tfplace.experiments import seed_table
 def table():
   config = seed_table.TableConfig(
       models=("mlp_towers",), gpus=(2,), placers=("m_topo", "m_etf"),
+      searches=("local_search",), budget_s=1.0,
       overrides={"mlp_towers": {"num_towers": 2}})
   return seed_table.run_seed_table(config, progress=False)
 
@@ -26,17 +27,22 @@ def test_one_row_per_model_and_gpu_count(table):
   assert [(r.model, r.num_gpus, r.cluster) for r in table.rows] == [
       ("mlp_towers", 2, "k80x2")]
   row = table.rows[0]
-  assert [c.placer for c in row.cells] == ["m_topo", "m_etf"]
+  assert [c.placer for c in row.cells] == ["m_topo", "m_etf", "local_search"]
   for cell in row.cells:
     assert cell.feasible and cell.error is None
     # No placement beats the lower bound.
     assert cell.step_time_s >= row.lower_bound_s * (1 - 1e-9)
+  # The search starts from the row's best one-pass placer, never worse.
+  best = min(row.cells[:2], key=lambda c: c.step_time_s)
+  search = row.cells[2].placement.metadata.extra["search"]
+  assert search["start"] == best.placer
+  assert row.cells[2].step_time_s <= best.step_time_s
 
 
 def test_markdown_and_json(table):
   lines = table.to_markdown().splitlines()
-  assert lines[0].split(" | ")[3:7] == ["m-TOPO", "m-ETF", "Learned",
-                                        "Lower bound"]
+  assert lines[0].split(" | ")[3:8] == ["m-TOPO", "m-ETF", "Local search",
+                                        "Learned", "Lower bound"]
   assert lines[2].startswith("| mlp_towers | 2 |")
   data = json.loads(table.to_json())
   assert data["rows"][0]["cells"][1]["placer"] == "m_etf"

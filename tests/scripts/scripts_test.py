@@ -20,11 +20,17 @@ def test_main_job_writes_the_best_placement(tmp_path):
   out = tmp_path / "out"
   run = _run([os.path.join(SCRIPTS, "place_model.py"), "--model", "mlp_towers",
               "--cluster", "k80x2", "--placers", "single_gpu,m_etf,metis",
+              "--searches", "local_search", "--budget_s", "2",
               "--out_dir", str(out)], cwd=tmp_path)
   assert run.returncode == 0, run.stderr[-2000:]
   comparison = json.loads((out / "comparison.json").read_text())
   times = {r["placer"]: r["step_time_s"] for r in comparison["runs"]}
-  assert set(times) == {"single_gpu", "m_etf", "metis"}
+  assert set(times) == {"single_gpu", "m_etf", "metis", "local_search"}
+  search = comparison["runs"][-1]["search"]
+  assert search["start"] == min(["single_gpu", "m_etf", "metis"],
+                                key=times.get)
+  assert times["local_search"] <= min(times.values())
+  assert "evaluations/s" in run.stdout
   assert comparison["best_placer"] == min(times, key=times.get)
   best = json.loads((out / "best_placement.json").read_text())
   assert best["metadata"]["placer"] == comparison["best_placer"]

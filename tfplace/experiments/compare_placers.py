@@ -28,7 +28,9 @@ from tfplace.placers.registry import get_placer
 # name, with their budgets.
 BASELINE_PLACERS = ("single_cpu", "single_gpu", "round_robin", "hash",
                     "critical_path", "scotch", "metis", "expert", "m_topo",
-                    "m_etf", "m_sct")
+                    "m_etf", "m_sct", "multi_objective")
+# The search placers (issue 9's honest bar for the learned placers).
+SEARCH_PLACERS = ("local_search", "cross_entropy", "cp_sat")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,11 +67,44 @@ class PlacerComparison:
         "num_ops": self.num_ops,
         "lower_bound_s": json_number(self.lower_bound_s),
         "best_placer": best.placer if best else None,
-        "runs": [{"placer": r.placer, "step_time_s": json_number(r.step_time_s),
-                  "feasible": r.feasible,
-                  "placement_time_s": r.placement_time_s, "error": r.error}
+        "runs": [dict({"placer": r.placer,
+                       "step_time_s": json_number(r.step_time_s),
+                       "feasible": r.feasible,
+                       "placement_time_s": r.placement_time_s,
+                       "error": r.error}, **_search_figures(r))
                  for r in self.runs],
     }
+
+  def search_markdown(self) -> str:
+    """The search placers' figures as a Markdown table ("" if none)."""
+    rows = [(r, search_figures(r)) for r in self.runs if search_figures(r)]
+    if not rows:
+      return ""
+    lines = ["| placer | start | start (s) | step time (s) | search (s) | "
+             "evaluations | evaluations/s | CP-SAT gap |",
+             "|---|---|---|---|---|---|---|---|"]
+    for run, f in rows:
+      gap = "" if f.get("gap") is None else f"{f['gap']:.1%}"
+      start = f.get("start_step_time_s")
+      lines.append(
+          f"| {run.placer} | {f.get('start')} | "
+          f"{'OOM' if start is None else f'{start:.4g}'} | {run.text} | "
+          f"{f.get('seconds')} | {f.get('evaluations')} | "
+          f"{f.get('evaluations_per_s')} | {gap} |")
+    return "\n".join(lines) + "\n"
+
+
+def search_figures(run: PlacerRun) -> dict:
+  """A search run's figures (metadata "search", without the history)."""
+  if run.placement is None:
+    return {}
+  search = run.placement.metadata.extra.get("search") or {}
+  return {k: v for k, v in search.items() if k != "history"}
+
+
+def _search_figures(run: PlacerRun) -> dict:
+  figures = search_figures(run)
+  return {"search": figures} if figures else {}
 
 
 def _speed_order(run: PlacerRun):
@@ -104,11 +139,57 @@ def compare_placers(graph: OpGraph, cluster: Cluster, placers: Sequence[str],
   options = options or {}
   placer_objs = [get_placer(name, options.get(name)) for name in placers]
   problem = PlacementProblem.build(graph, cluster, cost_model)
+  return _compare(problem, placer_objs, seed, progress)
+
+
+def _compare(problem: PlacementProblem, placer_objs, seed: int,
+             progress: bool) -> PlacerComparison:
   runs = [_run_one(problem, placer, seed) for placer in
           tqdm(placer_objs, desc="placers", disable=not progress)]
+  graph = problem.graph
   return PlacerComparison(
-      graph_name=graph.name, cluster_name=cluster.name, num_ops=graph.num_ops,
-      lower_bound_s=problem.lower_bound_s, runs=tuple(runs))
+      graph_name=graph.name, cluster_name=problem.cluster.name,
+      num_ops=graph.num_ops, lower_bound_s=problem.lower_bound_s,
+      runs=tuple(runs))
+
+
+def compare_with_searches(graph: OpGraph, cluster: Cluster,
+                          placers: Sequence[str], searches: Sequence[str],
+                          budget_s: float,
+                          cost_model: Optional[CostModel] = None,
+                          seed: int = 0, progress: bool = True,
+                          search_options: Optional[Mapping[str, object]] = None
+                          ) -> PlacerComparison:
+  """`compare_placers` of the one-pass `placers`, then each search placer
+  started from the best of them (`init`) with `budget_s` seconds.
+
+  Args:
+    graph, cluster, cost_model, seed, progress: as `compare_placers`.
+    placers: the one-pass placers (e.g. `BASELINE_PLACERS`).
+    searches: search placer names (e.g. `SEARCH_PLACERS`).
+    budget_s: each search's budget in seconds.
+    search_options: per search name, more options (a dict).
+
+  Returns:
+    One comparison with every run, the searches last.
+
+  Raises:
+    PlacementError: unknown names or bad options (before any work).
+    ClusterError: the model is larger than all devices' memory together.
+  """
+  extra = search_options or {}
+  first = [get_placer(name) for name in placers]
+  for name in searches:  # Bad names and options fail before any work.
+    get_placer(name, {"budget_s": budget_s, **dict(extra.get(name, {}))})
+  problem = PlacementProblem.build(graph, cluster, cost_model)
+  baselines = _compare(problem, first, seed, progress)
+  best = baselines.best
+  init = best.placer if best is not None else "best_heuristic"
+  later = [get_placer(name, {"budget_s": budget_s, "init": init,
+                             "progress": progress, **dict(extra.get(name, {}))})
+           for name in searches]
+  searched = _compare(problem, later, seed, progress=False)
+  return dataclasses.replace(baselines, runs=baselines.runs + searched.runs)
 
 
 def _run_one(problem: PlacementProblem, placer, seed: int) -> PlacerRun:

@@ -7,6 +7,8 @@ joined by Baechi's m-TOPO, m-ETF and m-SCT, a blank column for a learned
 placer, and the lower bound max(critical path, work / devices). Each cell is
 the simulated step time of the placer's placement ("OOM" if it does not fit),
 and each placer's own running time (placement time) is reported beside it.
+Search placers (issue 9) add columns: each starts from the row's best
+one-pass placement and searches for `budget_s` seconds.
 """
 
 import dataclasses
@@ -19,7 +21,7 @@ from tqdm.auto import tqdm
 
 from tfplace.errors import TfplaceError
 from tfplace.experiments.compare_placers import (PlacerComparison,
-                                                  compare_placers)
+                                                  compare_with_searches)
 from tfplace.io_utils import json_number
 from tfplace.pipeline import PlacerRun
 
@@ -38,8 +40,11 @@ QUICK_OVERRIDES: Mapping[str, Mapping[str, object]] = {
 _COLUMN_TITLES = {
     "single_cpu": "Single-CPU", "single_gpu": "Single-GPU", "scotch": "Scotch",
     "metis": "METIS", "expert": "Expert", "m_topo": "m-TOPO", "m_etf": "m-ETF",
-    "m_sct": "m-SCT",
+    "m_sct": "m-SCT", "multi_objective": "Multi-objective",
+    "local_search": "Local search", "cross_entropy": "Cross-entropy",
+    "cp_sat": "CP-SAT",
 }
+DEFAULT_SEARCH_BUDGET_S = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,11 +55,15 @@ class TableConfig:
     models: model names for `tfplace.models.registry.build_model`.
     gpus: GPU counts; each maps to the cluster preset "k80x<N>".
     placers: placer names for `tfplace.placers.registry.get_placer`.
+    searches: search placers, each started from the row's best placer.
+    budget_s: seconds each search may take.
     overrides: per model, config fields passed to `build_model`.
   """
   models: Tuple[str, ...] = DEFAULT_MODELS
   gpus: Tuple[int, ...] = DEFAULT_GPUS
   placers: Tuple[str, ...] = DEFAULT_PLACERS
+  searches: Tuple[str, ...] = ()
+  budget_s: float = DEFAULT_SEARCH_BUDGET_S
   overrides: Mapping[str, Mapping[str, object]] = dataclasses.field(
       default_factory=dict)
 
@@ -142,14 +151,17 @@ def run_seed_table(config: TableConfig = TableConfig(),
   from tfplace.placers.registry import get_placer
   for name in config.placers:
     get_placer(name)  # Fail fast on an unknown placer name.
+  for name in config.searches:
+    get_placer(name, {"budget_s": config.budget_s})
   rows: List[Row] = []
-  total = len(config.models) * len(config.gpus) * len(config.placers)
+  columns = tuple(config.placers) + tuple(config.searches)
+  total = len(config.models) * len(config.gpus) * len(columns)
   with tqdm(total=total, disable=not progress, desc="seed table") as bar:
     for model in config.models:
       graph = _build(model, config.overrides.get(model, {}))
       for num_gpus in config.gpus:
-        rows.append(_run_row(graph, model, num_gpus, config.placers, bar))
-  return SeedTable(placers=tuple(config.placers), rows=tuple(rows))
+        rows.append(_run_row(graph, model, num_gpus, config, bar))
+  return SeedTable(placers=columns, rows=tuple(rows))
 
 
 def _build(model: str, overrides: Mapping[str, object]):
@@ -161,14 +173,16 @@ def _build(model: str, overrides: Mapping[str, object]):
   return graph
 
 
-def _run_row(graph, model: str, num_gpus: int, placers: Sequence[str],
+def _run_row(graph, model: str, num_gpus: int, config: TableConfig,
              bar) -> Row:
-  """Costs, lower bound and every placer's run for one cluster."""
+  """Costs, lower bound and every placer's run for one cluster (the
+  searches start from the best of the others)."""
   from tfplace.cost.presets import load_cluster
   bar.set_postfix_str(f"{model} x{num_gpus}")
-  comparison = compare_placers(graph, load_cluster(f"k80x{num_gpus}"), placers,
-                               progress=False)
-  bar.update(len(placers))
+  comparison = compare_with_searches(
+      graph, load_cluster(f"k80x{num_gpus}"), config.placers, config.searches,
+      config.budget_s, progress=False)
+  bar.update(len(config.placers) + len(config.searches))
   return Row(model=model, num_gpus=num_gpus, comparison=comparison)
 
 
