@@ -24,7 +24,7 @@ The delay of an edge is the slowest link's latency + bytes / bandwidth
 
 import dataclasses
 import heapq
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -145,16 +145,13 @@ class CpSatModel:
   delay: np.ndarray
   time_unit_s: float
 
-  def add_hint(self, tasks: "TaskGraph", group_devices: np.ndarray,
-               slots: np.ndarray) -> None:
-    """Hints every variable: the assignment `group_devices` [G] and its
-    list schedule (tasks in topological order, each as early as its
-    predecessors, delays and a free slot allow), a feasible solution."""
-    start, end = list_schedule(tasks, group_devices, self.duration,
-                               self.delay, slots)
+  def add_hint(self, group_devices: np.ndarray, start: np.ndarray,
+               end: np.ndarray) -> None:
+    """Hints every variable: the assignment `group_devices` [G] and a
+    schedule of it (`list_schedule`: a feasible solution)."""
     for (g, d), var in self.assign.items():
       self.model.AddHint(var, int(group_devices[g] == d))
-    for t in range(tasks.num_tasks):
+    for t in range(len(self.start)):
       self.model.AddHint(self.start[t], int(start[t]))
       self.model.AddHint(self.end[t], int(end[t]))
     for (a, b), var in self.cross.items():
@@ -202,7 +199,8 @@ def _delays(tasks: TaskGraph, cluster: Cluster, unit: float) -> np.ndarray:
 
 
 def build_model(tasks: TaskGraph, allowed: np.ndarray, memory: np.ndarray,
-                cluster: Cluster, unit: float) -> CpSatModel:
+                cluster: Cluster, unit: float,
+                hint: Optional[np.ndarray] = None) -> CpSatModel:
   """The CP-SAT model of the module docstring.
 
   Args:
@@ -211,6 +209,9 @@ def build_model(tasks: TaskGraph, allowed: np.ndarray, memory: np.ndarray,
     memory: float [G], memory estimate of each group (bytes).
     cluster: devices (memory, slots) and links.
     unit: seconds per model time unit.
+    hint: optional int [G], a placement to hint with its list schedule
+      (every variable); its makespan bounds the horizon (no better solution
+      needs more), which keeps presolve's bound propagation short.
   """
   from ortools.sat.python import cp_model  # Lazy: heavy import.
   model = cp_model.CpModel()
@@ -218,7 +219,12 @@ def build_model(tasks: TaskGraph, allowed: np.ndarray, memory: np.ndarray,
   dur = np.ceil(np.where(np.isfinite(tasks.duration_s), tasks.duration_s, 0.0)
                 / unit).astype(np.int64)
   delays = _delays(tasks, cluster, unit)
+  slots = np.array([d.slots for d in cluster.devices])
   horizon = int(dur.max(axis=1).sum() + delays.sum() + 1)
+  schedule = None
+  if hint is not None:
+    schedule = list_schedule(tasks, hint, dur, delays, slots)
+    horizon = int(schedule[1].max(initial=0)) + 1
   assign = {(g, d): model.NewBoolVar(f"x{g}_{d}")
             for g in range(num_groups) for d in np.flatnonzero(allowed[g])}
   for g in range(num_groups):
@@ -227,7 +233,11 @@ def build_model(tasks: TaskGraph, allowed: np.ndarray, memory: np.ndarray,
     on_d = [(g, int(memory[g])) for g in range(num_groups) if allowed[g, d]]
     model.Add(sum(m * assign[g, d] for g, m in on_d)
               <= int(device.memory_bytes))
-  start = [model.NewIntVar(0, horizon, f"s{t}") for t in range(tasks.num_tasks)]
+  head, tail = _path_bounds(tasks, np.where(allowed[tasks.group], dur,
+                                             np.iinfo(np.int64).max).min(axis=1))
+  horizon = max(horizon, int((head + tail).max(initial=0)))
+  start = [model.NewIntVar(int(head[t]), horizon - int(tail[t]), f"s{t}")
+           for t in range(tasks.num_tasks)]
   end = [model.NewIntVar(0, horizon, f"e{t}") for t in range(tasks.num_tasks)]
   intervals = [[] for _ in range(num_devices)]
   for t, g in enumerate(tasks.group):
@@ -246,8 +256,28 @@ def build_model(tasks: TaskGraph, allowed: np.ndarray, memory: np.ndarray,
   makespan = model.NewIntVar(0, horizon, "makespan")
   model.AddMaxEquality(makespan, end)
   model.Minimize(makespan)
-  return CpSatModel(model, assign, start, end, cross, makespan, dur, delays,
-                    unit)
+  built = CpSatModel(model, assign, start, end, cross, makespan, dur, delays,
+                     unit)
+  if schedule is not None:
+    built.add_hint(hint, *schedule)
+  return built
+
+
+def _path_bounds(tasks: TaskGraph, shortest: np.ndarray):
+  """(head, tail) int [T]: the longest path of shortest durations before
+  each task starts, and from its start to the end (the task included); a
+  task starts in [head, horizon - tail] in any schedule. Tight domains keep
+  CP-SAT's presolve from tightening them a step at a time."""
+  n = tasks.num_tasks
+  head = np.zeros(n, np.int64)
+  tail = shortest.astype(np.int64).copy()
+  order = np.argsort(tasks.edge_src, kind="stable")
+  src, dst = tasks.edge_src[order], tasks.edge_dst[order]
+  for u, v in zip(src, dst):  # Sources in index (topological) order.
+    head[v] = max(head[v], head[u] + shortest[u])
+  for u, v in zip(src[::-1], dst[::-1]):
+    tail[u] = max(tail[u], shortest[u] + tail[v])
+  return head, tail
 
 
 def _add_precedences(model, tasks, delays, allowed, assign, start, end):
