@@ -60,3 +60,20 @@ def test_an_impossible_memory_limit_is_reported_infeasible():
   result, _ = _solve(graph, costs, memory_bytes=150)
   assert result.extra["solver_status"] == "INFEASIBLE"
   assert result.extra["gap"] is None
+
+
+def test_activations_are_charged_so_that_the_start_fits():
+  import dataclasses as dc
+  from tfplace.placers.cp_sat import activation_fraction
+
+  @dc.dataclass
+  class Groups:
+    param_bytes: np.ndarray
+    output_bytes: np.ndarray
+
+  groups = Groups(np.array([100, 100, 0]), np.array([400, 0, 200]))
+  start = np.array([0, 1, 1])
+  # Device 0: 100 + f * 400 <= 300 -> f <= 0.5; device 1: 100 + f * 200 <= 1000.
+  assert activation_fraction(groups, start, np.array([300.0, 1000.0])) == 0.5
+  assert activation_fraction(groups, start, np.array([1e4, 1e4])) == 1.0
+  assert activation_fraction(groups, start, np.array([50.0, 1e4])) == 0.0

@@ -107,7 +107,6 @@ def cp_sat_search(space: SearchSpace, tasks: TaskGraph, cluster: Cluster,
     The best simulated placement among the start and CP-SAT's solutions;
     `extra` has the solver's status, model makespan, bound and gap.
   """
-  from ortools.sat.python import cp_model  # Lazy: heavy import.
   unit = _time_unit(tasks)
   fraction = activation_fraction(space.groups, np.asarray(start),
                                  space.capacity)
@@ -115,6 +114,19 @@ def cp_sat_search(space: SearchSpace, tasks: TaskGraph, cluster: Cluster,
             + fraction * space.groups.output_bytes).astype(np.float64)
   built = build_model(tasks, space.allowed, memory, cluster, unit,
                       hint=np.asarray(start) if config.hint else None)
+  solver = _solver(budget, config, seed)
+  collector = _Collector(built, space.groups.num_groups,
+                         len(cluster.devices))
+  with SearchRun(space.evaluate, budget, start, start_step_time_s,
+                 desc="cp_sat", progress=progress) as run:
+    status = _solve(solver, built, collector, run)
+  return run.result(activation_fraction=round(fraction, 4),
+                    **_solver_figures(solver, status, built, collector,
+                                      tasks))
+
+
+def _solver(budget: Budget, config: CpSatConfig, seed: Optional[int]):
+  from ortools.sat.python import cp_model  # Lazy: heavy import.
   solver = cp_model.CpSolver()
   solver.parameters.max_time_in_seconds = float(budget.seconds or 1e9)
   solver.parameters.num_workers = config.num_workers or os.cpu_count() or 1
@@ -122,42 +134,25 @@ def cp_sat_search(space: SearchSpace, tasks: TaskGraph, cluster: Cluster,
   # Probing in presolve costs seconds on a few thousand tasks and finds
   # little here; without it the hinted solution is loaded at once.
   solver.parameters.cp_model_probing_level = 0
-  collector = _Collector(built, space.groups.num_groups,
-                         len(cluster.devices))
+  return solver
+
+
+def _solve(solver, built, collector: "_Collector", run: SearchRun):
+  """Solves on a thread; meanwhile simulates each solution CP-SAT finds and
+  stops the solver on Ctrl-C or when the evaluations are spent. Returns the
+  solver's status."""
   outcome = {}
   thread = threading.Thread(target=lambda: outcome.setdefault(
       "status", solver.Solve(built.model, collector.callback)), daemon=True)
-  with SearchRun(space.evaluate, budget, start, start_step_time_s,
-                 desc="cp_sat", progress=progress) as run:
-    thread.start()
-    while thread.is_alive():
-      thread.join(0.2)
-      _score(run, collector)
-      if run.interrupted or run.remaining_evaluations() == 0:
-        solver.StopSearch()
-    thread.join()
+  thread.start()
+  while thread.is_alive():
+    thread.join(0.2)
     _score(run, collector)
-  return run.result(activation_fraction=round(fraction, 4),
-                    **_solver_figures(solver, outcome.get("status"), built,
-                                      collector, tasks))
-
-
-def activation_fraction(groups, start: np.ndarray,
-                        capacity: np.ndarray) -> float:
-  """The share of activation bytes the model's memory constraint charges.
-
-  The one memory estimate (parameters + every output) is conservative: on
-  NMT it is ~5x the simulator's peak and rejects placements the simulator
-  finds feasible. The fraction is the largest in [0, 1] with which the
-  start placement still fits every device (1 when it fits as it is), so the
-  hint is feasible and memory stays a hard constraint.
-  """
-  d = len(capacity)
-  params = np.bincount(start, weights=groups.param_bytes, minlength=d)
-  outputs = np.bincount(start, weights=groups.output_bytes, minlength=d)
-  with np.errstate(divide="ignore", invalid="ignore"):
-    room = np.where(outputs > 0, (capacity - params) / outputs, np.inf)
-  return float(np.clip(room.min(initial=1.0), 0.0, 1.0))
+    if run.interrupted or run.remaining_evaluations() == 0:
+      solver.StopSearch()
+  thread.join()
+  _score(run, collector)
+  return outcome.get("status")
 
 
 def _score(run: SearchRun, collector: _Collector) -> None:

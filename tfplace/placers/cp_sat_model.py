@@ -215,7 +215,7 @@ def build_model(tasks: TaskGraph, allowed: np.ndarray, memory: np.ndarray,
   """
   from ortools.sat.python import cp_model  # Lazy: heavy import.
   model = cp_model.CpModel()
-  num_groups, num_devices = allowed.shape
+  num_groups = allowed.shape[0]
   dur = np.ceil(np.where(np.isfinite(tasks.duration_s), tasks.duration_s, 0.0)
                 / unit).astype(np.int64)
   delays = _delays(tasks, cluster, unit)
@@ -239,7 +239,22 @@ def build_model(tasks: TaskGraph, allowed: np.ndarray, memory: np.ndarray,
   start = [model.NewIntVar(int(head[t]), horizon - int(tail[t]), f"s{t}")
            for t in range(tasks.num_tasks)]
   end = [model.NewIntVar(0, horizon, f"e{t}") for t in range(tasks.num_tasks)]
-  intervals = [[] for _ in range(num_devices)]
+  _add_devices(model, tasks, dur, allowed, assign, start, end, cluster)
+  cross = _add_precedences(model, tasks, delays, allowed, assign, start, end)
+  makespan = model.NewIntVar(0, horizon, "makespan")
+  model.AddMaxEquality(makespan, end)
+  model.Minimize(makespan)
+  built = CpSatModel(model, assign, start, end, cross, makespan, dur, delays,
+                     unit)
+  if schedule is not None:
+    built.add_hint(hint, *schedule)
+  return built
+
+
+def _add_devices(model, tasks, dur, allowed, assign, start, end, cluster):
+  """Each task's end on its group's device; one optional interval per
+  (task, allowed device); per device NoOverlap (1 slot) or Cumulative."""
+  intervals = [[] for _ in range(allowed.shape[1])]
   for t, g in enumerate(tasks.group):
     devices = np.flatnonzero(allowed[g])
     model.Add(end[t] == start[t] + sum(int(dur[t, d]) * assign[g, d]
@@ -252,15 +267,6 @@ def build_model(tasks: TaskGraph, allowed: np.ndarray, memory: np.ndarray,
       model.AddNoOverlap(intervals[d])
     else:
       model.AddCumulative(intervals[d], [1] * len(intervals[d]), device.slots)
-  cross = _add_precedences(model, tasks, delays, allowed, assign, start, end)
-  makespan = model.NewIntVar(0, horizon, "makespan")
-  model.AddMaxEquality(makespan, end)
-  model.Minimize(makespan)
-  built = CpSatModel(model, assign, start, end, cross, makespan, dur, delays,
-                     unit)
-  if schedule is not None:
-    built.add_hint(hint, *schedule)
-  return built
 
 
 def _path_bounds(tasks: TaskGraph, shortest: np.ndarray):

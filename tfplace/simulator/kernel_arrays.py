@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 
 from tfplace.graph.op_graph import OpGraph
-from tfplace.simulator import kernel
+from tfplace.simulator import kernel_state
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class GraphArrays:
@@ -52,13 +52,13 @@ class GraphArrays:
   def num_ops(self) -> int:
     return len(self.ops)
 
-  def kernel_graph(self) -> kernel.KernelGraph:
+  def kernel_graph(self) -> kernel_state.KernelGraph:
     """The arrays as the kernel reads them, with per-input copies of the
     tensor producer and bytes (read in order while an op finishes)."""
     tensor = self.entry_tensor[self.in_entry]
     entry_in = np.empty(len(self.in_entry), np.int64)
     entry_in[self.in_entry] = np.arange(len(self.in_entry), dtype=np.int64)
-    return kernel.KernelGraph(
+    return kernel_state.KernelGraph(
         ops=self.ops, topo=self.topo, rank=self.rank, succ_ptr=self.succ_ptr,
         succ=self.succ, pred_count=self.pred_count, t_prod=self.t_prod,
         t_bytes=self.t_bytes, c_ptr=self.c_ptr, cons=self.cons,

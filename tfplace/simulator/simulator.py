@@ -61,7 +61,7 @@ from tfplace.cost.cluster import Cluster
 from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import OpGraph
-from tfplace.simulator import kernel, kernel_arrays
+from tfplace.simulator import kernel, kernel_arrays, kernel_state
 from tfplace.simulator.result import ScheduledOp, ScheduledTransfer, SimResult
 
 # Ops whose value the client feeds (to its own device, see the module doc).
@@ -157,7 +157,7 @@ class Simulator:
     """(KernelGraph, KernelCluster) of `arrays` on this cluster."""
     cluster = self.cluster
     devices = cluster.devices
-    return arrays.kernel_graph(), kernel.KernelCluster(
+    return arrays.kernel_graph(), kernel_state.KernelCluster(
         cost=self._cost, out_bytes=self._out_bytes[arrays.ops],
         param_bytes=np.asarray(self.costs.param_bytes, dtype=np.float64),
         lat=np.ascontiguousarray(cluster.link_latency, dtype=np.float64),
@@ -189,7 +189,7 @@ class Simulator:
     g, c = self._kernel_args[id(arrays)]
     work = self._works.get(id(arrays))
     if work is None:
-      work = kernel.new_work(arrays.num_ops, arrays.num_entries,
+      work = kernel_state.new_work(arrays.num_ops, arrays.num_entries,
                              self.cluster.num_devices)
       self._works[id(arrays)] = work
     step, status, nx, moved = kernel.run_one(dev, g, c, work, False,

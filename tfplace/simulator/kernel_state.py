@@ -1,0 +1,260 @@
+"""The simulator kernel's state: its input arrays and per-placement setup.
+
+The arrays travel in three named tuples (numba passes them as plain
+structs):
+
+  KernelGraph (`kernel_arrays.GraphArrays.kernel_graph()`; m simulated ops,
+  M graph ops, T tensors, C consumer entries; the kernel numbers the
+  simulated ops 0..m-1 and `ops [m]` maps them to graph ops):
+    ops, topo, rank [m]; succ_ptr [m+1], succ [E] (data and control edges);
+    pred_count [m]; t_prod, t_bytes [T], c_ptr [T+1], cons [C] (tensors
+    sorted by producer and their unique consumers); in_ptr [m+1] and, per
+    input n of an op, in_entry [C] (its consumer entry), in_prod [C] (the
+    producer), in_bytes [C]; entry_in [C] (the input of each entry);
+    ctrl_ptr [m+1], ctrl_dst (unique control-edge successors).
+  KernelCluster: cost [M, D] (compute seconds of every graph op),
+    out_bytes [m], param_bytes [M] (every graph op's parameters are resident
+    on its device whether or not it is simulated), lat, bw [D, D], mem_cap,
+    slots, xfer_ovh [D] (host seconds per message sent or received),
+    step_ovh (seconds added to every step time), overlap_lat (latency does
+    not hold the link).
+  Work: the per-placement state (`new_work`), reused across a batch.
+
+Functions read every array into a local first: numba reference-counts each
+attribute read of a named tuple.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+class KernelGraph(NamedTuple):
+  """Graph-side arrays (see the module docstring)."""
+  ops: np.ndarray
+  topo: np.ndarray
+  rank: np.ndarray
+  succ_ptr: np.ndarray
+  succ: np.ndarray
+  pred_count: np.ndarray
+  t_prod: np.ndarray
+  t_bytes: np.ndarray
+  c_ptr: np.ndarray
+  cons: np.ndarray
+  in_ptr: np.ndarray
+  in_entry: np.ndarray
+  in_prod: np.ndarray
+  in_bytes: np.ndarray
+  entry_in: np.ndarray
+  ctrl_ptr: np.ndarray
+  ctrl_dst: np.ndarray
+
+
+class KernelCluster(NamedTuple):
+  """Cluster- and cost-side arrays (see the module docstring)."""
+  cost: np.ndarray
+  out_bytes: np.ndarray
+  param_bytes: np.ndarray
+  lat: np.ndarray
+  bw: np.ndarray
+  mem_cap: np.ndarray
+  slots: np.ndarray
+  xfer_ovh: np.ndarray
+  step_ovh: float
+  overlap_lat: bool
+
+
+class Work(NamedTuple):
+  """Per-placement state. Results: start/end [m] (op times), busy/peak [D],
+  x_tensor/x_dst/x_start/x_end [C] (the first K entries are the transfers).
+  """
+  dev: np.ndarray
+  dur: np.ndarray
+  pending: np.ndarray
+  src_ref: np.ndarray
+  copy_ref: np.ndarray
+  entry_x: np.ndarray
+  in_x: np.ndarray
+  x_first: np.ndarray
+  x_count: np.ndarray
+  x_tensor: np.ndarray
+  x_dst: np.ndarray
+  x_start: np.ndarray
+  x_end: np.ndarray
+  start: np.ndarray
+  end: np.ndarray
+  ev_t: np.ndarray
+  ev_k: np.ndarray
+  rq: np.ndarray
+  rq_ptr: np.ndarray
+  rq_time: np.ndarray
+  mem: np.ndarray
+  peak: np.ndarray
+  busy: np.ndarray
+  free: np.ndarray
+  link_free: np.ndarray
+  stamp: np.ndarray
+  slot: np.ndarray
+
+
+@njit(cache=True)
+def new_work(num_ops, num_entries, num_devices):
+  """Uninitialized `Work` for `num_ops` simulated ops."""
+  m, c, d = num_ops, num_entries, num_devices
+  return Work(
+      np.empty(m, np.int32), np.empty(m), np.empty(m, np.int64),
+      np.empty(m, np.int64), np.empty(c, np.int64), np.empty(c, np.int64),
+      np.empty(c, np.int64), np.empty(m, np.int64), np.empty(m, np.int64),
+      np.zeros(c, np.int64), np.zeros(c, np.int64), np.zeros(c),
+      np.zeros(c), np.zeros(m), np.zeros(m), np.empty(m + c + 1),
+      np.empty(m + c + 1, np.int64), np.empty(m, np.int64),
+      np.empty((4, d), np.int64), np.empty(d), np.empty(d), np.zeros(d),
+      np.zeros(d), np.empty(d, np.int64), np.empty((d, d)),
+      np.empty(d, np.int64), np.empty(d, np.int64))
+
+
+# Rows of `Work.rq_ptr` [4, D], the ready queues (see `kernel`): head, tail,
+# cur (the first op that became ready at `rq_time`), unsorted flag.
+HEAD, TAIL, CUR, UNSORTED = 0, 1, 2, 3
+
+
+@njit(cache=True)
+def init_state(dev_all, g, c, w):
+  """Device, duration, memory (every graph op's parameters), free slots and
+  ready-queue segments; returns False if any graph op, simulated or not,
+  has no kernel on its device."""
+  cost, param_bytes, ops, dev, dur, mem = (c.cost, c.param_bytes, g.ops, w.dev,
+                                           w.dur, w.mem)
+  rq_ptr, count = w.rq_ptr, w.stamp
+  kernels = True
+  mem[:] = 0.0
+  for i in range(dev_all.shape[0]):
+    if not np.isfinite(cost[i, dev_all[i]]):
+      kernels = False
+    mem[dev_all[i]] += param_bytes[i]
+  count[:] = 0
+  for j in range(ops.shape[0]):
+    d = dev_all[ops[j]]
+    dev[j] = d
+    dur[j] = cost[ops[j], d]
+    count[d] += 1
+  rq_ptr[HEAD, 0] = 0
+  for d in range(1, count.shape[0]):
+    rq_ptr[HEAD, d] = rq_ptr[HEAD, d - 1] + count[d - 1]
+  rq_ptr[TAIL] = rq_ptr[HEAD]
+  rq_ptr[CUR] = rq_ptr[HEAD]
+  rq_ptr[UNSORTED] = 0
+  w.rq_time[:] = 0.0
+  w.free[:] = c.slots
+  w.link_free[:] = 0.0
+  return kernels
+
+
+@njit(cache=True)
+def plan_transfers(g, w):
+  """Assigns one transfer per (tensor, remote destination device).
+
+  Fills the reference counts, the transfer of each consumer entry and input,
+  and the per-op pending counts; returns K.
+  """
+  t_prod, c_ptr, cons, entry_in = g.t_prod, g.c_ptr, g.cons, g.entry_in
+  dev, pending, src_ref, copy_ref = w.dev, w.pending, w.src_ref, w.copy_ref
+  entry_x, in_x, x_first, x_count = w.entry_x, w.in_x, w.x_first, w.x_count
+  x_tensor, x_dst, stamp, slot = w.x_tensor, w.x_dst, w.stamp, w.slot
+  pending[:] = g.pred_count
+  src_ref[:] = 0
+  x_count[:] = 0
+  stamp[:] = -1
+  nx = 0
+  for t in range(t_prod.shape[0]):
+    p = t_prod[t]
+    sp = dev[p]
+    for e in range(c_ptr[t], c_ptr[t + 1]):
+      c = cons[e]
+      dc = dev[c]
+      if dc == sp:
+        src_ref[p] += 1
+        entry_x[e] = -1
+        in_x[entry_in[e]] = -1
+        continue
+      if stamp[dc] != t:
+        stamp[dc] = t
+        slot[dc] = nx
+        x_tensor[nx] = t
+        x_dst[nx] = dc
+        copy_ref[nx] = 0
+        if x_count[p] == 0:
+          x_first[p] = nx
+        x_count[p] += 1
+        src_ref[p] += 1
+        nx += 1
+      entry_x[e] = slot[dc]
+      in_x[entry_in[e]] = slot[dc]
+      copy_ref[slot[dc]] += 1
+      pending[c] += 1
+  return nx
+
+
+@njit(cache=True)
+def add_transfer_overheads(g, w, nx, xfer_ovh):
+  """Charges the host cost of cross-device messages to the ops around them.
+
+  Transfer k of tensor t from device s to device d lengthens the producer's
+  execution by xfer_ovh[s] (serialization before the send) and the execution
+  of t's first consumer on d in topological order by xfer_ovh[d]
+  (deserialization before its compute): once per transfer, so a tensor read
+  by several ops on one remote device is paid for once on each end. Control
+  edges from op p to ops on another device d are one dummy message per
+  (p, d), charged the same way (no link time).
+  """
+  dev, dur, rank, cons, entry_x = w.dev, w.dur, g.rank, g.cons, w.entry_x
+  ctrl_ptr, ctrl_dst, t_prod = g.ctrl_ptr, g.ctrl_dst, g.t_prod
+  recv = np.full(nx, -1, np.int64)
+  for e in range(cons.shape[0]):
+    k = entry_x[e]
+    if k >= 0 and (recv[k] < 0 or rank[cons[e]] < rank[recv[k]]):
+      recv[k] = cons[e]
+  for k in range(nx):
+    p = t_prod[w.x_tensor[k]]
+    dur[p] += xfer_ovh[dev[p]]
+    dur[recv[k]] += xfer_ovh[w.x_dst[k]]
+  nd = xfer_ovh.shape[0]
+  stamp = np.full(nd, -1, np.int64)
+  first = np.zeros(nd, np.int64)
+  for p in range(ctrl_ptr.shape[0] - 1):
+    sp = dev[p]
+    for n in range(ctrl_ptr[p], ctrl_ptr[p + 1]):
+      c = ctrl_dst[n]
+      d = dev[c]
+      if d == sp:
+        continue
+      if stamp[d] != p:
+        stamp[d] = p
+        first[d] = c
+        dur[p] += xfer_ovh[sp]
+      elif rank[c] < rank[first[d]]:
+        first[d] = c
+    for d in range(nd):
+      if stamp[d] == p:
+        dur[first[d]] += xfer_ovh[d]
+        stamp[d] = -2
+
+
+@njit(cache=True)
+def any_positive(values):
+  for v in values:
+    if v > 0:
+      return True
+  return False
+
+
+@njit(cache=True)
+def first_ready(g, w):
+  """Queues the ops with nothing to wait for (in rank order: no sort)."""
+  topo, pending, dev, rq, rq_ptr = g.topo, w.pending, w.dev, w.rq, w.rq_ptr
+  for r in range(topo.shape[0]):
+    i = topo[r]
+    if pending[i] == 0:
+      d = dev[i]
+      rq[rq_ptr[TAIL, d]] = r
+      rq_ptr[TAIL, d] += 1
