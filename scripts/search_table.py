@@ -133,12 +133,16 @@ def _markdown(results, checks) -> str:
       cp = (f"{r['solver_status']}, gap {r['gap']:.1%}" if r["gap"] is not None
             else r["solver_status"] or "")
       lines.append(f"| {res['graph']} | {res['cluster']} | {r['placer']} | "
-                   f"{step} | {ratio} | {r['search_s'] or ''} | "
-                   f"{r['evaluations'] or ''} | {r['evaluations_per_s'] or ''} "
-                   f"| {cp} |")
+                   f"{step} | {ratio} | {_cell(r['search_s'])} | "
+                   f"{_cell(r['evaluations'])} | "
+                   f"{_cell(r['evaluations_per_s'])} | {cp} |")
   lines += ["", "Targets:"] + [f"- [{'x' if ok else ' '}] {text}"
                                for text, ok in checks]
   return "\n".join(lines) + "\n"
+
+
+def _cell(value) -> str:
+  return "" if value is None else f"{value:g}"
 
 
 def main(argv):
