@@ -60,3 +60,20 @@ def test_bad_options_are_clear_errors(options, message):
 def test_multi_objective_weights_must_not_be_negative():
   with pytest.raises(PlacementError, match="traffic_weight must be >= 0"):
     get_placer("multi_objective", {"traffic_weight": -1})
+
+
+def test_the_best_step_time_curve_goes_to_tf_summary(tmp_path):
+  import tensorflow as tf
+  graph, cluster = towers(num_towers=2, layers=2, seed=1), load_cluster("k80x2")
+  placement = pipeline.place(
+      graph, cluster, "local_search", seed=0,
+      options={"max_evaluations": 200, "init": "round_robin",
+               "progress": False, "summary_dir": str(tmp_path)})
+  history = placement.metadata.extra["search"]["history"]
+  values = []
+  for path in tmp_path.iterdir():
+    for event in tf.compat.v1.train.summary_iterator(str(path)):
+      for value in event.summary.value:
+        values.append((event.step, float(tf.make_ndarray(value.tensor))))
+  assert [v[0] for v in values] == [h[0] for h in history]
+  assert values[-1][1] == pytest.approx(history[-1][2])

@@ -42,6 +42,8 @@ _COMMON_DOC = """\
     coarsen_method: how to coarsen: heavy_edge or metis.
     num_threads: simulator threads per batch of candidates.
     progress: show a progress bar with the best step time.
+    summary_dir: if set, the best step time against evaluations is written
+      there as a tf.summary curve ("search/best_step_time_s").
 """
 
 
@@ -68,6 +70,7 @@ class SearchOptions:
   coarsen_method: str = "heavy_edge"
   num_threads: int = 1
   progress: bool = True
+  summary_dir: str = ""
 
   def __post_init__(self):
     budget_from_options(self.budget_s, self.max_evaluations)  # Raises.
@@ -134,6 +137,8 @@ class SearchPlacer(Placer, abc.ABC):
         start_seconds=round(start_seconds, 3),
         groups=int(context.space.groups.num_groups),
         returned_start=kept_start)
+    if options.summary_dir:
+      write_curve(options.summary_dir, result)
     placement = problem.placement(fine, self.name)
     extra = dict(placement.metadata.extra, search=summary)
     return placement.with_metadata(extra=extra)
@@ -176,6 +181,19 @@ def project(fine: GroupGraph, fine_devices: np.ndarray, coarse: GroupGraph,
   np.add.at(votes, (fine_of, fine_devices), weight)
   votes = np.where(coarse.allowed, votes, -1.0)
   return np.argmax(votes, axis=1).astype(np.int32)
+
+
+def write_curve(summary_dir: str, result: SearchResult) -> None:
+  """The best step time after each improvement, as a tf.summary scalar
+  (step = evaluations) for TensorBoard."""
+  import tensorflow as tf  # Lazy: only when a curve is asked for.
+  writer = tf.summary.create_file_writer(summary_dir)
+  with writer.as_default():
+    for point in result.history:
+      tf.summary.scalar("search/best_step_time_s", point.best_step_time_s,
+                        step=point.evaluations)
+  writer.flush()
+  writer.close()
 
 
 def config_from_options(config_cls: type, options):
