@@ -212,11 +212,6 @@ def test_npz_files_and_option_strings(tmp_path):
                         ("missing.npz", "no such feeds file")):
     with pytest.raises(FeedError, match=message):
       feeds.load_feeds(str(tmp_path / name))
-  assert feeds.parse_input_shapes(["images=32x28x28x1", "step="]) == {
-      "images": (32, 28, 28, 1), "step": ()}
   assert feeds.parse_index_ranges(["labels=10"]) == {"labels": 10}
-  for bad in ("images", "images=32xa", "=3"):
-    with pytest.raises(FeedError, match="--input_shapes"):
-      feeds.parse_input_shapes([bad])
   with pytest.raises(FeedError, match="--index_ranges"):
     feeds.parse_index_ranges(["labels=0"])

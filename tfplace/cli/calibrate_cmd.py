@@ -39,7 +39,7 @@ from typing import List, Tuple
 
 from absl import flags
 
-from tfplace.cli import measure_flags
+from tfplace.cli import input_flags, measure_flags
 from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
                                      native_stdout_to_stderr,
                                      servers_from_cluster_arg)
@@ -58,6 +58,7 @@ _SUITE = flags.DEFINE_string(
     "given (tfplace.models.calibration_suite.SUITES: default, tiny)")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 flags.adopt_module_key_flags(measure_flags)
+flags.adopt_module_key_flags(input_flags)
 
 
 def main(argv: List[str]) -> None:
@@ -98,7 +99,8 @@ def _calibrate(graphs, inputs):
 def _graphs(sources: List[str]):
   """The GRAPH arguments' graphs, or the --suite's."""
   if sources:
-    return [load_graph_or_model(s) for s in sources]
+    sizes = input_flags.import_kwargs()
+    return [load_graph_or_model(s, **sizes) for s in sources]
   from tfplace.models import calibration_suite
   from tfplace.models.registry import build_model
   return [build_model(name, **sizes)

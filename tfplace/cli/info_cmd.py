@@ -11,21 +11,25 @@ from typing import Optional
 
 from absl import flags
 
+from tfplace.cli import input_flags
 from tfplace.cli.run_helpers import LOOP_TRIP_COUNTS_HELP
 from tfplace.errors import TfplaceError
 
 _JSON = flags.DEFINE_bool("json", False, "print one JSON object",
                           allow_override=True)
+flags.adopt_module_key_flags(input_flags)
 _LOOP_TRIP_COUNTS = flags.DEFINE_string(
     "loop_trip_counts", None, LOOP_TRIP_COUNTS_HELP, allow_override=True)
 
 
-def info(path: str, loop_trip_counts: Optional[str] = None) -> dict:
-  """The summary of a graph file, with colocation groups by op name."""
+def info(path: str, loop_trip_counts: Optional[str] = None,
+         **sizes) -> dict:
+  """The summary of a graph file, with colocation groups by op name
+  (`sizes`: the importer's batch_size and input_shapes)."""
   from tfplace.cli.run_helpers import parse_loop_trip_counts
   from tfplace.graph.importers import import_graph
   graph = import_graph(path, loop_trip_counts=parse_loop_trip_counts(
-      loop_trip_counts))
+      loop_trip_counts), **sizes)
   summary = graph.summary()
   summary["colocation_groups"] = [[graph.ops[i].name for i in group]
                                   for group in graph.colocation_groups]
@@ -35,7 +39,8 @@ def info(path: str, loop_trip_counts: Optional[str] = None) -> dict:
 def main(argv) -> None:
   if len(argv) != 2:
     raise TfplaceError("usage: tfplace info GRAPH_FILE [--json]")
-  summary = info(argv[1], _LOOP_TRIP_COUNTS.value)
+  summary = info(argv[1], _LOOP_TRIP_COUNTS.value,
+                 **input_flags.import_kwargs())
   if _JSON.value:
     print(json.dumps(summary))
     return

@@ -25,7 +25,7 @@ from typing import List, Optional
 
 from absl import flags
 
-from tfplace.cli import measure_flags
+from tfplace.cli import input_flags, measure_flags
 from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
                                      native_stdout_to_stderr,
                                      servers_from_cluster_arg)
@@ -42,6 +42,7 @@ _TRACE_DIR = flags.DEFINE_string(
     "trace_dir", None, "write a TF profiler trace and step_stats.pb here")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 flags.adopt_module_key_flags(measure_flags)
+flags.adopt_module_key_flags(input_flags)
 
 
 def main(argv: List[str]) -> None:
@@ -59,7 +60,7 @@ def main(argv: List[str]) -> None:
                        "--target")
   measure_flags.measure_config("")  # bad values fail before any work
   placement = Placement.load(_PLACEMENT.value)
-  graph = load_graph_or_model(argv[1])
+  graph = load_graph_or_model(argv[1], **input_flags.import_kwargs())
   inputs = measure_flags.step_inputs(graph)
   try:
     with native_stdout_to_stderr():

@@ -5,15 +5,16 @@ adopted as key flags by each verb module, so `tfplace VERB --help` lists
 them. Their defaults are `MeasureConfig`'s and `FeedOptions`'.
 
 Inputs: every placeholder the step needs gets a synthetic value of its dtype
-and shape (unknown dimensions from --batch_size / --input_shapes; integer
-inputs used as indices stay in the range the graph implies, or the one
---index_ranges gives) unless --feeds FILE.npz holds an array for it.
+and shape (unknown dimensions from --batch_size / --input_shapes, see
+`input_flags`; integer inputs used as indices stay in the range the graph
+implies, or the one --index_ranges gives) unless --feeds FILE.npz holds an array for it.
 """
 
 from typing import List
 
 from absl import flags
 
+from tfplace.cli import input_flags
 from tfplace.measurement.config import MeasureConfig
 
 _WARMUP = flags.DEFINE_integer("warmup", MeasureConfig.warmup,
@@ -29,12 +30,6 @@ _STEP_TIMEOUT = flags.DEFINE_float(
 _FEEDS = flags.DEFINE_string(
     "feeds", None, ".npz file (np.savez) of placeholder name -> array, fed "
     "to every step; placeholders it lacks get synthetic values")
-_BATCH_SIZE = flags.DEFINE_integer(
-    "batch_size", None, "size of an unknown first dimension of a "
-    "placeholder, for its synthetic value")
-_INPUT_SHAPES = flags.DEFINE_list(
-    "input_shapes", [], "shapes of placeholders with unknown dimensions, "
-    "e.g. images=32x28x28x1,labels=32")
 _INDEX_RANGES = flags.DEFINE_list(
     "index_ranges", [], "integer placeholders drawn from [0, N), e.g. "
     "labels=10 (default: the range the graph implies, else zeros)")
@@ -53,9 +48,9 @@ def step_inputs(graph):
   """The `StepInputs` the flags describe for `graph`: the --feeds arrays,
   synthetic values for the rest (a FeedError names what is wrong)."""
   from tfplace.measurement import feeds
+  sizes = input_flags.import_kwargs()
   options = feeds.FeedOptions(
-      batch_size=_BATCH_SIZE.value,
-      input_shapes=feeds.parse_input_shapes(_INPUT_SHAPES.value),
+      batch_size=sizes["batch_size"], input_shapes=sizes["input_shapes"],
       index_ranges=feeds.parse_index_ranges(_INDEX_RANGES.value))
   given = feeds.load_feeds(_FEEDS.value) if _FEEDS.value else None
   return feeds.resolve_inputs(graph, given, options)

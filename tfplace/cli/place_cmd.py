@@ -30,6 +30,7 @@ from typing import List
 from absl import flags
 
 from tfplace import interrupts
+from tfplace.cli import input_flags
 from tfplace.cli.run_helpers import CLUSTER_HELP, LOOP_TRIP_COUNTS_HELP
 from tfplace.errors import PlacementError, TfplaceError
 
@@ -56,6 +57,7 @@ _ALLOW_INFEASIBLE = flags.DEFINE_bool(
     "allow_infeasible", False, "write the placement even if it does not fit "
     "in memory (exit 0)")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
+flags.adopt_module_key_flags(input_flags)
 _LOOP_TRIP_COUNTS = flags.DEFINE_string(
     "loop_trip_counts", None, LOOP_TRIP_COUNTS_HELP)
 
@@ -85,7 +87,7 @@ def main(argv: List[str]) -> None:
   cluster, cost_model = cluster_and_cost_model(
       _CLUSTER.value, _COST_MODEL.value, _CALIBRATION.value)
   graph = import_graph(argv[1], loop_trip_counts=parse_loop_trip_counts(
-      _LOOP_TRIP_COUNTS.value))
+      _LOOP_TRIP_COUNTS.value), **input_flags.import_kwargs())
   placement = pipeline.place(graph, cluster, placer=_PLACER.value,
                              options=options, cost_model=cost_model,
                              seed=_SEED.value)

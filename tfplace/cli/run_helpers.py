@@ -40,19 +40,28 @@ def parse_loop_trip_counts(text: Optional[str]) -> Dict[str, int]:
   return counts
 
 
-def load_graph_or_model(source: str, loop_trip_counts: Optional[str] = None):
+def load_graph_or_model(source: str, loop_trip_counts: Optional[str] = None,
+                        batch_size: Optional[int] = None,
+                        input_shapes: Optional[Dict[str, tuple]] = None):
   """A graph file, or a benchmark model name (GraphImportError if neither).
 
   Args:
     source: a graph file or a model name.
     loop_trip_counts: the --loop_trip_counts flag's value, for a graph file.
+    batch_size: size of the graph file's placeholders' unknown first
+      dimension (see `tfplace.graph.input_shapes`).
+    input_shapes: placeholder name -> full shape, for a graph file.
   """
   from tfplace.models import registry
   if os.path.exists(source):
     from tfplace.graph.importers import import_graph
     return import_graph(source, loop_trip_counts=parse_loop_trip_counts(
-        loop_trip_counts))
+        loop_trip_counts), batch_size=batch_size, input_shapes=input_shapes)
   if source in registry.list_models():
+    if batch_size is not None or input_shapes:
+      raise GraphImportError(
+          f"--batch_size/--input_shapes size a graph file's placeholders; "
+          f"the benchmark model {source!r} has its sizes from its builder")
     return registry.build_model(source)
   raise GraphImportError(f"{source!r} is neither a graph file nor a model "
                          f"name ({', '.join(registry.list_models())})")

@@ -20,6 +20,7 @@ from typing import List
 
 from absl import flags
 
+from tfplace.cli import input_flags
 from tfplace.cli.run_helpers import CLUSTER_HELP, LOOP_TRIP_COUNTS_HELP
 from tfplace.errors import TfplaceError
 from tfplace.units import format_bytes, format_seconds
@@ -32,6 +33,7 @@ _COST_MODEL = flags.DEFINE_string(
     "cost_model", None, "op cost model: analytical, grappler or calibrated "
     "(default: analytical, or calibrated when --calibration is given)")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
+flags.adopt_module_key_flags(input_flags)
 _LOOP_TRIP_COUNTS = flags.DEFINE_string(
     "loop_trip_counts", None, LOOP_TRIP_COUNTS_HELP)
 
@@ -54,7 +56,7 @@ def main(argv: List[str]) -> None:
       _CLUSTER.value, _COST_MODEL.value, _CALIBRATION.value)
   placement = Placement.load(_PLACEMENT.value)
   graph = import_graph(argv[1], loop_trip_counts=parse_loop_trip_counts(
-      _LOOP_TRIP_COUNTS.value))
+      _LOOP_TRIP_COUNTS.value), **input_flags.import_kwargs())
   problem = PlacementProblem(graph, cluster,
                              cost_model.op_costs(graph, cluster))
   result = pipeline.evaluate(problem, placement)

@@ -15,6 +15,7 @@ from absl import logging
 
 from tfplace.errors import GraphImportError
 from tfplace.graph import colocation, control_flow, graph_io
+from tfplace.graph import input_shapes as input_shapes_lib
 from tfplace.graph.op_graph import Edge, Op, OpGraph, StepFetches
 from tfplace.graph.op_reader import read_op
 
@@ -26,6 +27,8 @@ def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
                  init_ops: Optional[Sequence[str]] = None,
                  name: Optional[str] = None, unknown_dim: int = 1,
                  loop_trip_counts: LoopTripCounts = None,
+                 batch_size: Optional[int] = None,
+                 input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
                  **keras_kwargs) -> OpGraph:
   """Imports any supported TensorFlow form as an `OpGraph`.
 
@@ -43,7 +46,12 @@ def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
     loop_trip_counts: {While op name: trip count} for loops whose trip count
       the graph does not make static (see `tfplace.graph.control_flow`; a
       loop nested in another's body is "outer/inner").
-    **keras_kwargs: for Keras: `optimizer`, `batch_size`, `x`, `y`, `seed`;
+    batch_size: for a graph, the size of its placeholders' unknown first
+      dimension (written into the placeholders, so costs and the placed
+      GraphDef are at this batch; see `input_shapes.set_input_shapes`); for a
+      Keras model, the batch of the data it trains on (default 32).
+    input_shapes: for a graph, placeholder name -> full shape.
+    **keras_kwargs: for Keras: `optimizer`, `x`, `y`, `seed`;
       for a tf.function: `input_signature` or `args`.
 
   Returns:
@@ -57,45 +65,77 @@ def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
   from tensorflow.core.protobuf import meta_graph_pb2
   common = dict(train_ops=train_ops, init_ops=init_ops,
                 unknown_dim=unknown_dim, loop_trip_counts=loop_trip_counts)
-  is_graph = isinstance(source, (str, os.PathLike, tf.Graph, graph_pb2.GraphDef,
-                                 meta_graph_pb2.MetaGraphDef))
-  if is_graph and keras_kwargs:
-    raise GraphImportError(f"unexpected arguments {sorted(keras_kwargs)} for "
-                           f"a {type(source).__name__} source")
   if isinstance(source, (str, os.PathLike)):
     path = os.fspath(source)
     graph_def, meta = graph_io.read_graph_file(path)
     name = name or os.path.basename(path).split(".")[0]
-    if meta is not None:
-      return from_meta_graph(meta, train_op=train_ops, loss=loss,
-                             init_ops=init_ops, name=name,
-                             unknown_dim=unknown_dim,
-                             loop_trip_counts=loop_trip_counts)
-    return from_graph_def(graph_def, loss=loss, name=name, **common)
-  if isinstance(source, tf.Graph):
-    if train_ops is None and source.get_collection("train_op"):
-      common["train_ops"] = [_op_name(getattr(t, "name", str(t)))
-                             for t in source.get_collection("train_op")]
-    return from_tf_graph(source, loss=loss, name=name or "graph", **common)
-  if isinstance(source, meta_graph_pb2.MetaGraphDef):
-    return from_meta_graph(source, train_op=train_ops, loss=loss,
-                           init_ops=init_ops, name=name or "graph",
-                           unknown_dim=unknown_dim,
-                           loop_trip_counts=loop_trip_counts)
-  if isinstance(source, graph_pb2.GraphDef):
-    return from_graph_def(source, loss=loss, name=name or "graph", **common)
+    source = meta if meta is not None else graph_def
+  if isinstance(source, (tf.Graph, graph_pb2.GraphDef,
+                         meta_graph_pb2.MetaGraphDef)):
+    if keras_kwargs:
+      raise GraphImportError(f"unexpected arguments {sorted(keras_kwargs)} "
+                             f"for a {type(source).__name__} source")
+    return _from_graph_source(source, loss, name or "graph", batch_size,
+                              input_shapes, common)
   if hasattr(source, "get_weights") and hasattr(source, "compile"):
+    if input_shapes:
+      raise GraphImportError("input_shapes is for a graph's placeholders; a "
+                             "Keras model takes batch_size, x and y")
+    if batch_size is not None:
+      keras_kwargs["batch_size"] = batch_size
     return from_keras(source, loss=loss, name=name or source.name,
                       unknown_dim=unknown_dim,
                       loop_trip_counts=loop_trip_counts, **keras_kwargs)
   if hasattr(source, "get_concrete_function") or hasattr(source,
                                                          "function_def"):
+    if batch_size is not None or input_shapes:
+      raise GraphImportError(
+          "batch_size/input_shapes set a graph's placeholder shapes; give a "
+          "tf.function an input_signature or args instead")
     return from_function(source, loss=loss, name=name, **common,
                          **keras_kwargs)
   raise GraphImportError(
       f"cannot import a {type(source).__name__}: expected a tf.Graph, "
       "GraphDef, MetaGraphDef, graph file path, tf.function, "
       "ConcreteFunction or Keras model")
+
+
+def _from_graph_source(source, loss, name: str, batch_size, input_shapes,
+                       common) -> OpGraph:
+  """Imports a tf.Graph, GraphDef or MetaGraphDef, its placeholders' shapes
+  set first when batch_size or input_shapes is given."""
+  import tensorflow as tf
+  from tensorflow.core.protobuf import meta_graph_pb2
+  train_ops = common["train_ops"]
+  if isinstance(source, tf.Graph):
+    if train_ops is None and source.get_collection("train_op"):
+      common["train_ops"] = [_op_name(getattr(t, "name", str(t)))
+                             for t in source.get_collection("train_op")]
+    if batch_size is None and not input_shapes:
+      return from_tf_graph(source, loss=loss, name=name, **common)
+    source = source.as_graph_def()
+  source = _with_input_shapes(source, batch_size, input_shapes, name)
+  if isinstance(source, meta_graph_pb2.MetaGraphDef):
+    common = dict(common)
+    common.pop("train_ops")
+    return from_meta_graph(source, train_op=train_ops, loss=loss, name=name,
+                           **common)
+  return from_graph_def(source, loss=loss, name=name, **common)
+
+
+def _with_input_shapes(source, batch_size, input_shapes, name: str):
+  """A GraphDef or MetaGraphDef with its placeholders' shapes set."""
+  if batch_size is None and not input_shapes:
+    return source
+  if not hasattr(source, "graph_def"):  # A GraphDef.
+    return input_shapes_lib.set_input_shapes(source, batch_size,
+                                             input_shapes, name)
+  shaped = input_shapes_lib.set_input_shapes(source.graph_def, batch_size,
+                                             input_shapes, name)
+  meta = type(source)()
+  meta.CopyFrom(source)
+  meta.graph_def.CopyFrom(shaped)
+  return meta
 
 
 def from_function(fn_or_concrete, **kwargs) -> OpGraph:
@@ -149,7 +189,8 @@ def from_meta_graph(meta_graph_def, train_op=None, loss: Optional[str] = None,
 
   if isinstance(train_op, str):
     train_op = [train_op]
-  train = list(train_op) if train_op else collection("train_op")
+  # TF1 optimizers add their op to the collection too: keep each once.
+  train = list(dict.fromkeys(train_op or collection("train_op")))
   if loss is None:
     losses = collection("losses")
     if len(losses) > 1:

@@ -32,8 +32,11 @@ def resolve_shape(shape, unknown_dim: int) -> Tuple[int, ...]:
 def _warn_unknown() -> None:
   if not _warned_unknown_dims[0]:
     _warned_unknown_dims[0] = True
-    logging.warning("some tensor shapes have unknown dimensions; they are "
-                    "taken as `unknown_dim` for bytes and FLOPs")
+    logging.warning(
+        "some tensor shapes have unknown dimensions (a placeholder's batch "
+        "dimension?): they are costed as `unknown_dim` (default 1); give the "
+        "batch size (--batch_size N, or import_graph(..., batch_size=N)) or "
+        "the placeholders' shapes (--input_shapes, input_shapes=)")
 
 
 def tensor_bytes(dtype, shape: Sequence[int]) -> int:

@@ -32,6 +32,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from tfplace.errors import FeedError
+from tfplace.graph.input_shapes import declared_shape
+from tfplace.graph.input_shapes import fits as shape_fits
 from tfplace.graph.op_graph import OpGraph, StepFetches
 from tfplace.measurement import graph_inputs
 from tfplace.measurement.graph_inputs import Pipelines, PlaceholderSpec
@@ -213,13 +215,8 @@ def feedable_spec(graph: OpGraph, key: str) -> PlaceholderSpec:
   if node.op not in graph_inputs.FEEDABLE_OPS or index not in ("", "0"):
     raise FeedError(f"feed {key!r}: {name!r} is a {node.op} op, not a "
                     "placeholder; only placeholders can be fed")
-  shape = None
-  if "shape" in node.attr:
-    proto = node.attr["shape"].shape
-    shape = (None if proto.unknown_rank else
-             tuple(None if d.size < 0 else int(d.size) for d in proto.dim))
   return PlaceholderSpec(name, tf.as_dtype(node.attr["dtype"].type).name,
-                         shape)
+                         declared_shape(node))
 
 
 def _check_user_feeds(feeds: Mapping[str, Any],
@@ -253,9 +250,7 @@ def check_feed(spec: PlaceholderSpec, value) -> np.ndarray:
     raise FeedError(f"feed {spec.name!r} has dtype {array.dtype}; the "
                     f"placeholder takes {spec.dtype} (convert it, e.g. "
                     f"array.astype(np.{want.name}))")
-  if spec.shape is not None and (
-      array.ndim != len(spec.shape) or any(
-          d is not None and d != a for d, a in zip(spec.shape, array.shape))):
+  if not shape_fits(spec.shape, array.shape):
     raise FeedError(f"feed {spec.name!r} has shape {list(array.shape)}; the "
                     f"placeholder's shape is {spec.shape_text()}")
   return array
@@ -301,8 +296,7 @@ def concrete_shape(spec: PlaceholderSpec,
   given = options.input_shapes.get(spec.name)
   if given is not None:
     given = tuple(int(d) for d in given)
-    if spec.shape is not None and (len(given) != len(spec.shape) or any(
-        d is not None and d != g for d, g in zip(spec.shape, given))):
+    if not shape_fits(spec.shape, given):
       raise FeedError(f"input shape {list(given)} given for {spec.name!r} "
                       f"does not fit its shape {spec.shape_text()}")
     return given
@@ -396,23 +390,6 @@ def load_feeds(path: str) -> Dict[str, np.ndarray]:
   if not arrays:
     raise FeedError(f"{path} holds no arrays")
   return arrays
-
-
-def parse_input_shapes(entries: Sequence[str]) -> Dict[str, Tuple[int, ...]]:
-  """["images=32x28x28x1", "step="] -> {"images": (32, 28, 28, 1),
-  "step": ()}."""
-  out = {}
-  for entry in entries:
-    name, sep, dims = entry.partition("=")
-    try:
-      shape = tuple(int(d) for d in dims.split("x")) if dims else ()
-    except ValueError:
-      shape = None
-    if not sep or not name or shape is None or any(d < 0 for d in shape):
-      raise FeedError(f"--input_shapes entry {entry!r} is not "
-                      "NAME=D0xD1x... (e.g. images=32x28x28x1)")
-    out[name] = shape
-  return out
 
 
 def parse_index_ranges(entries: Sequence[str]) -> Dict[str, int]:

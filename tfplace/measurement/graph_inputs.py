@@ -21,10 +21,12 @@ from typing import Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 
+from tfplace.graph import input_shapes
+from tfplace.graph.input_shapes import declared_shape
 from tfplace.graph.op_graph import OpGraph, StepFetches
 
 PLACEHOLDER_OPS = ("Placeholder", "PlaceholderV2")
-FEEDABLE_OPS = PLACEHOLDER_OPS + ("PlaceholderWithDefault",)
+FEEDABLE_OPS = input_shapes.PLACEHOLDER_OPS
 _GET_NEXT_OPS = ("IteratorGetNext", "IteratorGetNextSync",
                  "IteratorGetNextAsOptional")
 _DEQUEUE_PREFIX = "QueueDequeue"
@@ -59,10 +61,7 @@ class PlaceholderSpec:
   shape: Optional[Tuple[Optional[int], ...]]
 
   def shape_text(self) -> str:
-    if self.shape is None:
-      return "<unknown rank>"
-    return "[" + ", ".join("?" if d is None else str(d)
-                           for d in self.shape) + "]"
+    return input_shapes.shape_text(self.shape)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,12 +189,8 @@ def placeholders(graph: OpGraph, needed: np.ndarray) -> List[PlaceholderSpec]:
   for i, node in enumerate(graph.graph_def.node):
     if not needed[i] or node.op not in PLACEHOLDER_OPS:
       continue
-    shape_proto = node.attr["shape"].shape
-    shape = (None if shape_proto.unknown_rank else
-             tuple(None if d.size < 0 else int(d.size)
-                   for d in shape_proto.dim))
     dtype = tf.as_dtype(node.attr["dtype"].type).name
-    out.append(PlaceholderSpec(node.name, dtype, shape))
+    out.append(PlaceholderSpec(node.name, dtype, declared_shape(node)))
   return out
 
 
