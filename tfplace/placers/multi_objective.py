@@ -176,10 +176,10 @@ class MultiObjectivePlacer(Placer):
       traffic_weight: weight of the data-locality score.
       execution_time_weight: weight of the earliest-finish score.
     """
-    memory_weight: float = 0.1
-    importance_weight: float = 0.5
-    traffic_weight: float = 0.5
-    execution_time_weight: float = 1.0
+    memory_weight: float = MultiObjectiveWeights.memory
+    importance_weight: float = MultiObjectiveWeights.importance
+    traffic_weight: float = MultiObjectiveWeights.traffic
+    execution_time_weight: float = MultiObjectiveWeights.execution_time
 
     def __post_init__(self):
       for field in dataclasses.fields(self):
