@@ -1,0 +1,124 @@
+"""Assembles a learned search: units, codec, evaluator, environment, networks.
+
+`colocrl_setup` and `hierarchical_setup` take a placement problem (anything
+with `graph`, `cluster`, `groups` (the colocation `GroupGraph`) and
+`simulate_groups`) and a start placement, and return the `LearnedSetup` the
+search loop runs.
+"""
+
+import dataclasses
+from typing import Dict, Optional
+
+import numpy as np
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+
+from tfplace.grouping.group_graph import coarsen
+from tfplace.rl import coarse
+from tfplace.rl import features as features_lib
+from tfplace.rl.environments.codecs import HierarchicalCodec, UnitCodec
+from tfplace.rl.environments.evaluator import GroupMemory, PlacementEvaluator
+from tfplace.rl.environments.placement_environment import PlacementEnvironment
+from tfplace.rl.environments.rewards import RewardConfig
+from tfplace.rl.search import LearnedSetup
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+  """The environment and network sizes.
+
+  Attributes:
+    batch_size: placements per policy call (one `simulate_batch` each).
+    reward: the reward shaping.
+    memory_rule: "repair" or "penalty" (see `environments.evaluator`).
+    hidden: LSTM width of the seq2seq placer.
+    num_chunks: ColocRL: topological chunks before the split by device.
+    num_groups: hierarchical: N, the grouper's groups (0: min(256, 20 D)).
+  """
+  batch_size: int = 32
+  reward: RewardConfig = RewardConfig()
+  memory_rule: str = "penalty"
+  hidden: int = 64
+  num_chunks: int = 64
+  num_groups: int = 0
+
+
+def group_memory(problem) -> GroupMemory:
+  """Group sizes, device capacities and where each group may go: a kernel
+  for every member, and parameters no larger than the device's memory."""
+  groups = problem.groups
+  capacity = np.array([d.memory_bytes for d in problem.cluster.devices],
+                      dtype=np.float64)
+  fits = groups.param_bytes[:, None].astype(np.float64) <= capacity[None]
+  return GroupMemory(groups.memory_bytes.astype(np.int64), capacity,
+                     groups.allowed & fits)
+
+
+def _environment(problem, codec, reference_s: float,
+                 config: EnvConfig) -> PlacementEnvironment:
+  evaluator = PlacementEvaluator(problem.simulate_groups, group_memory(problem),
+                                 config.memory_rule)
+  return PlacementEnvironment(codec, evaluator, reference_s, config.batch_size,
+                              config.reward)
+
+
+def _signature(problem, kind: str, env: PlacementEnvironment,
+               extra: Optional[Dict[str, object]]) -> Dict[str, object]:
+  shapes = [[*spec.shape, int(spec.maximum) + 1]
+            for spec in tf.nest.flatten(env.action_spec())]
+  signature = {
+      "placer": kind, "graph": problem.graph.fingerprint,
+      "num_ops": problem.graph.num_ops,
+      "cluster": list(problem.cluster.device_names),
+      "num_groups": problem.groups.num_groups, "action": shapes}
+  signature.update(extra or {})
+  return signature
+
+
+def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
+                  config: EnvConfig = EnvConfig(),
+                  extra_signature: Optional[Dict[str, object]] = None
+                  ) -> LearnedSetup:
+  """ColocRL: units = topological chunks split by the start placement."""
+  from tfplace.rl.networks.seq2seq_placer import Seq2SeqPlacerNetwork
+  from tfplace.rl.networks.value_network import GraphValueNetwork
+  memory = group_memory(problem)
+  unit_of = coarse.units(problem.groups, start_devices, config.num_chunks)
+  unit_graph = coarsen(problem.graph, problem.costs,
+                       unit_of[problem.groups.group_of])
+  values = features_lib.group_features(problem.graph, unit_graph).values
+  env = _environment(problem, UnitCodec(unit_of, memory.allowed),
+                     start_step_time_s, config)
+  obs_spec = tensor_spec.from_spec(env.observation_spec())
+  actor = Seq2SeqPlacerNetwork(obs_spec, tensor_spec.from_spec(
+      env.action_spec()), values, unit_graph.topo_order(), config.hidden)
+  return LearnedSetup(
+      env=env, actor_net=actor, value_net=GraphValueNetwork(obs_spec, values),
+      start_devices=np.asarray(start_devices, np.int32),
+      start_step_time_s=start_step_time_s,
+      signature=_signature(problem, "colocrl", env, extra_signature))
+
+
+def hierarchical_setup(problem, start_devices: np.ndarray,
+                       start_step_time_s: float,
+                       config: EnvConfig = EnvConfig(),
+                       extra_signature: Optional[Dict[str, object]] = None
+                       ) -> LearnedSetup:
+  """The hierarchical planner over the colocation groups."""
+  from tfplace.rl.networks.hierarchical_network import HierarchicalNetwork
+  from tfplace.rl.networks.value_network import GraphValueNetwork
+  groups = problem.groups
+  memory = group_memory(problem)
+  num = config.num_groups or min(256, 20 * problem.cluster.num_devices)
+  values = features_lib.group_features(problem.graph, groups).values
+  codec = HierarchicalCodec(memory.allowed, num,
+                            features_lib.topo_position(groups))
+  env = _environment(problem, codec, start_step_time_s, config)
+  obs_spec = tensor_spec.from_spec(env.observation_spec())
+  actor = HierarchicalNetwork(obs_spec, tensor_spec.from_spec(
+      env.action_spec()), values, config.hidden)
+  return LearnedSetup(
+      env=env, actor_net=actor, value_net=GraphValueNetwork(obs_spec, values),
+      start_devices=np.asarray(start_devices, np.int32),
+      start_step_time_s=start_step_time_s,
+      signature=_signature(problem, "hierarchical", env, extra_signature))

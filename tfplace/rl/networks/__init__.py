@@ -1,0 +1,7 @@
+"""Networks of the learned placers; each is a `tf_agents.networks.Network`.
+
+`seq2seq_placer.Seq2SeqPlacerNetwork` (ColocRL's attentional LSTM placer),
+`hierarchical_network.HierarchicalNetwork` (the hierarchical planner's grouper
+and placer, trained jointly), `value_network.GraphValueNetwork` (the value
+baseline) and `heads` (masked categorical output heads).
+"""

@@ -1,0 +1,127 @@
+"""What a learned search checkpoints, and how it resumes.
+
+A search's log directory holds:
+
+  * ``search.json``: the signature of the problem (graph fingerprint,
+    cluster devices, unit and action shapes, placer and agent). Written
+    first; a resume whose signature differs is refused with a message that
+    says what differs (or starts fresh when asked: `restart`).
+  * ``checkpoints/``: tf-agents `Checkpointer` files (`tf.train.Checkpoint`):
+    the agent (networks, optimizer, train step), the reward statistics, and
+    the `SearchState` (samples, evaluations, elapsed time, best-so-far).
+  * ``summaries/``: TensorBoard curves.
+
+Rules: without `resume`, a directory that already holds a checkpoint is an
+error (nothing is overwritten); with `resume` and no checkpoint the search
+starts fresh; a checkpoint that cannot be read is an error unless `restart`.
+"""
+
+import json
+import os
+import shutil
+from typing import Dict, Optional
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from tf_agents.utils import common
+
+from tfplace.errors import PlacementError
+from tfplace.io_utils import atomic_write
+
+SIGNATURE_FILE = "search.json"
+CHECKPOINT_DIR = "checkpoints"
+
+
+class SearchState(tf.Module):
+  """Counters and the best-so-far placement, as checkpointed variables."""
+
+  def __init__(self, num_groups: int, name: str = "search_state"):
+    super().__init__(name=name)
+    self.samples = tf.Variable(0, dtype=tf.int64, name="samples")
+    self.evaluations = tf.Variable(0, dtype=tf.int64, name="evaluations")
+    self.elapsed_s = tf.Variable(0.0, dtype=tf.float64, name="elapsed_s")
+    self.best_step_time_s = tf.Variable(np.inf, dtype=tf.float64,
+                                        name="best_step_time_s")
+    self.best_devices = tf.Variable(np.zeros(num_groups, np.int32),
+                                    name="best_devices")
+
+  def offer(self, devices: np.ndarray, step_times: np.ndarray) -> bool:
+    """Keeps the fastest feasible of `devices` [B, G] if it beats the best.
+
+    Returns:
+      True if the best-so-far changed.
+    """
+    step_times = np.asarray(step_times, dtype=np.float64)
+    if not np.isfinite(step_times).any():
+      return False
+    i = int(np.argmin(np.where(np.isfinite(step_times), step_times, np.inf)))
+    if step_times[i] >= float(self.best_step_time_s.numpy()):
+      return False
+    self.best_step_time_s.assign(step_times[i])
+    self.best_devices.assign(np.asarray(devices[i], dtype=np.int32))
+    return True
+
+
+def _read_signature(path: str) -> Optional[Dict[str, object]]:
+  if not os.path.exists(path):
+    return None
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+    return {"unreadable": path}
+
+
+def _differences(old: Dict[str, object], new: Dict[str, object]) -> str:
+  keys = sorted(set(old) | set(new))
+  return "; ".join(f"{k}: checkpoint {old.get(k)!r}, now {new.get(k)!r}"
+                   for k in keys if old.get(k) != new.get(k))
+
+
+def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
+                      restart: bool, **objects) -> common.Checkpointer:
+  """The checkpointer of `logdir`, restored when resuming (see the rules).
+
+  Args:
+    logdir: the search's log directory.
+    signature: the problem's signature (JSON-serializable dict).
+    resume: continue the checkpoint in `logdir` if there is one.
+    restart: discard an incompatible or unreadable checkpoint.
+    **objects: trackables to checkpoint (agent, state, ...).
+
+  Raises:
+    PlacementError: a checkpoint exists and `resume` is off; the checkpoint
+      is for another problem or cannot be read (unless `restart`).
+  """
+  ckpt_dir = os.path.join(logdir, CHECKPOINT_DIR)
+  exists = tf.train.latest_checkpoint(ckpt_dir) is not None
+  sig_path = os.path.join(logdir, SIGNATURE_FILE)
+  signature = json.loads(json.dumps(signature))
+  if exists and not resume and not restart:
+    raise PlacementError(
+        f"{logdir} already holds a search checkpoint: resume it (--resume) "
+        f"or choose another --logdir")
+  old = _read_signature(sig_path)
+  if exists and resume and old != signature and not restart:
+    raise PlacementError(
+        f"the checkpoint in {logdir} is for another problem ("
+        f"{_differences(old or {}, signature)}); use another --logdir, or "
+        f"restart to discard it")
+  if restart and (exists or old is not None) and (old != signature
+                                                   or not resume):
+    logging.warning("discarding the checkpoint in %s (restart)", logdir)
+    shutil.rmtree(ckpt_dir, ignore_errors=True)
+  atomic_write(sig_path, json.dumps(signature, indent=1, sort_keys=True))
+  try:
+    checkpointer = common.Checkpointer(ckpt_dir, max_to_keep=2, **objects)
+    checkpointer.initialize_or_restore()
+  except (tf.errors.OpError, ValueError, AssertionError) as e:
+    if not restart:
+      raise PlacementError(
+          f"cannot read the checkpoint in {ckpt_dir} ({type(e).__name__}: "
+          f"{str(e).splitlines()[0][:200]}); restart to discard it") from None
+    logging.warning("discarding the unreadable checkpoint in %s", ckpt_dir)
+    shutil.rmtree(ckpt_dir, ignore_errors=True)
+    checkpointer = common.Checkpointer(ckpt_dir, max_to_keep=2, **objects)
+  return checkpointer
