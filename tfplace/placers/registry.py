@@ -30,6 +30,8 @@ _BUILTIN_MODULES = (
     "tfplace.placers.local_search",
     "tfplace.placers.cross_entropy",
     "tfplace.placers.cp_sat",
+    "tfplace.placers.colocrl",
+    "tfplace.placers.hierarchical",
 )
 
 _REGISTRY: Dict[str, type] = {}

@@ -13,7 +13,8 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
-from tfplace.grouping.group_graph import coarsen
+from tfplace.grouping.group_graph import build_group_graph
+from tfplace.grouping.memory import MemoryBudget
 from tfplace.rl import coarse
 from tfplace.rl import features as features_lib
 from tfplace.rl.environments.codecs import HierarchicalCodec, UnitCodec
@@ -44,14 +45,13 @@ class EnvConfig:
 
 
 def group_memory(problem) -> GroupMemory:
-  """Group sizes, device capacities and where each group may go: a kernel
-  for every member, and parameters no larger than the device's memory."""
+  """Group sizes and device capacities (the `MemoryBudget` estimate), and
+  where each group may go: a kernel for every member, and parameters no
+  larger than the device's memory."""
   groups = problem.groups
-  capacity = np.array([d.memory_bytes for d in problem.cluster.devices],
-                      dtype=np.float64)
-  fits = groups.param_bytes[:, None].astype(np.float64) <= capacity[None]
-  return GroupMemory(groups.memory_bytes.astype(np.int64), capacity,
-                     groups.allowed & fits)
+  budget = MemoryBudget(groups, problem.cluster)
+  fits = groups.param_bytes[:, None] <= budget.capacity[None]
+  return GroupMemory(budget.need, budget.capacity, groups.allowed & fits)
 
 
 def _environment(problem, codec, reference_s: float,
@@ -84,7 +84,7 @@ def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
   from tfplace.rl.networks.value_network import GraphValueNetwork
   memory = group_memory(problem)
   unit_of = coarse.units(problem.groups, start_devices, config.num_chunks)
-  unit_graph = coarsen(problem.graph, problem.costs,
+  unit_graph = build_group_graph(problem.graph, problem.costs,
                        unit_of[problem.groups.group_of])
   values = features_lib.group_features(problem.graph, unit_graph).values
   env = _environment(problem, UnitCodec(unit_of, memory.allowed),

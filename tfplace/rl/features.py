@@ -62,18 +62,6 @@ def op_type_vocabulary(graph: OpGraph,
   return tuple(str(types[i]) for i in order[:size])
 
 
-def op_type_counts(graph: OpGraph, group_of: np.ndarray,
-                   vocabulary: Sequence[str]) -> np.ndarray:
-  """float64 [G, V+1]: ops of each vocabulary type per group, "other" last."""
-  column = {t: i for i, t in enumerate(vocabulary)}
-  other = len(vocabulary)
-  cols = np.array([column.get(t, other) for t in graph.op_types], np.int64)
-  num_groups = int(group_of.max()) + 1
-  counts = np.zeros((num_groups, other + 1))
-  np.add.at(counts, (group_of, cols), 1.0)
-  return counts
-
-
 def _log_scaled(x: np.ndarray) -> np.ndarray:
   """log1p(x) divided by its maximum (columns of zeros stay zero)."""
   y = np.log1p(np.maximum(np.asarray(x, dtype=np.float64), 0.0))
@@ -94,9 +82,6 @@ def _adjacency_columns(groups: GroupGraph, position: np.ndarray) -> np.ndarray:
   """Bytes and degrees in and out; mean position of predecessors/successors."""
   g = groups.num_groups
   src, dst = groups.edge_src, groups.edge_dst
-  nbytes = groups.edge_bytes.astype(np.float64)
-  in_bytes = np.bincount(dst, weights=nbytes, minlength=g)
-  out_bytes = np.bincount(src, weights=nbytes, minlength=g)
   in_deg = np.bincount(dst, minlength=g).astype(np.float64)
   out_deg = np.bincount(src, minlength=g).astype(np.float64)
   pred_pos = np.bincount(dst, weights=position[src], minlength=g)
@@ -104,7 +89,8 @@ def _adjacency_columns(groups: GroupGraph, position: np.ndarray) -> np.ndarray:
   pred_pos = np.where(in_deg > 0, pred_pos / np.maximum(in_deg, 1), position)
   succ_pos = np.where(out_deg > 0, succ_pos / np.maximum(out_deg, 1), position)
   return np.column_stack([
-      _log_scaled(np.column_stack([in_bytes, out_bytes, in_deg, out_deg])),
+      _log_scaled(np.column_stack([groups.in_bytes, groups.out_bytes, in_deg,
+                                   out_deg])),
       pred_pos - position, succ_pos - position])
 
 
@@ -138,7 +124,7 @@ def group_features(graph: OpGraph, groups: GroupGraph,
       groups.param_bytes])
   freqs = np.pi * 2.0 ** np.arange(NUM_POSITION_FREQUENCIES)
   columns = [
-      _log_scaled(op_type_counts(graph, groups.group_of, vocab)),
+      _log_scaled(groups.op_type_counts(graph.op_types, vocab)),
       _log_scaled(sizes), _compute_columns(groups.compute_s),
       _adjacency_columns(groups, position), position[:, None],
       np.sin(position[:, None] * freqs), np.cos(position[:, None] * freqs)]

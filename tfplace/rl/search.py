@@ -25,6 +25,7 @@ from tf_agents.utils import common
 from tqdm.auto import tqdm
 
 from tfplace.errors import PlacementError
+from tfplace.placers.learned_support import BestSoFar, Budget
 from tfplace.rl import agents as agents_lib
 from tfplace.rl import experience as experience_lib
 from tfplace.rl import imitation
@@ -94,7 +95,7 @@ class SearchResult:
     wall_time_s: wall time over the whole search.
     samples_per_s: samples / wall time of this run.
     resumed: whether this run continued a checkpoint.
-    stopped_by: "budget_s", "max_samples" or "interrupted".
+    stopped_by: "time_s", "max_samples" or "interrupted".
     curve: per train step of this run.
   """
   best_devices: np.ndarray
@@ -151,6 +152,12 @@ class _Loop:
           config.logdir, setup.signature, config.resume, config.restart,
           agent=self.agent, reward_stats=self.stats, search_state=self.state)
       self.resumed = int(self.state.samples.numpy()) > 0
+    self.budget = Budget(config.budget_s, config.max_samples)
+    self.best = BestSoFar()
+    if self.resumed:
+      self.best.offer(self.state.best_devices.numpy()[None],
+                      self.state.best_step_time_s.numpy()[None],
+                      int(self.state.samples.numpy()))
     self.policy = py_tf_eager_policy.PyTFEagerPolicy(
         self.agent.collect_policy, use_tf_function=True)
     self.train = common.function(self.agent.train)
@@ -166,7 +173,7 @@ class _Loop:
     """Best-so-far, baseline and (imitation) policy at the start placement."""
     setup, env = self.setup, self.env
     start = np.asarray(setup.start_devices, dtype=np.int32)[None]
-    self.state.offer(start, np.array([setup.start_step_time_s]))
+    self.keep_best(start, np.array([setup.start_step_time_s]))
     reward = rewards(np.array([setup.start_step_time_s]), env.reference_s,
                      env.reward_config)[0]
     self.stats.start_at(float(reward))
@@ -182,7 +189,7 @@ class _Loop:
     time_step = self.env.reset()
     action_step = self.policy.action(time_step)
     next_time_step = self.env.step(action_step.action)
-    self.state.offer(self.env.last_devices, self.env.last_step_times)
+    self.keep_best(self.env.last_devices, self.env.last_step_times)
     experience = experience_lib.one_step_episodes(time_step, action_step,
                                                   next_time_step)
     loss = self.train(experience).loss
@@ -194,6 +201,12 @@ class _Loop:
     self._counted = self.env.evaluator.num_evaluations
     finite = times[np.isfinite(times)]
     return float(loss), float(finite.mean()) if len(finite) else np.inf
+
+  def keep_best(self, devices: np.ndarray, step_times: np.ndarray) -> None:
+    """Offers placements to the best-so-far; mirrors it into the state."""
+    if self.best.offer(devices, step_times, int(self.state.samples.numpy())):
+      self.state.best_devices.assign(self.best.devices)
+      self.state.best_step_time_s.assign(self.best.step_time_s)
 
   def summarize(self, loss: float, mean_t: float, rate: float) -> None:
     step = int(self.state.samples.numpy())
@@ -229,13 +242,8 @@ class _Loop:
 
 
 def _stop_reason(loop: _Loop, start: float) -> Optional[str]:
-  config = loop.config
   elapsed = float(loop.state.elapsed_s.numpy()) + time.time() - start
-  if elapsed >= config.budget_s:
-    return "budget_s"
-  if int(loop.state.samples.numpy()) >= config.max_samples:
-    return "max_samples"
-  return None
+  return loop.budget.exhausted(elapsed, int(loop.state.samples.numpy()))
 
 
 def run_search(setup: LearnedSetup, agent_config: agents_lib.AgentConfig,

@@ -46,22 +46,6 @@ class SearchState(tf.Module):
     self.best_devices = tf.Variable(np.zeros(num_groups, np.int32),
                                     name="best_devices")
 
-  def offer(self, devices: np.ndarray, step_times: np.ndarray) -> bool:
-    """Keeps the fastest feasible of `devices` [B, G] if it beats the best.
-
-    Returns:
-      True if the best-so-far changed.
-    """
-    step_times = np.asarray(step_times, dtype=np.float64)
-    if not np.isfinite(step_times).any():
-      return False
-    i = int(np.argmin(np.where(np.isfinite(step_times), step_times, np.inf)))
-    if step_times[i] >= float(self.best_step_time_s.numpy()):
-      return False
-    self.best_step_time_s.assign(step_times[i])
-    self.best_devices.assign(np.asarray(devices[i], dtype=np.int32))
-    return True
-
 
 def _read_signature(path: str) -> Optional[Dict[str, object]]:
   if not os.path.exists(path):

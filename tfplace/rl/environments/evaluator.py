@@ -38,7 +38,8 @@ class GroupMemory:
   """Memory of colocation groups and devices, for the repair rule.
 
   Attributes:
-    group_bytes: int64 [G], parameter plus output bytes of each group.
+    group_bytes: float64 [G], bytes each group charges its device
+      (`tfplace.grouping.memory.MemoryBudget.need`).
     capacity_bytes: float64 [D], each device's memory.
     allowed: bool [G, D], where each group may go (kernel and memory).
   """

@@ -1,0 +1,196 @@
+"""What the learned placers share: options, the trivial cases, the search.
+
+A learned placer (`colocrl`, `hierarchical`) picks a start placement (the
+best heuristic by default), builds its environment and networks
+(`tfplace.rl.builders`), runs the shared search loop (`tfplace.rl.search`)
+and returns the best feasible placement found. A graph with one colocation
+group or a cluster with one device has nothing to learn: the placer returns
+the best placement at once (at most one simulation per device).
+
+Nothing here imports TensorFlow or tf-agents at module level.
+"""
+
+import dataclasses
+import math
+import os
+from typing import Optional
+
+import numpy as np
+from absl import logging
+
+from tfplace.errors import PlacementError
+from tfplace.placement import Placement
+from tfplace.placers.base import Placer, PlacerKind
+
+COMMON_ATTRIBUTES = """
+    agent: "reinforce" (ReinforceAgent) or "ppo" (PPOClipAgent).
+    baseline: REINFORCE's baseline: "moving_average" or "value".
+    budget_s: wall-time budget of the search in seconds (resumes included).
+    max_samples: sample budget: placements drawn from the policy.
+    batch_size: placements per policy call (one simulate_batch each).
+    lr: Adam learning rate; none: 3e-3 for reinforce, 2e-3 for ppo.
+    entropy: entropy regularization weight.
+    ppo_epochs: PPO epochs per batch (unrolled into the graph: keep small).
+    reward: reward shaping: "relative" (1 - t / t_start) or "neg_sqrt".
+    memory_rule: placements over memory: "penalty" or "repair".
+    start: start placement: "best_heuristic", a placer name, or a placement
+      JSON file.
+    warm_start: "imitation" (the policy starts at the start placement) or
+      "baseline" (only the baseline and best-so-far start there).
+    explore: after imitation, units a sample changes, on average.
+    hidden: LSTM width of the seq2seq placer.
+    logdir: directory for checkpoints, TensorBoard curves and the best
+      placement (JSON and placed GraphDef); none: no files.
+    resume: continue the search checkpointed in logdir.
+    restart: discard an incompatible or unreadable checkpoint in logdir.
+    progress: show a progress bar."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnedOptions:
+  agent: str = "reinforce"
+  baseline: str = "moving_average"
+  budget_s: float = 300.0
+  max_samples: int = 100_000
+  batch_size: int = 32
+  lr: Optional[float] = None
+  entropy: float = 0.0
+  ppo_epochs: int = 3
+  reward: str = "relative"
+  memory_rule: str = "penalty"
+  start: str = "best_heuristic"
+  warm_start: str = "imitation"
+  explore: float = 2.0
+  hidden: int = 64
+  logdir: Optional[str] = None
+  resume: bool = False
+  restart: bool = False
+  progress: bool = True
+
+  def __post_init__(self):
+    choices = {"agent": ("reinforce", "ppo"),
+               "baseline": ("moving_average", "value"),
+               "reward": ("relative", "neg_sqrt"),
+               "memory_rule": ("penalty", "repair"),
+               "warm_start": ("imitation", "baseline")}
+    for name, valid in choices.items():
+      if getattr(self, name) not in valid:
+        raise PlacementError(f"option {name} must be one of {list(valid)}, "
+                             f"got {getattr(self, name)!r}")
+    if not self.budget_s > 0 or self.max_samples < 1 or self.batch_size < 1:
+      raise PlacementError("budget_s must be > 0, max_samples and batch_size "
+                           ">= 1")
+    if self.resume and not self.logdir:
+      raise PlacementError("resume needs a logdir")
+
+
+LearnedOptions.__doc__ = ("Options of a learned placer.\n\n  Attributes:" +
+                          COMMON_ATTRIBUTES + "\n  ")
+
+
+class LearnedPlacer(Placer):
+  """A placer that learns a policy by searching on the simulator.
+
+  Subclasses implement `setup` (environment, networks) and cite their paper.
+  """
+
+  kind = PlacerKind.LEARNED
+  Options = LearnedOptions
+
+  def setup(self, problem, start, env_config):
+    """The `tfplace.rl.search.LearnedSetup` for `problem` from `start`."""
+    raise NotImplementedError
+
+  def place(self, problem, seed: Optional[int] = None) -> Placement:
+    trivial = trivial_placement(problem)
+    if trivial is not None:
+      logging.info("%s: one group or one device, nothing to learn",
+                   self.name)
+      return problem.placement(trivial, placer=self.name)
+    from tfplace.placers.learned_support import start_placement
+    from tfplace.rl.search import run_search
+    start = start_placement(problem, self.options.start, seed)
+    logging.info("%s: start %s at %.6g s", self.name, start.source,
+                 start.step_time_s)
+    if not math.isfinite(start.step_time_s):
+      raise PlacementError(f"the start placement ({start.source}) does not "
+                           "fit in memory")
+    setup = self.setup(problem, start, env_config(self.options))
+    setup.export_best = _exporter(problem, self.name, self.options.logdir)
+    result = run_search(setup, agent_config(self.options),
+                        search_config(self.options), seed)
+    placement = problem.placement(result.best_devices, placer=self.name)
+    return placement.with_metadata(extra={"search": _summary(result, start)})
+
+
+def trivial_placement(problem) -> Optional[np.ndarray]:
+  """With one group or one device: the best group placement, else None.
+
+  Raises:
+    PlacementError: nothing fits.
+  """
+  groups, num_devices = problem.groups, problem.cluster.num_devices
+  if groups.num_groups > 1 and num_devices > 1:
+    return None
+  candidates = np.array([np.full(groups.num_groups, d, np.int32)
+                         for d in range(num_devices)
+                         if groups.allowed[:, d].all()])
+  times = (problem.simulate_groups(candidates) if len(candidates)
+           else np.zeros(0))
+  if not np.isfinite(times).any():
+    raise PlacementError("no placement fits: the cluster has one device or "
+                         "the graph one group, and it fits on no device")
+  return candidates[int(np.argmin(times))]
+
+
+def agent_config(options: LearnedOptions):
+  from tfplace.rl.agents import AgentConfig
+  lr = options.lr or (2e-3 if options.agent == "ppo" else 3e-3)
+  return AgentConfig(kind=options.agent, baseline=options.baseline, lr=lr,
+                     entropy_regularization=options.entropy,
+                     ppo_epochs=options.ppo_epochs)
+
+
+def env_config(options: LearnedOptions):
+  from tfplace.rl.builders import EnvConfig
+  from tfplace.rl.environments.rewards import RewardConfig
+  extra = {k: getattr(options, k) for k in ("num_chunks", "num_groups")
+           if hasattr(options, k)}
+  return EnvConfig(batch_size=options.batch_size,
+                   reward=RewardConfig(shaping=options.reward),
+                   memory_rule=options.memory_rule, hidden=options.hidden,
+                   **extra)
+
+
+def search_config(options: LearnedOptions):
+  from tfplace.rl.search import SearchConfig
+  return SearchConfig(
+      budget_s=options.budget_s, max_samples=options.max_samples,
+      warm_start=options.warm_start, explore=options.explore,
+      logdir=options.logdir, resume=options.resume, restart=options.restart,
+      progress=options.progress)
+
+
+def _exporter(problem, placer: str, logdir: Optional[str]):
+  """Writes the best placement (JSON, placed GraphDef) into `logdir`."""
+  if not logdir:
+    return None
+
+  def export(devices: np.ndarray, step_time_s: float) -> None:
+    from tfplace.graph.graph_io import write_graph_file
+    placement = problem.placement(devices, placer=placer).with_metadata(
+        predicted_step_time_s=step_time_s, feasible=True)
+    placement.save(os.path.join(logdir, "best_placement.json"))
+    if problem.graph.graph_def is not None:
+      write_graph_file(os.path.join(logdir, "best_placement.pbtxt"),
+                       placement.to_graph_def(problem.graph))
+  return export
+
+
+def _summary(result, start) -> dict:
+  return {
+      "start": start.source, "start_step_time_s": start.step_time_s,
+      "samples": result.samples, "evaluations": result.evaluations,
+      "train_steps": result.train_steps, "wall_time_s": result.wall_time_s,
+      "samples_per_s": result.samples_per_s, "stopped_by": result.stopped_by,
+      "resumed": result.resumed}
