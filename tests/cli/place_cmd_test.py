@@ -92,3 +92,28 @@ def test_help_lists_every_placer_with_its_options():
   assert proc.returncode == 0
   assert "m_etf (heuristic)" in proc.stdout
   assert "memory_fraction (float, default 1.0)" in proc.stdout
+
+
+def test_learned_placer_flags(tmp_path):
+  out, logdir = tmp_path / "p.json", tmp_path / "search"
+  proc = run(GRAPH, "--cluster", "k80x2", "--placer", "m_etf", "--agent",
+             "ppo", "--out", str(out))
+  assert proc.returncode == 2
+  assert "--agent is for learned placers" in proc.stderr
+  proc = run(GRAPH, "--cluster", "k80x2", "--placer", "colocrl", "--resume",
+             "--out", str(out))
+  assert proc.returncode == 2 and "resume needs a logdir" in proc.stderr
+  proc = run(GRAPH, "--cluster", "k80x2", "--placer", "colocrl", "--agent",
+             "reinforce", "--budget_s", "60", "--max_samples", "32",
+             "--placer_options", "hidden=8,progress=false", "--logdir",
+             str(logdir), "--out", str(out), "--json")
+  assert proc.returncode == 0, proc.stderr
+  result = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert result["placer"] == "colocrl" and result["feasible"]
+  search = json.loads(out.read_text())["metadata"]["search"]
+  assert search["samples"] == 32
+  assert (logdir / "best_placement.json").exists()
+  assert (logdir / "best_placement.pbtxt").exists()
+  proc = run(GRAPH, "--cluster", "k80x2", "--placer", "colocrl",
+             "--logdir", str(logdir), "--out", str(out))
+  assert proc.returncode == 2 and "--resume" in proc.stderr

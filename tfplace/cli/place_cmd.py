@@ -6,6 +6,9 @@ usage: tfplace place GRAPH --cluster CLUSTER --placer NAME
                      [--seed N] [--cost_model NAME] [--loop_trip_counts L=N]
                      [--calibration calibration.json] [--allow_infeasible]
                      [--json]
+       tfplace place GRAPH --cluster CLUSTER --placer colocrl|hierarchical
+                     [--agent reinforce|ppo] [--budget_s S] [--max_samples N]
+                     [--logdir DIR [--resume]] --out placement.json
 
 Reads GRAPH (a .pb/.pbtxt GraphDef or a .meta MetaGraphDef), computes op
 costs with --cost_model (default: analytical, or calibrated when
@@ -15,17 +18,23 @@ validate, simulate), writes the placement JSON (atomically) and prints the
 predicted step time. A placement that does not fit in memory is an error
 (exit 2, nothing written) unless --allow_infeasible.
 
-Search placers (local_search, cross_entropy, cp_sat) take --budget_s and
---init (their budget_s and init options) and show a progress bar with the
-best step time; Ctrl-C stops the search, writes the best placement found so
-far (a complete JSON) and exits with status 130.
+Search placers (local_search, cross_entropy, cp_sat) and learned placers
+(colocrl, hierarchical) take --budget_s and --init (their budget_s and init
+options) and show a progress bar with the best step time; Ctrl-C stops the
+search, writes the best placement found so far (a complete JSON) and exits
+with status 130. The learned placers' main options have flags of their own
+too (--agent, --max_samples, --logdir, --resume). Each such flag sets the
+placer option of the same name (the flag wins over --placer_options). With
+--logdir a learned search writes checkpoints, TensorBoard curves and its best
+placement so far (JSON and placed GraphDef) there; --resume continues a
+killed search.
 """
 
 import dataclasses
 import json
 import math
 import sys
-from typing import List
+from typing import Dict, List
 
 from absl import flags
 
@@ -42,11 +51,12 @@ _PLACER_OPTIONS = flags.DEFINE_string(
     "(listed below)")
 _OUT = flags.DEFINE_string("out", None, "where to write the placement JSON")
 _BUDGET_S = flags.DEFINE_float(
-    "budget_s", None, "search placers: seconds the search may take (the "
-    "placer option budget_s)")
+    "budget_s", None, "search and learned placers: seconds the search may "
+    "take (the placer option budget_s)")
 _INIT = flags.DEFINE_string(
-    "init", None, "search placers: the start placement: best_heuristic, a "
-    "placer name or a placement JSON (the placer option init)")
+    "init", None, "search and learned placers: the start placement: "
+    "best_heuristic, a placer name or a placement JSON (the placer option "
+    "init)")
 _SEED = flags.DEFINE_integer("seed", None, "random seed for the placer")
 _COST_MODEL = flags.DEFINE_string(
     "cost_model", None, "op cost model: analytical, grappler or calibrated "
@@ -60,6 +70,23 @@ _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 flags.adopt_module_key_flags(input_flags)
 _LOOP_TRIP_COUNTS = flags.DEFINE_string(
     "loop_trip_counts", None, LOOP_TRIP_COUNTS_HELP)
+_AGENT = flags.DEFINE_enum(
+    "agent", None, ["reinforce", "ppo"], "learned placers: the tf-agents "
+    "agent (ReinforceAgent or PPOClipAgent)")
+_MAX_SAMPLES = flags.DEFINE_integer(
+    "max_samples", None, "learned placers: sample budget (placements drawn)")
+_LOGDIR = flags.DEFINE_string(
+    "logdir", None, "learned placers: checkpoints, TensorBoard curves and the "
+    "best placement so far")
+_RESUME = flags.DEFINE_bool(
+    "resume", False, "learned placers: continue the search checkpointed in "
+    "--logdir")
+# Flags that set the placer option of the same name, with the placers that
+# have it.
+_OPTION_FLAGS = ((_BUDGET_S, "search and learned"),
+                 (_INIT, "search and learned"), (_AGENT, "learned"),
+                 (_MAX_SAMPLES, "learned"), (_LOGDIR, "learned"),
+                 (_RESUME, "learned"))
 
 
 def extra_help() -> str:
@@ -82,7 +109,7 @@ def main(argv: List[str]) -> None:
     raise TfplaceError("expected exactly one GRAPH argument: tfplace place "
                        "GRAPH --cluster C --placer P --out placement.json")
   check_out_path(_OUT.value)
-  options = _placer_options()
+  options = placer_options()
   get_placer(_PLACER.value, options)  # Bad name/options first.
   cluster, cost_model = cluster_and_cost_model(
       _CLUSTER.value, _COST_MODEL.value, _CALIBRATION.value)
@@ -107,20 +134,24 @@ def main(argv: List[str]) -> None:
           calibration_coverage(graph, cluster, cost_model, placement))
 
 
-def _placer_options() -> dict:
-  """--placer_options with --budget_s and --init folded in."""
+def placer_options() -> Dict[str, str]:
+  """--placer_options with the option flags (`_OPTION_FLAGS`) folded in.
+
+  Raises:
+    PlacementError: a flag given for a placer without that option.
+  """
   from tfplace.placers.options import parse_option_text
   from tfplace.placers.registry import placer_class
   options = parse_option_text(_PLACER_OPTIONS.value)
-  for flag, value in (("budget_s", _BUDGET_S.value), ("init", _INIT.value)):
-    if value is None:
-      continue
+  for flag, placers in _OPTION_FLAGS:
+    if flag.value is None or flag.value is False:
+      continue  # Not given (--noresume is the default anyway).
     fields = {f.name for f in dataclasses.fields(
         placer_class(_PLACER.value).Options)}
-    if flag not in fields:
-      raise PlacementError(f"--{flag} is for search placers; {_PLACER.value} "
-                           f"has no {flag} option")
-    options[flag] = str(value)
+    if flag.name not in fields:
+      raise PlacementError(f"--{flag.name} is for {placers} placers; "
+                           f"{_PLACER.value} has no {flag.name} option")
+    options[flag.name] = str(flag.value)
   return options
 
 

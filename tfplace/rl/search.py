@@ -51,6 +51,9 @@ class SearchConfig:
     restart: discard an incompatible or unreadable checkpoint in `logdir`.
     checkpoint_every_s: seconds between checkpoints.
     progress: show a tqdm bar.
+    use_tf_function: compile the policy and the train step with tf.function
+      (False runs them eagerly: slower per step, no tracing; for tiny
+      problems and debugging).
   """
   budget_s: float = 300.0
   max_samples: int = 100_000
@@ -61,6 +64,7 @@ class SearchConfig:
   restart: bool = False
   checkpoint_every_s: float = 60.0
   progress: bool = True
+  use_tf_function: bool = True
 
   def __post_init__(self):
     if self.warm_start not in WARM_STARTS:
@@ -158,10 +162,13 @@ class _Loop:
       self.best.offer(self.state.best_devices.numpy()[None],
                       self.state.best_step_time_s.numpy()[None],
                       int(self.state.samples.numpy()))
+    compiled = config.use_tf_function
     self.policy = py_tf_eager_policy.PyTFEagerPolicy(
-        self.agent.collect_policy, use_tf_function=True)
-    self.train = common.function(self.agent.train)
-    self._entropy = common.function(self._policy_entropy)
+        self.agent.collect_policy, use_tf_function=compiled)
+    self.train = (common.function(self.agent.train) if compiled
+                  else self.agent.train)
+    self._entropy = (common.function(self._policy_entropy) if compiled
+                     else self._policy_entropy)
     self.writer = (tf.summary.create_file_writer(
         os.path.join(config.logdir, "summaries")) if config.logdir else
                    tf.summary.create_noop_writer())

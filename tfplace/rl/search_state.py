@@ -100,7 +100,8 @@ def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
   try:
     checkpointer = common.Checkpointer(ckpt_dir, max_to_keep=2, **objects)
     checkpointer.initialize_or_restore()
-  except (tf.errors.OpError, ValueError, AssertionError) as e:
+  except (tf.errors.OpError, ValueError, AssertionError, IndexError,
+          KeyError, TypeError) as e:
     if not restart:
       raise PlacementError(
           f"cannot read the checkpoint in {ckpt_dir} ({type(e).__name__}: "

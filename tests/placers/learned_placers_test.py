@@ -1,0 +1,78 @@
+"""The learned placers: registry, options, trivial cases, a short search."""
+
+import tfplace  # noqa: F401  (before TensorFlow)
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tfplace.cost.op_costs import OpCosts
+from tfplace.cost.presets import cpu_cluster
+from tfplace.errors import PlacementError
+from tfplace.graph.op_graph import Edge, Op, OpGraph
+from tfplace.pipeline import run_placer
+from tfplace.placers.base import PlacerKind
+from tfplace.placers.problem import PlacementProblem
+from tfplace.placers.registry import get_placer, list_placers
+
+
+def chain(num_ops=10, num_devices=3, memory_bytes=8e9):
+  """A chain of ops taking 1 s each, 1 MB edges over a slow link."""
+  ops = [Op(f"op{i}", "MatMul", output_bytes=(1000,), param_bytes=100)
+         for i in range(num_ops)]
+  edges = [Edge(i, i + 1, 0, 1000) for i in range(num_ops - 1)]
+  graph = OpGraph(ops, edges, graph_def=None, name="chain")
+  costs = OpCosts(np.ones((num_ops, num_devices)), graph.param_bytes,
+                  graph.output_bytes)
+  cluster = cpu_cluster(num_devices, memory_bytes=memory_bytes, bandwidth=1e6)
+  return PlacementProblem(graph, cluster, costs)
+
+
+def test_registered_as_learned_with_options():
+  assert {"colocrl", "hierarchical"} <= set(list_placers(PlacerKind.LEARNED))
+  placer = get_placer("colocrl", "agent=ppo,budget_s=5,num_chunks=4")
+  assert placer.options.agent == "ppo" and placer.options.num_chunks == 4
+  assert get_placer("hierarchical", {"num_groups": 8}).options.num_groups == 8
+  with pytest.raises(PlacementError, match="agent must be one of"):
+    get_placer("colocrl", "agent=dqn")
+  with pytest.raises(PlacementError, match="no option num_groups"):
+    get_placer("colocrl", "num_groups=3")
+  with pytest.raises(PlacementError, match="resume needs a logdir"):
+    get_placer("hierarchical", "resume=true")
+
+
+@pytest.mark.parametrize("name", ["colocrl", "hierarchical"])
+def test_one_device_or_one_group_returns_at_once(name):
+  one_device = chain(num_devices=1)
+  placement = get_placer(name).place(one_device)
+  assert set(placement.devices.values()) == set(one_device.cluster.device_names)
+  one_group = chain(num_ops=1)
+  placement = get_placer(name).place(one_group)
+  assert len(placement.devices) == 1
+
+
+def test_nothing_fits_is_a_clear_error():
+  problem = chain(memory_bytes=500)  # 1,000 B of parameters, 500 B each.
+  with pytest.raises(PlacementError, match="fits in memory"):
+    get_placer("colocrl", "budget_s=5").place(problem)
+
+
+@pytest.mark.parametrize("name, agent", [("colocrl", "reinforce"),
+                                         ("hierarchical", "ppo")])
+def test_short_search_returns_a_feasible_placement_no_slower_than_start(
+    name, agent, tmp_path):
+  problem = chain()
+  logdir = str(tmp_path / name)
+  placer = get_placer(name, {
+      "agent": agent, "budget_s": 60, "max_samples": 64, "batch_size": 32,
+      "hidden": 8, "ppo_epochs": 1, "logdir": logdir, "progress": False})
+  run = run_placer(problem, placer, seed=0)
+  search = run.placement.metadata.extra["search"]
+  assert run.feasible
+  assert run.step_time_s <= search["start_step_time_s"] + 1e-12
+  assert search["samples"] == 64 and search["stopped_by"] == "max_samples"
+  saved = json.loads(open(os.path.join(logdir, "best_placement.json")).read())
+  assert saved["metadata"]["predicted_step_time_s"] == pytest.approx(
+      run.step_time_s)

@@ -1,0 +1,120 @@
+"""The shared search loop: learning, masks, resume, bad checkpoints."""
+
+import tfplace  # noqa: F401  (before TensorFlow)
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfplace.errors import PlacementError
+from tfplace.rl import builders
+from tfplace.rl.agents import AgentConfig
+from tfplace.rl.search import SearchConfig, run_search
+
+ENV = builders.EnvConfig(batch_size=32, hidden=8)
+EAGER = dict(progress=False, use_tf_function=False)  # Tiny: no tracing.
+
+
+def two_group_setup(problem):
+  # Start: both groups on the slow device 0 (20 s); the answer is [1, 1].
+  return builders.colocrl_setup(problem, np.array([0, 0]), 20.0, ENV)
+
+
+def device_1_probability(setup):
+  obs = tf.nest.map_structure(lambda x: tf.constant(x[:1]),
+                              setup.env.reset().observation)
+  dist, _ = setup.actor_net(obs)
+  return tf.nn.softmax(dist.distribution.logits)[0, :, 1].numpy()
+
+
+@pytest.mark.parametrize("agent", ["reinforce", "ppo"])
+def test_two_groups_learned_in_a_few_hundred_samples(two_groups, agent):
+  setup = two_group_setup(two_groups)
+  before = device_1_probability(setup)
+  result = run_search(
+      setup, AgentConfig(kind=agent, lr=0.1, ppo_epochs=2),
+      SearchConfig(budget_s=120, max_samples=320, warm_start="baseline",
+                   **EAGER), seed=1)
+  after = device_1_probability(setup)
+  np.testing.assert_allclose(before, 0.5, atol=0.05)  # Uniform at the start.
+  assert np.all(after > 0.9), after
+  assert result.best_step_time_s == pytest.approx(2.0)
+  assert result.best_devices.tolist() == [1, 1]
+  assert result.samples == 320 and result.stopped_by == "max_samples"
+
+
+def test_masked_device_is_never_chosen(chains):
+  seen = []
+  simulate = chains.simulate_groups
+
+  def recording(devices):
+    seen.append(np.array(devices))
+    return simulate(devices)
+
+  chains.simulate_groups = recording
+  start = np.zeros(chains.groups.num_groups, np.int32)
+  for make in (builders.colocrl_setup, builders.hierarchical_setup):
+    setup = make(chains, start, float(recording(start[None])[0]),
+                 builders.EnvConfig(batch_size=32, hidden=8, num_chunks=2,
+                                    num_groups=4))
+    run_search(setup, AgentConfig(lr=0.1),
+               SearchConfig(budget_s=120, max_samples=96,
+                            warm_start="baseline", **EAGER), seed=0)
+  sampled = np.concatenate(seen[1:])
+  assert len(sampled) >= 2 * 96 - 1
+  assert not np.any(sampled[:, 1] == 1)  # Group 1 has no kernel on 1.
+  assert len(set(sampled[:, 2].tolist())) == 3  # Others use all devices.
+
+
+def search(problem, logdir, max_samples, **kwargs):
+  config = SearchConfig(budget_s=120, max_samples=max_samples, logdir=logdir,
+                        **EAGER, **kwargs)
+  return run_search(two_group_setup(problem), AgentConfig(lr=0.1), config,
+                    seed=0)
+
+
+def test_resumed_search_continues_its_step_counter(two_groups, tmp_path):
+  logdir = str(tmp_path / "run")
+  first = search(two_groups, logdir, 64)
+  assert (first.samples, first.train_steps) == (64, 2)
+  assert os.path.exists(os.path.join(logdir, "search.json"))
+  second = search(two_groups, logdir, 128, resume=True)
+  assert second.resumed and second.samples == 128
+  assert second.train_steps == 4  # Continued from 2, not restarted.
+  assert second.best_step_time_s <= first.best_step_time_s
+  assert second.wall_time_s > first.wall_time_s
+  assert tf.io.gfile.glob(os.path.join(logdir, "summaries", "*"))
+
+
+def test_existing_checkpoint_needs_resume(two_groups, tmp_path):
+  logdir = str(tmp_path / "run")
+  search(two_groups, logdir, 32)
+  with pytest.raises(PlacementError, match="already holds"):
+    search(two_groups, logdir, 64)
+
+
+def test_checkpoint_of_another_problem_is_refused(two_groups, chains,
+                                                  tmp_path):
+  logdir = str(tmp_path / "run")
+  search(two_groups, logdir, 32)
+  start = np.zeros(chains.groups.num_groups, np.int32)
+  setup = builders.colocrl_setup(chains, start, 100.0, ENV)
+  with pytest.raises(PlacementError, match="another problem.*graph"):
+    run_search(setup, AgentConfig(), SearchConfig(
+        budget_s=10, max_samples=32, logdir=logdir, resume=True, **EAGER))
+
+
+def test_corrupted_checkpoint_is_an_error_unless_restart(two_groups,
+                                                         tmp_path):
+  logdir = str(tmp_path / "run")
+  search(two_groups, logdir, 32)
+  for path in tf.io.gfile.glob(os.path.join(logdir, "checkpoints",
+                                            "ckpt-*.data*")):
+    with open(path, "wb") as f:
+      f.write(b"not a checkpoint")
+  with pytest.raises(PlacementError, match="cannot read the checkpoint"):
+    search(two_groups, logdir, 64, resume=True)
+  fresh = search(two_groups, logdir, 64, resume=True, restart=True)
+  assert not fresh.resumed and fresh.samples == 64
