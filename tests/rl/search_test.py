@@ -2,6 +2,7 @@
 
 import tfplace  # noqa: F401  (before TensorFlow)
 
+import dataclasses
 import os
 
 import numpy as np
@@ -11,27 +12,29 @@ import tensorflow as tf
 from tfplace.errors import PlacementError
 from tfplace.rl import builders
 from tfplace.rl.agents import AgentConfig
+from tfplace.rl.imitation import unit_logits
 from tfplace.rl.search import SearchConfig, run_search
 
 ENV = builders.EnvConfig(batch_size=32, hidden=8)
 EAGER = dict(progress=False, use_tf_function=False)  # Tiny: no tracing.
 
 
-def two_group_setup(problem):
+def two_group_setup(problem, agent="reinforce"):
   # Start: both groups on the slow device 0 (20 s); the answer is [1, 1].
-  return builders.colocrl_setup(problem, np.array([0, 0]), 20.0, ENV)
+  env = dataclasses.replace(ENV, shared_logits=agent != "ppo")
+  return builders.colocrl_setup(problem, np.array([0, 0]), 20.0, env)
 
 
 def device_1_probability(setup):
   obs = tf.nest.map_structure(lambda x: tf.constant(x[:1]),
                               setup.env.reset().observation)
   dist, _ = setup.actor_net(obs)
-  return tf.nn.softmax(dist.distribution.logits)[0, :, 1].numpy()
+  return tf.nn.softmax(unit_logits(dist)).numpy()[:, 1]
 
 
 @pytest.mark.parametrize("agent", ["reinforce", "ppo"])
 def test_two_groups_learned_in_a_few_hundred_samples(two_groups, agent):
-  setup = two_group_setup(two_groups)
+  setup = two_group_setup(two_groups, agent)
   before = device_1_probability(setup)
   result = run_search(
       setup, AgentConfig(kind=agent, lr=0.1, ppo_epochs=2),

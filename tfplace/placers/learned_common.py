@@ -159,7 +159,7 @@ def env_config(options: LearnedOptions):
   return EnvConfig(batch_size=options.batch_size,
                    reward=RewardConfig(shaping=options.reward),
                    memory_rule=options.memory_rule, hidden=options.hidden,
-                   **extra)
+                   shared_logits=options.agent != "ppo", **extra)
 
 
 def search_config(options: LearnedOptions):

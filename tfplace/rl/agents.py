@@ -170,6 +170,9 @@ def make_agent(time_step_spec, action_spec, actor_net, value_net,
         entropy_regularization=config.entropy_regularization or None,
         train_step_counter=train_step)
   else:
+    if getattr(actor_net, "shared_logits", False):
+      raise PlacementError("PPO logs every sample's logits: build the actor "
+                           "network with shared_logits=False")
     cls = (PerUnitPPOClipAgent if config.ppo_ratio == "per_unit"
            else ppo_clip_agent.PPOClipAgent)
     extra = {"num_units": num_units} if config.ppo_ratio == "per_unit" else {}

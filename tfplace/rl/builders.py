@@ -35,6 +35,8 @@ class EnvConfig:
     hidden: LSTM width of the seq2seq placer.
     num_chunks: ColocRL: topological chunks before the split by device.
     num_groups: hierarchical: N, the grouper's groups (0: min(256, 20 D)).
+    shared_logits: the networks give one logits table for the whole batch
+      (REINFORCE) rather than per-sample logits (PPO needs those).
   """
   batch_size: int = 32
   reward: RewardConfig = RewardConfig()
@@ -42,6 +44,7 @@ class EnvConfig:
   hidden: int = 64
   num_chunks: int = 64
   num_groups: int = 0
+  shared_logits: bool = True
 
 
 def group_memory(problem) -> GroupMemory:
@@ -91,7 +94,8 @@ def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
                      start_step_time_s, config)
   obs_spec = tensor_spec.from_spec(env.observation_spec())
   actor = Seq2SeqPlacerNetwork(obs_spec, tensor_spec.from_spec(
-      env.action_spec()), values, unit_graph.topo_order(), config.hidden)
+      env.action_spec()), values, unit_graph.topo_order(), config.hidden,
+                                 shared_logits=config.shared_logits)
   return LearnedSetup(
       env=env, actor_net=actor, value_net=GraphValueNetwork(obs_spec, values),
       start_devices=np.asarray(start_devices, np.int32),
@@ -116,7 +120,8 @@ def hierarchical_setup(problem, start_devices: np.ndarray,
   env = _environment(problem, codec, start_step_time_s, config)
   obs_spec = tensor_spec.from_spec(env.observation_spec())
   actor = HierarchicalNetwork(obs_spec, tensor_spec.from_spec(
-      env.action_spec()), values, config.hidden)
+      env.action_spec()), values, config.hidden,
+                                 shared_logits=config.shared_logits)
   return LearnedSetup(
       env=env, actor_net=actor, value_net=GraphValueNetwork(obs_spec, values),
       start_devices=np.asarray(start_devices, np.int32),

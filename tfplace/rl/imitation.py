@@ -38,11 +38,14 @@ def smoothed_targets(logits: np.ndarray, action: np.ndarray,
   return np.where(count > 0, onehot * keep, onehot) + spread
 
 
-def _logits(distribution) -> tf.Tensor:
+def unit_logits(distribution) -> np.ndarray:
+  """float [U, K]: the (masked) logits of the first batch entry."""
   inner = distribution
   while isinstance(inner, tfp.distributions.Independent):
     inner = inner.distribution
-  return inner.logits
+  logits = inner.logits.numpy()
+  return logits if logits.ndim == 2 else logits.reshape(
+      (-1,) + logits.shape[-2:])[0]
 
 
 def imitate(network, observation: Dict[str, np.ndarray], action,
@@ -66,12 +69,13 @@ def imitate(network, observation: Dict[str, np.ndarray], action,
   keep = float(np.clip(1.0 - explore / max(units, 1), 0.5, 0.999))
   for _ in range(2):
     for i, (bias, act) in enumerate(zip(biases, actions)):
-      logits = _logits(tf.nest.flatten(network(obs)[0])[i]).numpy()[0]
+      logits = unit_logits(tf.nest.flatten(network(obs)[0])[i])
       target = smoothed_targets(logits, act, keep)
       allowed = logits > MASKED_LOGIT / 2
       step = np.where(allowed, np.log(np.maximum(target, 1e-12)) - logits, 0)
       bias.assign_add(step.astype(np.float32))
-  dists = tf.nest.flatten(network(obs)[0])
-  probs = [float(tf.reduce_mean(tf.exp(d.distribution.log_prob(a[None]))))
-           for d, a in zip(dists, actions)]
+  probs = []
+  for dist, act in zip(tf.nest.flatten(network(obs)[0]), actions):
+    p = tf.nn.softmax(unit_logits(dist)).numpy()
+    probs.append(p[np.arange(len(act)), act].mean())
   return float(np.mean(probs))

@@ -138,8 +138,10 @@ class LearnedSetup:
   export_best: Optional[Callable[[np.ndarray, float], None]] = None
 
 
-class _Loop:
-  """State of one run of the loop (see the module docstring)."""
+class SearchLoop:
+  """One run of the search: the agent, its policy and train step, the
+  checkpointed state, and `step` (one batch: sample, simulate, keep the best,
+  train). `run_search` drives it; benchmarks time its parts."""
 
   def __init__(self, setup: LearnedSetup, agent_config, config: SearchConfig):
     self.setup, self.config, self.env = setup, config, setup.env
@@ -248,7 +250,7 @@ class _Loop:
       self.exported = best
 
 
-def _stop_reason(loop: _Loop, start: float) -> Optional[str]:
+def _stop_reason(loop: SearchLoop, start: float) -> Optional[str]:
   elapsed = float(loop.state.elapsed_s.numpy()) + time.time() - start
   return loop.budget.exhausted(elapsed, int(loop.state.samples.numpy()))
 
@@ -272,13 +274,13 @@ def run_search(setup: LearnedSetup, agent_config: agents_lib.AgentConfig,
     np.random.seed(seed)
   start = time.time()
   with tf.device("/CPU:0"):
-    loop = _Loop(setup, agent_config, config)
+    loop = SearchLoop(setup, agent_config, config)
     if not loop.resumed:
       loop.warm_start()
     return _run(loop, start)
 
 
-def _run(loop: _Loop, start: float) -> SearchResult:
+def _run(loop: SearchLoop, start: float) -> SearchResult:
   """The budgeted loop with progress, curves, checkpoints and Ctrl-C."""
   config, state = loop.config, loop.state
   first_samples = int(state.samples.numpy())
@@ -312,14 +314,14 @@ def _run(loop: _Loop, start: float) -> SearchResult:
   return _finish(loop, start, stopped_by)
 
 
-def _checkpoint(loop: _Loop, start: float) -> None:
+def _checkpoint(loop: SearchLoop, start: float) -> None:
   """Adds the time since `start` to the elapsed time, then saves."""
   loop.state.elapsed_s.assign_add(time.time() - start)
   loop.save()
   loop.writer.flush()
 
 
-def _finish(loop: _Loop, start: float, stopped_by: str) -> SearchResult:
+def _finish(loop: SearchLoop, start: float, stopped_by: str) -> SearchResult:
   _checkpoint(loop, start)
   state = loop.state
   best = float(state.best_step_time_s.numpy())

@@ -23,7 +23,8 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.networks import network
 
-from tfplace.rl.networks.heads import independent_categorical, masked_logits
+from tfplace.rl.networks.heads import (allowed_everywhere,
+                                      placement_distribution)
 from tfplace.rl.networks.seq2seq import AttentionalSeq2Seq
 
 keras = tf.keras
@@ -33,25 +34,28 @@ class HierarchicalNetwork(network.Network):
   """Observation -> {"groups": grouping, "devices": placement of groups}.
 
   Input: ``{"allowed": bool [B, G, D]}`` for the colocation groups. Output:
-  a dict of `Independent(Categorical)`: ``groups`` over [B, G, N + D]
-  masked logits and ``devices`` over [B, N, D] logits.
+  a dict of distributions (`heads.placement_distribution`): ``groups``
+  over [G, N + D] masked logits and ``devices`` over [N, D] logits.
   """
 
   def __init__(self, observation_spec, action_spec, features: np.ndarray,
                hidden: int = 64, grouper_hidden: int = 64,
-               name: str = "HierarchicalNetwork"):
+               shared_logits: bool = True, name: str = "HierarchicalNetwork"):
     """Args:
       observation_spec: the environment's observation spec.
       action_spec: {"groups": int [G] in [0, N+D), "devices": int [N]}.
       features: float32 [G, F], per colocation group.
       hidden: the placer's LSTM width.
       grouper_hidden: the grouper's hidden layer width.
+      shared_logits: one logits table for the whole batch (fast; REINFORCE)
+        or logits per batch entry (what PPO logs).
     """
     super().__init__(input_tensor_spec=observation_spec, state_spec=(),
                      name=name)
     self._num_devices = int(action_spec["devices"].maximum) + 1
     self._num_groups = int(action_spec["devices"].shape[0])
     self._features = tf.constant(np.asarray(features, np.float32))
+    self.shared_logits = shared_logits
     self._grouper = keras.Sequential([
         keras.layers.Dense(grouper_hidden, activation="relu"),
         keras.layers.Dense(grouper_hidden, activation="relu"),
@@ -90,16 +94,19 @@ class HierarchicalNetwork(network.Network):
            training=False):
     del step_type
     allowed = tf.cast(observation["allowed"], tf.bool)  # [..., G, D]
+    batch_shape = tf.shape(allowed)[:-2]
+    if self.shared_logits:
+      allowed = allowed_everywhere(allowed)
     free = tf.reduce_all(allowed, axis=-1, keepdims=True)  # [..., G, 1]
-    outer = tf.shape(allowed)[:-2]
     group_shape = tf.concat([tf.shape(allowed)[:-1], [self._num_groups]], 0)
     group_mask = tf.concat([tf.broadcast_to(free, group_shape),
                             tf.logical_and(~free, allowed)], axis=-1)
     logits = self.grouper_logits()
     placer = self.placer_logits(logits, training)
-    placer_shape = tf.concat([outer, tf.shape(placer)], 0)
+    shared = self.shared_logits
     return {
-        "groups": independent_categorical(masked_logits(logits, group_mask)),
-        "devices": independent_categorical(tf.broadcast_to(placer,
-                                                           placer_shape)),
+        "groups": placement_distribution(logits, group_mask, batch_shape,
+                                         shared),
+        "devices": placement_distribution(placer, tf.ones_like(
+            placer, tf.bool), batch_shape, shared),
     }, network_state

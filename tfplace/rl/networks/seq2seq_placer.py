@@ -4,15 +4,17 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.networks import network
 
-from tfplace.rl.networks.heads import independent_categorical, masked_logits
+from tfplace.rl.networks.heads import (allowed_everywhere,
+                                      placement_distribution)
 from tfplace.rl.networks.seq2seq import AttentionalSeq2Seq
 
 
 class Seq2SeqPlacerNetwork(network.Network):
   """Attentional seq2seq over units (Mirhoseini et al., ICML 2017).
 
-  Input: the observation ``{"allowed": bool [B, U, D]}``. Output: an
-  `Independent(Categorical)` over [B, U, D] masked logits (event shape [U]).
+  Input: the observation ``{"allowed": bool [B, U, D]}``. Output: a
+  distribution with event shape [U] over masked logits (see
+  `heads.placement_distribution`).
   The units' features are constants of the network (the graph is the same in
   every episode), so the LSTMs run once per call whatever the batch size.
   A trainable bias per unit and device is added to the seq2seq logits: the
@@ -22,7 +24,7 @@ class Seq2SeqPlacerNetwork(network.Network):
   """
 
   def __init__(self, observation_spec, action_spec, features: np.ndarray,
-               order: np.ndarray, hidden: int = 64,
+               order: np.ndarray, hidden: int = 64, shared_logits: bool = True,
                name: str = "Seq2SeqPlacerNetwork"):
     """Args:
       observation_spec: the environment's observation spec (a TensorSpec
@@ -32,6 +34,8 @@ class Seq2SeqPlacerNetwork(network.Network):
       order: int [U], the unit ids in the order the encoder reads them
         (topological).
       hidden: LSTM width.
+      shared_logits: one logits table for the whole batch (fast; REINFORCE)
+        or logits per batch entry (what PPO logs).
     """
     super().__init__(input_tensor_spec=observation_spec, state_spec=(),
                      name=name)
@@ -40,6 +44,7 @@ class Seq2SeqPlacerNetwork(network.Network):
     self._sequence = tf.constant(np.asarray(features, np.float32)[order][None])
     self._unsort = tf.constant(np.argsort(order).astype(np.int32))
     self._core = AttentionalSeq2Seq(num_devices, hidden)
+    self.shared_logits = shared_logits
     self._bias = tf.Variable(tf.zeros([len(order), num_devices]),
                              name="unit_bias")
 
@@ -55,5 +60,9 @@ class Seq2SeqPlacerNetwork(network.Network):
   def call(self, observation, step_type=None, network_state=(),
            training=False):
     del step_type
-    logits = masked_logits(self.unit_logits(training), observation["allowed"])
-    return independent_categorical(logits), network_state
+    allowed = tf.cast(observation["allowed"], tf.bool)
+    batch_shape = tf.shape(allowed)[:-2]
+    if self.shared_logits:
+      allowed = allowed_everywhere(allowed)
+    return placement_distribution(self.unit_logits(training), allowed,
+                                  batch_shape, self.shared_logits), network_state
