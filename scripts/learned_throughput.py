@@ -14,6 +14,7 @@ start placement's devices; "colocrl:all" places every colocation group as its
 own unit) and "hierarchical" (the grouper over every colocation group).
 """
 
+import dataclasses
 import sys
 import time
 
@@ -32,15 +33,16 @@ flags.DEFINE_integer("steps", 8, "timed batches per configuration")
 flags.DEFINE_string("start", "m_etf", "start placement (placer name)")
 
 
-def _setup(problem, start, config: str, batch_size: int):
+def _setup(problem, start, config: str, batch_size: int, agent: str):
   from tfplace.rl import builders
   kind, _, arg = config.partition(":")
+  env = builders.EnvConfig(batch_size=batch_size,
+                           shared_logits=agent != "ppo")
   if kind == "colocrl":
     chunks = problem.groups.num_groups if arg == "all" else int(arg or 64)
-    env = builders.EnvConfig(batch_size=batch_size, num_chunks=chunks)
+    env = dataclasses.replace(env, num_chunks=chunks)
     return builders.colocrl_setup(problem, start.devices, start.step_time_s,
                                   env)
-  env = builders.EnvConfig(batch_size=batch_size)
   return builders.hierarchical_setup(problem, start.devices,
                                      start.step_time_s, env)
 
@@ -90,7 +92,7 @@ def main(argv):
     for agent in FLAGS.agents:
       for b in (int(x) for x in FLAGS.batch_sizes):
         t = time.perf_counter()
-        setup = _setup(problem, start, config, b)
+        setup = _setup(problem, start, config, b, agent)
         loop = SearchLoop(setup, AgentConfig(kind=agent),
                           SearchConfig(progress=False))
         loop.warm_start()

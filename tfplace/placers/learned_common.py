@@ -145,8 +145,8 @@ def trivial_placement(problem) -> Optional[np.ndarray]:
 
 def agent_config(options: LearnedOptions):
   from tfplace.rl.agents import AgentConfig
-  lr = options.lr or (2e-3 if options.agent == "ppo" else 3e-3)
-  return AgentConfig(kind=options.agent, baseline=options.baseline, lr=lr,
+  return AgentConfig(kind=options.agent, baseline=options.baseline,
+                     lr=options.lr,
                      entropy_regularization=options.entropy,
                      ppo_epochs=options.ppo_epochs)
 

@@ -32,6 +32,7 @@ from tfplace.errors import PlacementError
 AGENTS = ("reinforce", "ppo")
 BASELINES = ("moving_average", "value")
 PPO_RATIOS = ("per_unit", "joint")
+DEFAULT_LR = {"reinforce": 3e-3, "ppo": 2e-3}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +42,8 @@ class AgentConfig:
   Attributes:
     kind: "reinforce" or "ppo".
     baseline: REINFORCE's baseline, "moving_average" or "value".
-    lr: Adam learning rate (PPO at 1e-2 collapses; 2e-3 is stable).
+    lr: Adam learning rate; None: `DEFAULT_LR` of the agent (PPO at 1e-2
+      collapses; 2e-3 is stable).
     entropy_regularization: weight of the entropy bonus (per unit, summed).
     baseline_decay: decay of the reward moving averages.
     ppo_clip: PPO's importance ratio clipping epsilon.
@@ -51,7 +53,7 @@ class AgentConfig:
   """
   kind: str = "reinforce"
   baseline: str = "moving_average"
-  lr: float = 3e-3
+  lr: Optional[float] = None
   entropy_regularization: float = 0.0
   baseline_decay: float = 0.9
   ppo_clip: float = 0.2
@@ -66,10 +68,15 @@ class AgentConfig:
       if value not in valid:
         raise PlacementError(f"unknown {what} {value!r}; choose one of "
                              f"{list(valid)}")
-    if not self.lr > 0 or not 0 <= self.baseline_decay < 1:
+    if not self.learning_rate > 0 or not 0 <= self.baseline_decay < 1:
       raise PlacementError("lr must be > 0 and baseline_decay in [0, 1)")
     if not self.ppo_clip > 0 or self.ppo_epochs < 1:
       raise PlacementError("ppo_clip must be > 0 and ppo_epochs >= 1")
+
+
+  @property
+  def learning_rate(self) -> float:
+    return self.lr if self.lr is not None else DEFAULT_LR[self.kind]
 
 
 class RewardStats(tf.Module):
@@ -130,7 +137,7 @@ class PerUnitPPOClipAgent(ppo_clip_agent.PPOClipAgent):
 
 
 def _optimizer(config: AgentConfig):
-  return tf.keras.optimizers.Adam(learning_rate=config.lr)
+  return tf.keras.optimizers.Adam(learning_rate=config.learning_rate)
 
 
 def make_agent(time_step_spec, action_spec, actor_net, value_net,
