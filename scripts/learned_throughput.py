@@ -41,9 +41,9 @@ def _setup(problem, start, config: str, batch_size: int, agent: str):
   if kind == "colocrl":
     chunks = problem.groups.num_groups if arg == "all" else int(arg or 64)
     env = dataclasses.replace(env, num_chunks=chunks)
-    return builders.colocrl_setup(problem, start.devices, start.step_time_s,
+    return builders.colocrl_setup(problem, start.group_devices, start.step_time_s,
                                   env)
-  return builders.hierarchical_setup(problem, start.devices,
+  return builders.hierarchical_setup(problem, start.group_devices,
                                      start.step_time_s, env)
 
 
@@ -78,7 +78,8 @@ def main(argv):
   from tfplace.placers.problem import PlacementProblem
   from tfplace.placers.learned_support import start_placement
   from tfplace.rl.agents import AgentConfig
-  from tfplace.rl.search import SearchConfig, SearchLoop
+  from tfplace.rl.search import SearchConfig
+  from tfplace.rl.search_loop import SearchLoop
   problem = PlacementProblem.build(build_model(FLAGS.model),
                                    load_cluster(FLAGS.cluster))
   start = start_placement(problem, FLAGS.start)
@@ -95,7 +96,7 @@ def main(argv):
         setup = _setup(problem, start, config, b, agent)
         loop = SearchLoop(setup, AgentConfig(kind=agent),
                           SearchConfig(progress=False))
-        loop.warm_start()
+        loop.start()
         loop.step()
         setup_s = time.perf_counter() - t
         parts, whole = _time_parts(loop, FLAGS.steps)

@@ -55,7 +55,7 @@ def test_one_device_or_one_group_returns_at_once(name):
 
 def test_nothing_fits_is_a_clear_error():
   problem = chain(memory_bytes=500)  # 1,000 B of parameters, 500 B each.
-  with pytest.raises(PlacementError, match="fits in memory"):
+  with pytest.raises(PlacementError, match="does not fit in memory: nothing feasible"):
     get_placer("colocrl", "budget_s=5").place(problem)
 
 

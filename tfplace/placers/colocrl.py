@@ -34,4 +34,4 @@ class ColocRLPlacer(common.LearnedPlacer):
 
   def setup(self, problem, start, env_config):
     from tfplace.rl.builders import colocrl_setup
-    return colocrl_setup(problem, start.devices, start.step_time_s, env_config)
+    return colocrl_setup(problem, start.group_devices, start.step_time_s, env_config)

@@ -34,5 +34,5 @@ class HierarchicalPlacer(common.LearnedPlacer):
 
   def setup(self, problem, start, env_config):
     from tfplace.rl.builders import hierarchical_setup
-    return hierarchical_setup(problem, start.devices, start.step_time_s,
+    return hierarchical_setup(problem, start.group_devices, start.step_time_s,
                               env_config)

@@ -38,7 +38,11 @@ COMMON_ATTRIBUTES = """
     warm_start: "imitation" (the policy starts at the start placement) or
       "baseline" (only the baseline and best-so-far start there).
     explore: after imitation, units a sample changes, on average.
+    replay_best: copies of the best placement so far replayed in every
+      train batch (self-imitation); 0: off.
     hidden: LSTM width of the seq2seq placer.
+    bias_scale: speed of the per-unit logit biases relative to the network
+      weights (Adam moves each by about lr per step).
     logdir: directory for checkpoints, TensorBoard curves and the best
       placement (JSON and placed GraphDef); none: no files.
     resume: continue the search checkpointed in logdir.
@@ -61,7 +65,9 @@ class LearnedOptions:
   start: str = "best_heuristic"
   warm_start: str = "imitation"
   explore: float = 2.0
+  replay_best: int = 1
   hidden: int = 64
+  bias_scale: float = 1.0
   logdir: Optional[str] = None
   resume: bool = False
   restart: bool = False
@@ -113,8 +119,10 @@ class LearnedPlacer(Placer):
     logging.info("%s: start %s at %.6g s", self.name, start.source,
                  start.step_time_s)
     if not math.isfinite(start.step_time_s):
-      raise PlacementError(f"the start placement ({start.source}) does not "
-                           "fit in memory")
+      raise PlacementError(
+          f"the start placement ({start.source}) does not fit in memory: "
+          "nothing feasible to start the search from (a cluster with more "
+          "memory, or a start placement that fits)")
     setup = self.setup(problem, start, env_config(self.options))
     setup.export_best = _exporter(problem, self.name, self.options.logdir)
     result = run_search(setup, agent_config(self.options),
@@ -159,6 +167,7 @@ def env_config(options: LearnedOptions):
   return EnvConfig(batch_size=options.batch_size,
                    reward=RewardConfig(shaping=options.reward),
                    memory_rule=options.memory_rule, hidden=options.hidden,
+                   bias_scale=options.bias_scale,
                    shared_logits=options.agent != "ppo", **extra)
 
 
@@ -167,6 +176,7 @@ def search_config(options: LearnedOptions):
   return SearchConfig(
       budget_s=options.budget_s, max_samples=options.max_samples,
       warm_start=options.warm_start, explore=options.explore,
+      replay_best=options.replay_best,
       logdir=options.logdir, resume=options.resume, restart=options.restart,
       progress=options.progress)
 
@@ -187,8 +197,19 @@ def _exporter(problem, placer: str, logdir: Optional[str]):
   return export
 
 
-def _summary(result, start) -> dict:
+def _finite(x: float) -> Optional[float]:
+  return float(x) if math.isfinite(x) else None
+
+
+def _summary(result, start, points: int = 8) -> dict:
+  """The search's cost and its best-so-far curve (`points` points)."""
+  curve = result.curve
+  picks = sorted({int(round(k * (len(curve) - 1) / max(points - 1, 1)))
+                  for k in range(points)}) if curve else []
   return {
+      "curve": [[curve[i].samples, round(curve[i].wall_s, 2),
+                 _finite(curve[i].best_step_time_s),
+                 _finite(curve[i].mean_step_time_s)] for i in picks],
       "start": start.source, "start_step_time_s": start.step_time_s,
       "samples": result.samples, "evaluations": result.evaluations,
       "train_steps": result.train_steps, "wall_time_s": result.wall_time_s,

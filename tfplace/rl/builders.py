@@ -37,6 +37,7 @@ class EnvConfig:
     num_groups: hierarchical: N, the grouper's groups (0: min(256, 20 D)).
     shared_logits: the networks give one logits table for the whole batch
       (REINFORCE) rather than per-sample logits (PPO needs those).
+    bias_scale: speed of the per-unit logit biases (`heads.RowBias`).
   """
   batch_size: int = 32
   reward: RewardConfig = RewardConfig()
@@ -45,6 +46,7 @@ class EnvConfig:
   num_chunks: int = 64
   num_groups: int = 0
   shared_logits: bool = True
+  bias_scale: float = 1.0
 
 
 def group_memory(problem) -> GroupMemory:
@@ -95,7 +97,8 @@ def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
   obs_spec = tensor_spec.from_spec(env.observation_spec())
   actor = Seq2SeqPlacerNetwork(obs_spec, tensor_spec.from_spec(
       env.action_spec()), values, unit_graph.topo_order(), config.hidden,
-                                 shared_logits=config.shared_logits)
+                                 shared_logits=config.shared_logits,
+                                 bias_scale=config.bias_scale)
   return LearnedSetup(
       env=env, actor_net=actor, value_net=GraphValueNetwork(obs_spec, values),
       start_devices=np.asarray(start_devices, np.int32),
@@ -121,7 +124,8 @@ def hierarchical_setup(problem, start_devices: np.ndarray,
   obs_spec = tensor_spec.from_spec(env.observation_spec())
   actor = HierarchicalNetwork(obs_spec, tensor_spec.from_spec(
       env.action_spec()), values, config.hidden,
-                                 shared_logits=config.shared_logits)
+                                 shared_logits=config.shared_logits,
+                                 bias_scale=config.bias_scale)
   return LearnedSetup(
       env=env, actor_net=actor, value_net=GraphValueNetwork(obs_spec, values),
       start_devices=np.asarray(start_devices, np.int32),

@@ -38,3 +38,29 @@ def one_step_episodes(time_step: ts.TimeStep, action_step,
       next_step_type=_pair(last, first),
       reward=_pair(next_time_step.reward, np.zeros(b, np.float32)),
       discount=_pair(next_time_step.discount, np.ones(b, np.float32)))
+
+
+def with_replayed(time_step: ts.TimeStep, action_step, next_time_step:
+                  ts.TimeStep, action, reward: float, copies: int):
+  """The batch with `copies` more episodes: `action` with `reward`.
+
+  The replayed episodes share the first episode's observations and policy
+  info (every episode of a placement batch starts from the same
+  observation). Returns (time_step, action_step, next_time_step).
+  """
+  if copies < 1:
+    return time_step, action_step, next_time_step
+
+  def grow(batch, extra):
+    return tf.nest.map_structure(
+        lambda a, e: np.concatenate([a, np.repeat(np.asarray(e)[None],
+                                                  copies, axis=0)]),
+        batch, extra)
+
+  first = tf.nest.map_structure(lambda a: a[0], (time_step, next_time_step,
+                                                 action_step.info))
+  replay_next = first[1]._replace(reward=np.float32(reward))
+  return (grow(time_step, first[0]),
+          action_step._replace(action=grow(action_step.action, action),
+                               info=grow(action_step.info, first[2])),
+          grow(next_time_step, replay_next))

@@ -53,8 +53,9 @@ def imitate(network, observation: Dict[str, np.ndarray], action,
   """Fits `network`'s output biases to `action` (see the module docstring).
 
   Args:
-    network: a policy network with `output_biases()`: a nest of bias
-      variables [U, K], one per output distribution, in action-spec order.
+    network: a policy network with `output_biases()`: a nest of
+      `heads.RowBias` [U, K], one per output distribution, in action-spec
+      order.
     observation: one unbatched observation.
     action: the unbatched target action (same nest as the action spec).
     explore: units expected to differ from `action` in a sample.
@@ -73,7 +74,7 @@ def imitate(network, observation: Dict[str, np.ndarray], action,
       target = smoothed_targets(logits, act, keep)
       allowed = logits > MASKED_LOGIT / 2
       step = np.where(allowed, np.log(np.maximum(target, 1e-12)) - logits, 0)
-      bias.assign_add(step.astype(np.float32))
+      bias.add_to_logits(step)
   probs = []
   for dist, act in zip(tf.nest.flatten(network(obs)[0]), actions):
     p = tf.nn.softmax(unit_logits(dist)).numpy()

@@ -78,7 +78,14 @@ def repair(devices: np.ndarray, memory: GroupMemory,
 
 
 class PlacementEvaluator:
-  """Step times of batches of placements (device per colocation group)."""
+  """Step times of batches of placements (device per colocation group).
+
+  Attributes:
+    simulate: the function every evaluation goes through (a search may wrap
+      it, e.g. with `SearchRun.evaluate`, to keep the best-so-far).
+    num_evaluations: placements simulated so far, repairs included.
+    num_repaired: infeasible samples the repair rule made feasible.
+  """
 
   def __init__(self, simulate_groups: Callable[[np.ndarray], np.ndarray],
                memory: GroupMemory, rule: str = MemoryRule.PENALTY.value):
@@ -94,7 +101,7 @@ class PlacementEvaluator:
     if rule not in valid:
       raise PlacementError(f"unknown memory rule {rule!r}; choose one of "
                            f"{valid}")
-    self._simulate = simulate_groups
+    self.simulate = simulate_groups
     self.memory = memory
     self.rule = rule
     self.num_evaluations = 0
@@ -108,7 +115,7 @@ class PlacementEvaluator:
       repaired ones where the repair rule changed a sample).
     """
     devices = np.ascontiguousarray(devices, dtype=np.int32)
-    times = np.asarray(self._simulate(devices), dtype=np.float64)
+    times = np.asarray(self.simulate(devices), dtype=np.float64)
     self.num_evaluations += len(devices)
     bad = np.flatnonzero(~np.isfinite(times))
     if self.rule != MemoryRule.REPAIR.value or not len(bad):
@@ -117,7 +124,7 @@ class PlacementEvaluator:
     changed = np.any(fixed != devices[bad], axis=1)
     if changed.any():
       rows = bad[changed]
-      new_times = np.asarray(self._simulate(fixed[changed]), dtype=np.float64)
+      new_times = np.asarray(self.simulate(fixed[changed]), dtype=np.float64)
       self.num_evaluations += len(rows)
       self.num_repaired += int(np.isfinite(new_times).sum())
       devices = devices.copy()

@@ -17,6 +17,29 @@ import tensorflow_probability as tfp
 MASKED_LOGIT = -1e9
 
 
+class RowBias(tf.Module):
+  """A trainable logit bias per row (unit) and choice: `scale * raw`.
+
+  Adam moves every parameter by about its learning rate per step, whatever
+  the gradient's size; `scale` makes the per-unit biases move `scale` times
+  faster than the shared network weights under the same optimizer, so a
+  unit's choice can change within a search's few hundred train steps.
+  """
+
+  def __init__(self, num_rows: int, num_choices: int, scale: float = 1.0,
+               name: str = "row_bias"):
+    super().__init__(name=name)
+    self.scale = float(scale)
+    self.raw = tf.Variable(tf.zeros([num_rows, num_choices]), name="raw")
+
+  def __call__(self) -> tf.Tensor:
+    return self.scale * self.raw
+
+  def add_to_logits(self, delta) -> None:
+    """Adds `delta` [rows, choices] to the logits this bias contributes."""
+    self.raw.assign_add(tf.cast(delta, tf.float32) / self.scale)
+
+
 def masked_logits(logits: tf.Tensor, allowed: tf.Tensor) -> tf.Tensor:
   """`logits` [..., U, K] where `allowed` [..., U, K] (bool), else masked."""
   allowed = tf.cast(allowed, tf.bool)

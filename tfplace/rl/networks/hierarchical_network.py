@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.networks import network
 
-from tfplace.rl.networks.heads import (allowed_everywhere,
+from tfplace.rl.networks.heads import (RowBias, allowed_everywhere,
                                       placement_distribution)
 from tfplace.rl.networks.seq2seq import AttentionalSeq2Seq
 
@@ -40,7 +40,8 @@ class HierarchicalNetwork(network.Network):
 
   def __init__(self, observation_spec, action_spec, features: np.ndarray,
                hidden: int = 64, grouper_hidden: int = 64,
-               shared_logits: bool = True, name: str = "HierarchicalNetwork"):
+               shared_logits: bool = True, bias_scale: float = 1.0,
+               name: str = "HierarchicalNetwork"):
     """Args:
       observation_spec: the environment's observation spec.
       action_spec: {"groups": int [G] in [0, N+D), "devices": int [N]}.
@@ -49,6 +50,8 @@ class HierarchicalNetwork(network.Network):
       grouper_hidden: the grouper's hidden layer width.
       shared_logits: one logits table for the whole batch (fast; REINFORCE)
         or logits per batch entry (what PPO logs).
+      bias_scale: speed of the per-row biases relative to the weights
+        (`heads.RowBias`).
     """
     super().__init__(input_tensor_spec=observation_spec, state_spec=(),
                      name=name)
@@ -64,11 +67,11 @@ class HierarchicalNetwork(network.Network):
                                0.01))], name="grouper")
     self._placer = AttentionalSeq2Seq(self._num_devices, hidden,
                                       name="placer")
-    self._grouper_bias = tf.Variable(tf.zeros(
-        [features.shape[0], self._num_groups + self._num_devices]),
-                                     name="grouper_bias")
-    self._placer_bias = tf.Variable(
-        tf.zeros([self._num_groups, self._num_devices]), name="placer_bias")
+    self._grouper_bias = RowBias(
+        features.shape[0], self._num_groups + self._num_devices, bias_scale,
+        name="grouper_bias")
+    self._placer_bias = RowBias(self._num_groups, self._num_devices,
+                                bias_scale, name="placer_bias")
 
   def output_biases(self):
     """Per-row biases of both outputs (fitted by the imitation warm start)."""
@@ -76,7 +79,7 @@ class HierarchicalNetwork(network.Network):
 
   def grouper_logits(self) -> tf.Tensor:
     """float32 [G, N + D], unmasked."""
-    return self._grouper(self._features) + self._grouper_bias
+    return self._grouper(self._features) + self._grouper_bias()
 
   def placer_logits(self, grouper_logits: tf.Tensor,
                     training: bool = False) -> tf.Tensor:
@@ -88,7 +91,7 @@ class HierarchicalNetwork(network.Network):
     total = float(self._features.shape[0])
     size = tf.math.log1p(mass) / np.log1p(total)
     embeddings = tf.concat([mean, size], axis=-1)[None]
-    return self._placer(embeddings, training=training)[0] + self._placer_bias
+    return self._placer(embeddings, training=training)[0] + self._placer_bias()
 
   def call(self, observation, step_type=None, network_state=(),
            training=False):

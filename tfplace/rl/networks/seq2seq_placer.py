@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.networks import network
 
-from tfplace.rl.networks.heads import (allowed_everywhere,
+from tfplace.rl.networks.heads import (RowBias, allowed_everywhere,
                                       placement_distribution)
 from tfplace.rl.networks.seq2seq import AttentionalSeq2Seq
 
@@ -25,7 +25,7 @@ class Seq2SeqPlacerNetwork(network.Network):
 
   def __init__(self, observation_spec, action_spec, features: np.ndarray,
                order: np.ndarray, hidden: int = 64, shared_logits: bool = True,
-               name: str = "Seq2SeqPlacerNetwork"):
+               bias_scale: float = 1.0, name: str = "Seq2SeqPlacerNetwork"):
     """Args:
       observation_spec: the environment's observation spec (a TensorSpec
         nest with "allowed").
@@ -36,6 +36,8 @@ class Seq2SeqPlacerNetwork(network.Network):
       hidden: LSTM width.
       shared_logits: one logits table for the whole batch (fast; REINFORCE)
         or logits per batch entry (what PPO logs).
+      bias_scale: speed of the per-unit biases relative to the weights
+        (`heads.RowBias`).
     """
     super().__init__(input_tensor_spec=observation_spec, state_spec=(),
                      name=name)
@@ -45,17 +47,17 @@ class Seq2SeqPlacerNetwork(network.Network):
     self._unsort = tf.constant(np.argsort(order).astype(np.int32))
     self._core = AttentionalSeq2Seq(num_devices, hidden)
     self.shared_logits = shared_logits
-    self._bias = tf.Variable(tf.zeros([len(order), num_devices]),
-                             name="unit_bias")
+    self._bias = RowBias(len(order), num_devices, bias_scale,
+                         name="unit_bias")
 
-  def output_biases(self) -> tf.Variable:
+  def output_biases(self) -> RowBias:
     """The per-unit bias [U, D] (fitted by the imitation warm start)."""
     return self._bias
 
   def unit_logits(self, training: bool = False) -> tf.Tensor:
     """float32 [U, D], unmasked logits in unit id order."""
     logits = self._core(self._sequence, training=training)[0]
-    return tf.gather(logits, self._unsort) + self._bias
+    return tf.gather(logits, self._unsort) + self._bias()
 
   def call(self, observation, step_type=None, network_state=(),
            training=False):

@@ -1,0 +1,176 @@
+"""One learned search's working parts: agent, policy, train step, state.
+
+`SearchLoop.step` is one batch: sample B placements with the collect policy,
+simulate them (one `simulate_batch` through the evaluator, which the
+`SearchRun` of `tfplace.rl.search` wraps to keep the best-so-far), add the
+incumbent's episode `replay_best` times (self-imitation), train the agent,
+and update the reward statistics and the checkpointed counters.
+"""
+
+import os
+from typing import Tuple
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from tf_agents.policies import py_tf_eager_policy
+from tf_agents.specs import tensor_spec
+from tf_agents.utils import common
+
+from tfplace.rl import agents as agents_lib
+from tfplace.rl import experience as experience_lib
+from tfplace.rl import imitation
+from tfplace.rl.environments.rewards import rewards
+from tfplace.rl.search_state import SearchState, open_checkpointer
+
+
+class SearchLoop:
+  """The agent, its compiled policy and train step, and the search state.
+
+  Attributes:
+    agent: the tf-agents agent.
+    stats: its reward statistics (moving-average baseline and scale).
+    state: the checkpointed counters and best-so-far.
+    resumed: whether a checkpoint was restored.
+    best_action: the action of the best placement so far (for replay).
+  """
+
+  def __init__(self, setup, agent_config, config):
+    """Builds the agent and restores the checkpoint in `config.logdir`.
+
+    Args:
+      setup: a `tfplace.rl.search.LearnedSetup`.
+      agent_config: a `tfplace.rl.agents.AgentConfig`.
+      config: a `tfplace.rl.search.SearchConfig`.
+    """
+    self.setup, self.config, self.env = setup, config, setup.env
+    specs = tensor_spec.from_spec
+    self.agent, self.stats = agents_lib.make_agent(
+        specs(self.env.time_step_spec()), specs(self.env.action_spec()),
+        setup.actor_net, setup.value_net, agent_config,
+        num_units=experience_lib.num_action_dims(self.env.action_spec()))
+    self.state = SearchState(self.env.codec.num_groups)
+    self.checkpointer = None
+    if config.logdir:
+      self.checkpointer = open_checkpointer(
+          config.logdir, setup.signature, config.resume, config.restart,
+          agent=self.agent, reward_stats=self.stats, search_state=self.state)
+    self.resumed = int(self.state.samples.numpy()) > 0
+    self.best_action = None
+    compiled = config.use_tf_function
+    self.policy = py_tf_eager_policy.PyTFEagerPolicy(
+        self.agent.collect_policy, use_tf_function=compiled)
+    self.train = (common.function(self.agent.train) if compiled
+                  else self.agent.train)
+    self._entropy = (common.function(self._policy_entropy) if compiled
+                     else self._policy_entropy)
+    self.writer = (tf.summary.create_file_writer(
+        os.path.join(config.logdir, "summaries")) if config.logdir else
+                   tf.summary.create_noop_writer())
+    self._counted = 0
+    self._exported = np.inf
+
+  @property
+  def samples(self) -> int:
+    return int(self.state.samples.numpy())
+
+  @property
+  def best_step_time_s(self) -> float:
+    return float(self.state.best_step_time_s.numpy())
+
+  def start(self) -> Tuple[np.ndarray, float]:
+    """The placement the search starts from: the restored best, or (fresh)
+    the start placement, with the warm start applied."""
+    if self.resumed:
+      devices = self.state.best_devices.numpy()
+      self.best_action = self.env.codec.encode(devices)
+      return devices, self.best_step_time_s
+    setup, env = self.setup, self.env
+    devices = np.asarray(setup.start_devices, dtype=np.int32)
+    self.keep_best(devices[None], np.array([setup.start_step_time_s]))
+    self.stats.start_at(self._reward(setup.start_step_time_s))
+    if self.config.warm_start == "imitation":
+      observation = tf.nest.map_structure(lambda x: x[0],
+                                          env.reset().observation)
+      p = imitation.imitate(setup.actor_net, observation,
+                            env.codec.encode(devices), self.config.explore)
+      logging.info("imitation warm start: target probability %.4f", p)
+    return devices, float(setup.start_step_time_s)
+
+  def step(self) -> Tuple[float, float]:
+    """One batch (see the module docstring). Returns (loss, mean step time
+    of the feasible samples)."""
+    time_step = self.env.reset()
+    action_step = self.policy.action(time_step)
+    next_time_step = self.env.step(action_step.action)
+    times = self.env.last_step_times
+    self.keep_best(self.env.last_devices, times, action_step.action)
+    experience = experience_lib.one_step_episodes(*experience_lib.with_replayed(
+        time_step, action_step, next_time_step, self.best_action,
+        self._reward(self.best_step_time_s), self.config.replay_best))
+    loss = self.train(experience).loss
+    self.stats.update(next_time_step.reward)
+    self.state.samples.assign_add(len(times))
+    evaluations = self.env.evaluator.num_evaluations
+    self.state.evaluations.assign_add(evaluations - self._counted)
+    self._counted = evaluations
+    finite = times[np.isfinite(times)]
+    return float(loss), float(finite.mean()) if len(finite) else np.inf
+
+  def keep_best(self, devices: np.ndarray, step_times: np.ndarray,
+                actions=None) -> None:
+    """Keeps the fastest feasible row if it beats the best so far, with
+    the action that produced it (encoded from the devices if not given)."""
+    step_times = np.where(np.isfinite(step_times), step_times, np.inf)
+    i = int(np.argmin(step_times))
+    if not step_times[i] < self.best_step_time_s:
+      return
+    self.state.best_devices.assign(np.asarray(devices[i], np.int32))
+    self.state.best_step_time_s.assign(float(step_times[i]))
+    sampled = actions is not None and np.array_equal(
+        self.env.codec.decode(tf.nest.map_structure(
+            lambda a: np.asarray(a)[i:i + 1], actions))[0], devices[i])
+    self.best_action = (tf.nest.map_structure(lambda a: np.array(a[i]),
+                                              actions) if sampled
+                        else self.env.codec.encode(devices[i]))
+
+  def _reward(self, step_time_s: float) -> float:
+    return float(rewards(np.array([step_time_s]), self.env.reference_s,
+                         self.env.reward_config)[0])
+
+  def summarize(self, loss: float, mean_t: float, rate: float,
+                entropy: bool = True) -> None:
+    """Writes the curves at the current sample count."""
+    step, best = self.samples, self.best_step_time_s
+    with self.writer.as_default():
+      tf.summary.scalar("loss", loss, step=step)
+      tf.summary.scalar("reward/mean", float(self.env.last_rewards.mean()),
+                        step=step)
+      tf.summary.scalar("reward/best", self._reward(best), step=step)
+      tf.summary.scalar("step_time/mean_s", mean_t, step=step)
+      tf.summary.scalar("step_time/best_s", best, step=step)
+      tf.summary.scalar("samples_per_s", rate, step=step)
+      if entropy:
+        tf.summary.scalar("entropy", self.entropy(), step=step)
+
+  def entropy(self) -> float:
+    """Mean entropy of the collect policy (nats, summed over units)."""
+    time_step = tf.nest.map_structure(tf.convert_to_tensor, self.env.reset())
+    return float(self._entropy(time_step))
+
+  def _policy_entropy(self, time_step) -> tf.Tensor:
+    dist = self.agent.collect_policy.distribution(time_step).action
+    return tf.reduce_mean(common.entropy(dist, self.agent.action_spec))
+
+  def save(self, elapsed_s: float) -> None:
+    """Records the search's total wall time `elapsed_s`, checkpoints, and
+    exports the best placement if it changed."""
+    self.state.elapsed_s.assign(elapsed_s)
+    if self.checkpointer is not None:
+      self.checkpointer.save(global_step=self.state.samples.numpy())
+    self.writer.flush()
+    best = self.best_step_time_s
+    if self.setup.export_best is not None and best < self._exported:
+      self.setup.export_best(self.state.best_devices.numpy(), best)
+      self._exported = best
+
