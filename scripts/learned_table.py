@@ -1,0 +1,222 @@
+"""The learned placers against every heuristic and against local search.
+
+For each graph and cluster: every heuristic placer (the best one is the
+learned placers' start), then each learned configuration (placer x agent x
+reward shaping x seed) with a wall-time budget, then local search from the
+same start with the same number of simulator evaluations as each learned
+run. Prints one row per run (best step time, x lower bound, vs the best
+heuristic, vs the expert, samples, evaluations, wall time, samples/s) and a
+summary (median over seeds), and writes table.md and table.json (atomically)
+to --out_dir, with each learned run's TensorBoard curves under
+--out_dir/logs/.
+
+  python scripts/learned_table.py --models nmt --clusters k80x4 \\
+      --placers colocrl --agents reinforce,ppo --seeds 0,1,2 --budget_s 300
+  python scripts/learned_table.py --quick --budget_s 30   # small sizes
+
+Local search is the `local_search` placer when it is registered (its
+max_evaluations set to the learned run's evaluations); otherwise this
+script's hill climber: batches of 32 single-group moves (random group,
+random other allowed device) from the incumbent, keeping the best of a batch
+when it improves.
+"""
+
+import itertools
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import tfplace  # noqa: F401  (before TensorFlow)
+
+import numpy as np
+from absl import app, flags
+
+from tfplace.errors import TfplaceError
+from tfplace.io_utils import atomic_write
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("models", ["rnnlm", "nmt", "inception_v3"], "models")
+flags.DEFINE_list("clusters", ["k80x2", "k80x4"], "cluster presets")
+flags.DEFINE_list("placers", ["colocrl", "hierarchical"], "learned placers")
+flags.DEFINE_list("agents", ["reinforce"], "agents: reinforce, ppo")
+flags.DEFINE_list("rewards", ["relative"], "reward shapings")
+flags.DEFINE_list("seeds", ["0", "1", "2"], "seeds")
+flags.DEFINE_float("budget_s", 300.0, "wall-time budget of each search")
+flags.DEFINE_string("placer_options", "", "more learned-placer options, k=v,..")
+flags.DEFINE_bool("local_search", True, "compare with local search")
+flags.DEFINE_bool("quick", False, "reduced model sizes")
+flags.DEFINE_string("out_dir", "out/learned", "where tables and logs go")
+
+
+def _problem(model: str, cluster: str):
+  from tfplace.cost.presets import load_cluster
+  from tfplace.experiments.seed_table import QUICK_OVERRIDES
+  from tfplace.models.registry import build_model
+  from tfplace.placers.problem import PlacementProblem
+  overrides = dict(QUICK_OVERRIDES.get(model, {})) if FLAGS.quick else {}
+  return PlacementProblem.build(build_model(model, **overrides),
+                                load_cluster(cluster))
+
+
+def _heuristics(problem):
+  """{name: (step time, seconds)} for every heuristic placer."""
+  from tfplace.pipeline import run_placer
+  from tfplace.placers.base import PlacerKind
+  from tfplace.placers.registry import get_placer, list_placers
+  out = {}
+  for name in list_placers(PlacerKind.HEURISTIC):
+    t = time.perf_counter()
+    try:
+      out[name] = (run_placer(problem, get_placer(name)).step_time_s,
+                   time.perf_counter() - t)
+    except TfplaceError as e:
+      print(f"  {name} failed: {e}", file=sys.stderr)
+  return out
+
+
+def _learned(problem, placer, agent, reward, seed, start, logdir):
+  from tfplace.pipeline import run_placer
+  from tfplace.placers.options import parse_option_text
+  from tfplace.placers.registry import get_placer
+  options = {"agent": agent, "reward": reward, "budget_s": FLAGS.budget_s,
+             "start": start, "logdir": logdir, "restart": True,
+             "progress": False}
+  options.update(parse_option_text(FLAGS.placer_options))
+  t = time.perf_counter()
+  run = run_placer(problem, get_placer(placer, options), seed=seed)
+  search = dict(run.placement.metadata.extra["search"])
+  search["placer_s"] = time.perf_counter() - t
+  return run.step_time_s, search
+
+
+def _hill_climb(problem, start_devices, start_time, evaluations, seed):
+  """The stand-in local search (see the module docstring)."""
+  rng = np.random.default_rng(seed)
+  allowed = problem.groups.allowed
+  best, best_t, used, t0 = start_devices.copy(), start_time, 0, time.time()
+  while used < evaluations:
+    n = min(32, evaluations - used)
+    cand = np.repeat(best[None], n, axis=0)
+    for row, group in enumerate(rng.integers(0, len(best), n)):
+      choices = np.flatnonzero(allowed[group])
+      choices = choices[choices != best[group]]
+      if len(choices):
+        cand[row, group] = rng.choice(choices)
+    times = problem.simulate_groups(cand)
+    used += n
+    i = int(np.argmin(times))
+    if times[i] < best_t:
+      best, best_t = cand[i], float(times[i])
+  return best_t, time.time() - t0, "hill climbing"
+
+
+def _local_search(problem, start, evaluations, seed):
+  from tfplace.pipeline import run_placer
+  from tfplace.placers.registry import get_placer, list_placers
+  if "local_search" in list_placers():
+    t = time.time()
+    run = run_placer(problem, get_placer("local_search", {
+        "budget_s": 3600.0, "max_evaluations": int(evaluations),
+        "init": start.source.split(" ")[0], "progress": False}), seed=seed)
+    return run.step_time_s, time.time() - t, "local_search"
+  return _hill_climb(problem, start.group_devices, start.step_time_s,
+                     int(evaluations), seed)
+
+
+def _row(cells):
+  return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _run_case(model, cluster, records, lines):
+  from tfplace.placers.learned_support import start_placement
+  problem = _problem(model, cluster)
+  lb = problem.lower_bound_s
+  heuristics = _heuristics(problem)
+  start = start_placement(problem, "best_heuristic")
+  best_h = min(heuristics.values())[0]
+  expert = heuristics.get("expert", (math.nan,))[0]
+  for name, (t, s) in sorted(heuristics.items(), key=lambda kv: kv[1][0]):
+    records.append({"model": model, "cluster": cluster, "method": name,
+                    "step_time_s": t, "placer_s": s, "lower_bound_s": lb})
+  lines.append(_row([model, cluster, f"best heuristic ({start.source})", "",
+                     "", f"{best_h:.4f}", f"{best_h / lb:.2f}", "0.0 %",
+                     f"{100 * (1 - best_h / expert):.1f} %", "", "", "", ""]))
+  for placer, agent, reward, seed in itertools.product(
+      FLAGS.placers, FLAGS.agents, FLAGS.rewards, FLAGS.seeds):
+    logdir = os.path.join(FLAGS.out_dir, "logs", f"{model}_{cluster}_{placer}"
+                          f"_{agent}_{reward}_s{seed}")
+    t, search = _learned(problem, placer, agent, reward, int(seed),
+                         start.source.split(" ")[0], logdir)
+    records.append({"model": model, "cluster": cluster, "method": placer,
+                    "agent": agent, "reward": reward, "seed": int(seed),
+                    "step_time_s": t, "lower_bound_s": lb, **search})
+    lines.append(_row([
+        model, cluster, placer, agent, f"{reward} s{seed}", f"{t:.4f}",
+        f"{t / lb:.2f}", f"{100 * (1 - t / best_h):.1f} %",
+        f"{100 * (1 - t / expert):.1f} %", search["samples"],
+        search["evaluations"], f"{search['placer_s']:.0f}",
+        f"{search['samples_per_s']:.0f}"]))
+    if FLAGS.local_search:
+      lt, ls, how = _local_search(problem, start, search["evaluations"],
+                                  int(seed))
+      records.append({"model": model, "cluster": cluster, "method": how,
+                      "seed": int(seed), "step_time_s": lt,
+                      "evaluations": search["evaluations"], "placer_s": ls,
+                      "lower_bound_s": lb})
+      lines.append(_row([
+          model, cluster, how, "", f"s{seed}", f"{lt:.4f}", f"{lt / lb:.2f}",
+          f"{100 * (1 - lt / best_h):.1f} %",
+          f"{100 * (1 - lt / expert):.1f} %", "", search["evaluations"],
+          f"{ls:.0f}", ""]))
+    print(lines[-2 if FLAGS.local_search else -1])
+    if FLAGS.local_search:
+      print(lines[-1])
+    sys.stdout.flush()
+
+
+def _summary(records):
+  """Median best step time per (model, cluster, method, agent, reward)."""
+  groups = {}
+  for r in records:
+    if "seed" not in r:
+      continue
+    key = (r["model"], r["cluster"], r["method"], r.get("agent", ""),
+           r.get("reward", ""))
+    groups.setdefault(key, []).append(r["step_time_s"])
+  lines = ["| graph | cluster | method | agent | reward | median step time "
+           "(s) | min | max | seeds |", "|---|---|---|---|---|---|---|---|---|"]
+  for key, times in sorted(groups.items()):
+    lines.append(_row(list(key) + [f"{statistics.median(times):.4f}",
+                                   f"{min(times):.4f}", f"{max(times):.4f}",
+                                   len(times)]))
+  return lines
+
+
+def main(argv):
+  del argv
+  head = ["graph", "cluster", "method", "agent", "reward / seed",
+          "step time (s)", "x LB", "vs best heuristic", "vs expert",
+          "samples", "evaluations", "wall s", "samples/s"]
+  lines = [_row(head), _row(["---"] * len(head))]
+  print("\n".join(lines))
+  records = []
+  try:
+    for model, cluster in itertools.product(FLAGS.models, FLAGS.clusters):
+      _run_case(model, cluster, records, lines)
+  except TfplaceError as e:
+    print(f"learned_table: {e}", file=sys.stderr)
+    return 2
+  summary = _summary(records)
+  print("\n" + "\n".join(summary))
+  text = "\n".join(lines + [""] + summary) + "\n"
+  atomic_write(os.path.join(FLAGS.out_dir, "table.md"), text)
+  atomic_write(os.path.join(FLAGS.out_dir, "table.json"),
+               json.dumps(records, indent=1, default=str))
+  return 0
+
+
+if __name__ == "__main__":
+  app.run(main)
