@@ -3,13 +3,17 @@
 Rows: model x #GPUs (K80 presets "k80x2", "k80x4"); columns: single CPU,
 single GPU, Scotch, METIS, expert, m-TOPO, m-ETF, m-SCT, the search placers
 (local search, cross-entropy, CP-SAT: --budget_s seconds each, started from
-the row's best one-pass placement), a blank column for a learned placer, the
-lower bound, and every placer's running time.
+the row's best one-pass placement), the Learned column, the lower bound, and
+every placer's running time.
 
   python scripts/reproduce_table.py --out_dir /tmp/table
   python scripts/reproduce_table.py --quick --models rnnlm --gpus 2
   python scripts/reproduce_table.py --override nmt.hidden=512
   python scripts/reproduce_table.py --searches= # the one-pass placers only
+  python scripts/reproduce_table.py --learned colocrl --learned_budget_s 300
+
+The Learned column shows the fastest of the --learned placers (empty without
+them); each searches for --learned_budget_s seconds per row.
 
 Prints the Markdown table and writes table.md and table.json (atomically) to
 --out_dir.
@@ -46,6 +50,12 @@ flags.DEFINE_multi_string("override", [],
                           "Model config override, MODEL.FIELD=VALUE.")
 flags.DEFINE_string("out_dir", None, "Where to write table.md and table.json.")
 flags.DEFINE_bool("progress", True, "Show a progress bar.")
+flags.DEFINE_list("learned", [], "Learned placers for the Learned column "
+                  "(colocrl, hierarchical).")
+flags.DEFINE_float("learned_budget_s", 300.0,
+                   "Wall-time budget of each learned search.")
+flags.DEFINE_string("learned_options", "",
+                    "More options of the learned placers, key=value,...")
 
 
 def _config() -> seed_table.TableConfig:
@@ -61,10 +71,14 @@ def _config() -> seed_table.TableConfig:
       raise TfplaceError(f"bad --override {item!r}: use MODEL.FIELD=VALUE "
                          f"with MODEL in {FLAGS.models}")
     overrides[model].update(seed_table.parse_overrides(model, [rest]))
-  return seed_table.TableConfig(models=tuple(FLAGS.models), gpus=gpus,
-                                placers=tuple(FLAGS.placers),
-                                searches=tuple(FLAGS.searches),
-                                budget_s=FLAGS.budget_s, overrides=overrides)
+  from tfplace.placers.options import parse_option_text
+  learned_options = {"budget_s": FLAGS.learned_budget_s, "progress": False}
+  learned_options.update(parse_option_text(FLAGS.learned_options))
+  return seed_table.TableConfig(
+      models=tuple(FLAGS.models), gpus=gpus, placers=tuple(FLAGS.placers),
+      searches=tuple(FLAGS.searches), budget_s=FLAGS.budget_s,
+      overrides=overrides, learned=tuple(FLAGS.learned),
+      learned_options={name: learned_options for name in FLAGS.learned})
 
 
 def main(argv):

@@ -67,3 +67,17 @@ def test_unknown_placer_is_rejected():
   with pytest.raises(TfplaceError):
     seed_table.run_seed_table(seed_table.TableConfig(placers=("nope",)),
                               progress=False)
+
+
+def test_learned_column_shows_the_learned_placer():
+  config = seed_table.TableConfig(
+      models=("mlp_towers",), gpus=(2,), placers=("m_etf",),
+      overrides={"mlp_towers": {"num_towers": 2}}, learned=("colocrl",),
+      learned_options={"colocrl": {"max_samples": 32, "hidden": 8,
+                                   "start": "m_etf", "progress": False}})
+  row = seed_table.run_seed_table(config, progress=False).rows[0]
+  assert [c.placer for c in row.cells] == ["m_etf"]
+  learned = row.learned[0]
+  assert learned.placer == "colocrl" and learned.feasible
+  assert learned.step_time_s <= row.cells[0].step_time_s + 1e-12
+  assert row.learned_text.endswith("(colocrl)")

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from tfplace.errors import TfplaceError
 from tfplace.experiments.compare_placers import (PlacerComparison,
+                                                  compare_placers,
                                                   compare_with_searches)
 from tfplace.io_utils import json_number
 from tfplace.pipeline import PlacerRun
@@ -58,6 +59,9 @@ class TableConfig:
     searches: search placers, each started from the row's best placer.
     budget_s: seconds each search may take.
     overrides: per model, config fields passed to `build_model`.
+    learned: learned placers (e.g. "colocrl") for the Learned column, which
+      shows the fastest of them.
+    learned_options: per learned placer, its options (budget_s, agent...).
   """
   models: Tuple[str, ...] = DEFAULT_MODELS
   gpus: Tuple[int, ...] = DEFAULT_GPUS
@@ -65,6 +69,9 @@ class TableConfig:
   searches: Tuple[str, ...] = ()
   budget_s: float = DEFAULT_SEARCH_BUDGET_S
   overrides: Mapping[str, Mapping[str, object]] = dataclasses.field(
+      default_factory=dict)
+  learned: Tuple[str, ...] = ()
+  learned_options: Mapping[str, object] = dataclasses.field(
       default_factory=dict)
 
 
@@ -74,6 +81,7 @@ class Row:
   model: str
   num_gpus: int
   comparison: PlacerComparison
+  learned_names: Tuple[str, ...] = ()
 
   @property
   def cluster(self) -> str:
@@ -89,7 +97,23 @@ class Row:
 
   @property
   def cells(self) -> Tuple[PlacerRun, ...]:
-    return self.comparison.runs
+    """The baseline placers' runs (learned ones are in `learned`)."""
+    return tuple(r for r in self.comparison.runs
+                 if r.placer not in self.learned_names)
+
+  @property
+  def learned(self) -> Tuple[PlacerRun, ...]:
+    return tuple(r for r in self.comparison.runs
+                 if r.placer in self.learned_names)
+
+  @property
+  def learned_text(self) -> str:
+    """The Learned cell: the fastest learned run, "" if none ran."""
+    runs = [r for r in self.learned if r.feasible]
+    if not runs:
+      return self.learned[0].text if self.learned else ""
+    best = min(runs, key=lambda r: r.step_time_s)
+    return f"{best.text} ({best.placer})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +131,8 @@ class SeedTable:
              "|" + "|".join(["---"] * len(head)) + "|"]
     for row in self.rows:
       cells = ([row.model, str(row.num_gpus), str(row.num_ops)] +
-               [c.text for c in row.cells] + ["", f"{row.lower_bound_s:.4g}"] +
+               [c.text for c in row.cells] +
+               [row.learned_text, f"{row.lower_bound_s:.4g}"] +
                [f"{c.placement_time_s:.2f}" for c in row.cells])
       lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
@@ -126,7 +151,7 @@ class SeedTable:
             "cells": [{"placer": c.placer, "step_time_s": number(c.step_time_s),
                        "feasible": c.feasible,
                        "placement_time_s": c.placement_time_s,
-                       "error": c.error} for c in r.cells],
+                       "error": c.error} for c in r.comparison.runs],
         } for r in self.rows],
     }
 
@@ -153,9 +178,12 @@ def run_seed_table(config: TableConfig = TableConfig(),
     get_placer(name)  # Fail fast on an unknown placer name.
   for name in config.searches:
     get_placer(name, {"budget_s": config.budget_s})
+  for name in config.learned:
+    get_placer(name, config.learned_options.get(name))
   rows: List[Row] = []
   columns = tuple(config.placers) + tuple(config.searches)
-  total = len(config.models) * len(config.gpus) * len(columns)
+  total = len(config.models) * len(config.gpus) * (
+      len(columns) + len(config.learned))
   with tqdm(total=total, disable=not progress, desc="seed table") as bar:
     for model in config.models:
       graph = _build(model, config.overrides.get(model, {}))
@@ -179,11 +207,18 @@ def _run_row(graph, model: str, num_gpus: int, config: TableConfig,
   searches start from the best of the others)."""
   from tfplace.cost.presets import load_cluster
   bar.set_postfix_str(f"{model} x{num_gpus}")
+  cluster = load_cluster(f"k80x{num_gpus}")
   comparison = compare_with_searches(
-      graph, load_cluster(f"k80x{num_gpus}"), config.placers, config.searches,
-      config.budget_s, progress=False)
-  bar.update(len(config.placers) + len(config.searches))
-  return Row(model=model, num_gpus=num_gpus, comparison=comparison)
+      graph, cluster, config.placers, config.searches, config.budget_s,
+      progress=False)
+  if config.learned:
+    learned = compare_placers(graph, cluster, config.learned, progress=False,
+                              options=config.learned_options)
+    comparison = dataclasses.replace(comparison,
+                                     runs=comparison.runs + learned.runs)
+  bar.update(len(config.placers) + len(config.searches) + len(config.learned))
+  return Row(model=model, num_gpus=num_gpus, comparison=comparison,
+             learned_names=tuple(config.learned))
 
 
 def parse_overrides(model: str, items: Sequence[str]) -> Dict[str, object]:

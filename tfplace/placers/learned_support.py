@@ -5,7 +5,9 @@
     counts evaluations, keeps the best feasible placement and its history,
     shows a tqdm bar with the best step time, and turns Ctrl-C into
     `done()` (the search stops and returns the best so far; a second Ctrl-C
-    raises KeyboardInterrupt).
+    raises KeyboardInterrupt). The interrupt is recorded in
+    `tfplace.interrupts`, so the program's outputs are not written; a search
+    saves its own best-so-far inside `interrupts.writes_allowed()`.
   * `start_placement`: where a search starts: "best_heuristic" (every
     heuristic placer, the fastest feasible placement), a placer's name, or a
     placement JSON file.
@@ -27,6 +29,7 @@ import numpy as np
 from absl import logging
 from tqdm.auto import tqdm
 
+from tfplace import interrupts
 from tfplace.errors import PlacementError
 
 Evaluator = Callable[[np.ndarray], np.ndarray]
@@ -113,6 +116,7 @@ class SearchRun:
     if self.interrupted:
       raise KeyboardInterrupt
     self.interrupted = True
+    interrupts.note_interrupt()  # Outputs after this need writes_allowed().
     logging.warning("%s: interrupted; stopping with the best placement so "
                     "far (Ctrl-C again to abort)", self._desc)
 

@@ -17,6 +17,7 @@ from tf_agents.policies import py_tf_eager_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.utils import common
 
+from tfplace import interrupts
 from tfplace.rl import agents as agents_lib
 from tfplace.rl import experience as experience_lib
 from tfplace.rl import imitation
@@ -166,11 +167,12 @@ class SearchLoop:
     """Records the search's total wall time `elapsed_s`, checkpoints, and
     exports the best placement if it changed."""
     self.state.elapsed_s.assign(elapsed_s)
-    if self.checkpointer is not None:
-      self.checkpointer.save(global_step=self.state.samples.numpy())
-    self.writer.flush()
-    best = self.best_step_time_s
-    if self.setup.export_best is not None and best < self._exported:
-      self.setup.export_best(self.state.best_devices.numpy(), best)
-      self._exported = best
+    with interrupts.writes_allowed():  # The best-so-far survives a Ctrl-C.
+      if self.checkpointer is not None:
+        self.checkpointer.save(global_step=self.state.samples.numpy())
+      self.writer.flush()
+      best = self.best_step_time_s
+      if self.setup.export_best is not None and best < self._exported:
+        self.setup.export_best(self.state.best_devices.numpy(), best)
+        self._exported = best
 
