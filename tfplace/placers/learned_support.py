@@ -192,8 +192,8 @@ def start_placement(problem, init: str,
       try:
         start = _start_from(problem, registry.get_placer(name).place(
             problem, seed=seed), name)
-      except PlacementError as e:
-        logging.info("start placement: %s failed: %s", name, e)
+      except (PlacementError, AssertionError, ValueError, RuntimeError) as e:
+        logging.warning("start placement: %s failed: %s", name, e)
         continue
       runs.append((start.step_time_s, start))
     if not runs:
