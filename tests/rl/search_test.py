@@ -4,11 +4,13 @@ import tfplace  # noqa: F401  (before TensorFlow)
 
 import dataclasses
 import os
+import signal
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfplace import interrupts
 from tfplace.errors import PlacementError
 from tfplace.rl import builders
 from tfplace.rl.agents import AgentConfig
@@ -121,3 +123,25 @@ def test_corrupted_checkpoint_is_an_error_unless_restart(two_groups,
     search(two_groups, logdir, 64, resume=True)
   fresh = search(two_groups, logdir, 64, resume=True, restart=True)
   assert not fresh.resumed and fresh.samples == 64
+
+
+def test_ctrl_c_stops_with_the_best_so_far_and_a_checkpoint(two_groups,
+                                                            tmp_path):
+  simulate, calls = two_groups.simulate_groups, []
+
+  def interrupting(devices):
+    calls.append(len(devices))
+    if len(calls) == 3:
+      os.kill(os.getpid(), signal.SIGINT)
+    return simulate(devices)
+
+  two_groups.simulate_groups = interrupting
+  logdir = str(tmp_path / "run")
+  try:
+    result = search(two_groups, logdir, 10_000)
+  finally:
+    interrupts.clear()
+  assert result.stopped_by == "interrupted"
+  assert result.samples < 10_000 and np.isfinite(result.best_step_time_s)
+  resumed = search(two_groups, logdir, result.samples + 32, resume=True)
+  assert resumed.samples == result.samples + 32
