@@ -63,12 +63,12 @@ def test_masked_device_is_never_chosen(chains):
   for make in (builders.colocrl_setup, builders.hierarchical_setup):
     setup = make(chains, start, float(recording(start[None])[0]),
                  builders.EnvConfig(batch_size=32, hidden=8, num_chunks=2,
-                                    num_groups=4))
+                                    num_groups=4, bias_scale=1.0))
     run_search(setup, AgentConfig(lr=0.1),
-               SearchConfig(budget_s=120, max_samples=96,
+               SearchConfig(budget_s=120, max_samples=96, replay_best=0,
                             warm_start="baseline", **EAGER), seed=0)
-  sampled = np.concatenate(seen[1:])
-  assert len(sampled) >= 2 * 96 - 1
+  sampled = np.concatenate(seen[1:])  # Distinct placements (memo).
+  assert len(sampled) >= 40
   assert not np.any(sampled[:, 1] == 1)  # Group 1 has no kernel on 1.
   assert len(set(sampled[:, 2].tolist())) == 3  # Others use all devices.
 
@@ -131,7 +131,7 @@ def test_ctrl_c_stops_with_the_best_so_far_and_a_checkpoint(two_groups,
 
   def interrupting(devices):
     calls.append(len(devices))
-    if len(calls) == 3:
+    if len(calls) == 1:  # The first batch.
       os.kill(os.getpid(), signal.SIGINT)
     return simulate(devices)
 

@@ -65,9 +65,9 @@ class LearnedOptions:
   start: str = "best_heuristic"
   warm_start: str = "imitation"
   explore: float = 2.0
-  replay_best: int = 1
+  replay_best: int = 4
   hidden: int = 64
-  bias_scale: float = 1.0
+  bias_scale: float = 30.0
   logdir: Optional[str] = None
   resume: bool = False
   restart: bool = False

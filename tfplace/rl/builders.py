@@ -46,7 +46,7 @@ class EnvConfig:
   num_chunks: int = 64
   num_groups: int = 0
   shared_logits: bool = True
-  bias_scale: float = 1.0
+  bias_scale: float = 30.0
 
 
 def group_memory(problem) -> GroupMemory:

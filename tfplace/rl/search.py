@@ -55,7 +55,7 @@ class SearchConfig:
   max_samples: int = 100_000
   warm_start: str = "imitation"
   explore: float = 2.0
-  replay_best: int = 1
+  replay_best: int = 4
   logdir: Optional[str] = None
   resume: bool = False
   restart: bool = False

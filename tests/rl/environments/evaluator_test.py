@@ -52,9 +52,27 @@ def test_repair_resimulates_only_the_infeasible_rows():
   times, devs = ev.evaluate(np.array([[0, 0, 0, 0], [1, 0, 0, 0]]))
   np.testing.assert_array_equal(times, [2.0, 2.0])
   np.testing.assert_array_equal(devs, [[1, 0, 0, 0], [1, 0, 0, 0]])
-  assert ev.num_evaluations == 3 and ev.num_repaired == 1
+  # The repaired row equals the second sample: taken from the memo.
+  assert ev.num_evaluations == 2 and ev.num_memo_hits == 1
+  assert ev.num_repaired == 1
 
 
 def test_unknown_rule():
   with pytest.raises(PlacementError, match="memory rule"):
     PlacementEvaluator(fake_simulator, memory(), "ignore")
+
+
+def test_a_placement_is_simulated_once():
+  calls = []
+
+  def counting(devices):
+    calls.append(len(devices))
+    return fake_simulator(devices)
+
+  ev = PlacementEvaluator(counting, memory(), "penalty")
+  batch = np.array([[1, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0]])
+  times, _ = ev.evaluate(batch)
+  np.testing.assert_array_equal(times, [2.0, 2.0, 3.0])
+  times, _ = ev.evaluate(batch[::-1])
+  np.testing.assert_array_equal(times, [3.0, 2.0, 2.0])
+  assert calls == [2] and ev.num_evaluations == 2 and ev.num_memo_hits == 4

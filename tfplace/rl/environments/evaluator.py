@@ -15,11 +15,18 @@ an infinite step time). Two rules, selected by name:
     is credited with the repaired placement's reward for the action it
     sampled.
 
-Counts every simulated placement (`num_evaluations`), repairs included.
+Placements already simulated (a sample equal to the incumbent, or to any
+recent sample) are looked up in a memo instead of simulated again: the
+simulator is deterministic, and a concentrated policy draws the same
+placement often (with 2 units expected to change, e^-2 = 13.5 % of samples
+are the incumbent itself). `num_evaluations` counts the simulator's
+evaluations only, repairs included.
 """
 
+import collections
 import dataclasses
 import enum
+import hashlib
 from typing import Callable, Tuple
 
 import numpy as np
@@ -85,7 +92,10 @@ class PlacementEvaluator:
       it, e.g. with `SearchRun.evaluate`, to keep the best-so-far).
     num_evaluations: placements simulated so far, repairs included.
     num_repaired: infeasible samples the repair rule made feasible.
+    num_memo_hits: samples answered from the memo (not simulated).
   """
+
+  MEMO_SIZE = 100_000
 
   def __init__(self, simulate_groups: Callable[[np.ndarray], np.ndarray],
                memory: GroupMemory, rule: str = MemoryRule.PENALTY.value):
@@ -106,6 +116,8 @@ class PlacementEvaluator:
     self.rule = rule
     self.num_evaluations = 0
     self.num_repaired = 0
+    self.num_memo_hits = 0
+    self._memo = collections.OrderedDict()
 
   def evaluate(self, devices: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """Simulates `devices` [B, G].
@@ -115,8 +127,7 @@ class PlacementEvaluator:
       repaired ones where the repair rule changed a sample).
     """
     devices = np.ascontiguousarray(devices, dtype=np.int32)
-    times = np.asarray(self.simulate(devices), dtype=np.float64)
-    self.num_evaluations += len(devices)
+    times = self._simulate_new(devices)
     bad = np.flatnonzero(~np.isfinite(times))
     if self.rule != MemoryRule.REPAIR.value or not len(bad):
       return times, devices
@@ -124,11 +135,36 @@ class PlacementEvaluator:
     changed = np.any(fixed != devices[bad], axis=1)
     if changed.any():
       rows = bad[changed]
-      new_times = np.asarray(self.simulate(fixed[changed]), dtype=np.float64)
-      self.num_evaluations += len(rows)
+      new_times = self._simulate_new(fixed[changed])
       self.num_repaired += int(np.isfinite(new_times).sum())
       devices = devices.copy()
       devices[rows] = fixed[changed]
       times = times.copy()
       times[rows] = new_times
     return times, devices
+
+  def _simulate_new(self, devices: np.ndarray) -> np.ndarray:
+    """Step times of `devices` [B, G]: simulated once per distinct placement
+    not in the memo."""
+    keys = [hashlib.blake2b(row.tobytes(), digest_size=16).digest()
+            for row in devices]
+    times = np.empty(len(devices))
+    todo = {}
+    for i, key in enumerate(keys):
+      if key in self._memo:
+        self._memo.move_to_end(key)
+        times[i] = self._memo[key]
+        self.num_memo_hits += 1
+      else:
+        todo.setdefault(key, []).append(i)
+    if todo:
+      rows = [idx[0] for idx in todo.values()]
+      new = np.asarray(self.simulate(devices[rows]), dtype=np.float64)
+      self.num_evaluations += len(rows)
+      for (key, idx), t in zip(todo.items(), new):
+        times[idx] = t
+        self._memo[key] = float(t)
+        self.num_memo_hits += len(idx) - 1
+      while len(self._memo) > self.MEMO_SIZE:
+        self._memo.popitem(last=False)
+    return times
