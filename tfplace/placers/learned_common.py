@@ -61,7 +61,7 @@ class LearnedOptions:
   entropy: float = 0.0
   ppo_epochs: int = 3
   reward: str = "relative"
-  memory_rule: str = "penalty"
+  memory_rule: str = "repair"
   start: str = "best_heuristic"
   warm_start: str = "imitation"
   explore: float = 2.0

@@ -41,7 +41,7 @@ class EnvConfig:
   """
   batch_size: int = 32
   reward: RewardConfig = RewardConfig()
-  memory_rule: str = "penalty"
+  memory_rule: str = "repair"
   hidden: int = 64
   num_chunks: int = 64
   num_groups: int = 0
