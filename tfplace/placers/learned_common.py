@@ -31,6 +31,8 @@ COMMON_ATTRIBUTES = """
     lr: Adam learning rate; none: 3e-3 for reinforce, 2e-3 for ppo.
     entropy: entropy regularization weight.
     ppo_epochs: PPO epochs per batch (unrolled into the graph: keep small).
+    ppo_ratio: PPO's importance ratio: "per_unit" (geometric mean over the
+      action's units, clipped per unit) or "joint" (tf-agents' product).
     reward: reward shaping: "relative" (1 - t / t_start) or "neg_sqrt".
     memory_rule: placements over memory: "penalty" or "repair".
     start: start placement: "best_heuristic", a placer name, or a placement
@@ -60,6 +62,7 @@ class LearnedOptions:
   lr: Optional[float] = None
   entropy: float = 0.0
   ppo_epochs: int = 3
+  ppo_ratio: str = "per_unit"
   reward: str = "relative"
   memory_rule: str = "repair"
   start: str = "best_heuristic"
@@ -78,7 +81,8 @@ class LearnedOptions:
                "baseline": ("moving_average", "value"),
                "reward": ("relative", "neg_sqrt"),
                "memory_rule": ("penalty", "repair"),
-               "warm_start": ("imitation", "baseline")}
+               "warm_start": ("imitation", "baseline"),
+               "ppo_ratio": ("per_unit", "joint")}
     for name, valid in choices.items():
       if getattr(self, name) not in valid:
         raise PlacementError(f"option {name} must be one of {list(valid)}, "
@@ -156,7 +160,7 @@ def agent_config(options: LearnedOptions):
   return AgentConfig(kind=options.agent, baseline=options.baseline,
                      lr=options.lr,
                      entropy_regularization=options.entropy,
-                     ppo_epochs=options.ppo_epochs)
+                     ppo_epochs=options.ppo_epochs, ppo_ratio=options.ppo_ratio)
 
 
 def env_config(options: LearnedOptions):
