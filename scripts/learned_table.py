@@ -13,6 +13,8 @@ to --out_dir, with each learned run's TensorBoard curves under
   python scripts/learned_table.py --models nmt --clusters k80x4 \\
       --placers colocrl --agents reinforce,ppo --seeds 0,1,2 --budget_s 300
   python scripts/learned_table.py --quick --budget_s 30   # small sizes
+  python scripts/learned_table.py --models mlp_towers:num_towers=8 \
+      --clusters k80x4      # a graph no heuristic was tuned on
 
 Local search is the `local_search` placer when it is registered (its
 max_evaluations set to the learned run's evaluations); otherwise this
@@ -38,7 +40,9 @@ from tfplace.errors import TfplaceError
 from tfplace.io_utils import atomic_write
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("models", ["rnnlm", "nmt", "inception_v3"], "models")
+flags.DEFINE_list("models", ["rnnlm", "nmt", "inception_v3"],
+                  "models: NAME or NAME:field=value:... (e.g. "
+                  "mlp_towers:num_towers=8), or synthetic.KIND[:seed=N]")
 flags.DEFINE_list("clusters", ["k80x2", "k80x4"], "cluster presets")
 flags.DEFINE_list("placers", ["colocrl", "hierarchical"], "learned placers")
 flags.DEFINE_list("agents", ["reinforce"], "agents: reinforce, ppo")
@@ -51,14 +55,25 @@ flags.DEFINE_bool("quick", False, "reduced model sizes")
 flags.DEFINE_string("out_dir", "out/learned", "where tables and logs go")
 
 
+def _graph(spec: str):
+  """A model by spec: "name" or "name:field=value:..." (registry models), or
+  "synthetic.KIND[:field=value...]" (`tfplace.models.synthetic`, if there)."""
+  from tfplace.experiments.seed_table import QUICK_OVERRIDES, parse_overrides
+  from tfplace.models.registry import build_model
+  name, *fields = spec.split(":")
+  overrides = parse_overrides(name, fields)
+  if name.startswith("synthetic."):
+    from tfplace.models import synthetic  # pylint: disable=g-import-not-at-top
+    return synthetic.build_synthetic(name.split(".", 1)[1], **overrides)
+  if FLAGS.quick:
+    overrides = {**QUICK_OVERRIDES.get(name, {}), **overrides}
+  return build_model(name, **overrides)
+
+
 def _problem(model: str, cluster: str):
   from tfplace.cost.presets import load_cluster
-  from tfplace.experiments.seed_table import QUICK_OVERRIDES
-  from tfplace.models.registry import build_model
   from tfplace.placers.problem import PlacementProblem
-  overrides = dict(QUICK_OVERRIDES.get(model, {})) if FLAGS.quick else {}
-  return PlacementProblem.build(build_model(model, **overrides),
-                                load_cluster(cluster))
+  return PlacementProblem.build(_graph(model), load_cluster(cluster))
 
 
 def _heuristics(problem):
