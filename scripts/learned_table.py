@@ -32,12 +32,16 @@ import sys
 import time
 
 import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace import interrupts
 
-import numpy as np
-from absl import app, flags
+interrupts.install("learned_table")  # Ctrl-C while importing ends cleanly.
 
-from tfplace.errors import TfplaceError
-from tfplace.io_utils import atomic_write
+import numpy as np  # noqa: E402
+from absl import flags  # noqa: E402
+
+from tfplace.cli.app_runner import run_app  # noqa: E402
+from tfplace.errors import TfplaceError  # noqa: E402
+from tfplace.io_utils import atomic_write  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["rnnlm", "nmt", "inception_v3"],
@@ -218,12 +222,8 @@ def main(argv):
   lines = [_row(head), _row(["---"] * len(head))]
   print("\n".join(lines))
   records = []
-  try:
-    for model, cluster in itertools.product(FLAGS.models, FLAGS.clusters):
-      _run_case(model, cluster, records, lines)
-  except TfplaceError as e:
-    print(f"learned_table: {e}", file=sys.stderr)
-    return 2
+  for model, cluster in itertools.product(FLAGS.models, FLAGS.clusters):
+    _run_case(model, cluster, records, lines)
   summary = _summary(records)
   print("\n" + "\n".join(summary))
   text = "\n".join(lines + [""] + summary) + "\n"
@@ -234,4 +234,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app(main, sys.argv, "learned_table")

@@ -19,8 +19,13 @@ import sys
 import time
 
 import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace import interrupts
 
-from absl import app, flags
+interrupts.install("learned_throughput")  # Ctrl-C while importing: clean.
+
+from absl import flags  # noqa: E402
+
+from tfplace.cli.app_runner import run_app  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", "inception_v3", "benchmark model")
@@ -109,4 +114,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app(main, sys.argv, "learned_throughput")
