@@ -16,11 +16,8 @@ to --out_dir, with each learned run's TensorBoard curves under
   python scripts/learned_table.py --models mlp_towers:num_towers=8 \
       --clusters k80x4      # a graph no heuristic was tuned on
 
-Local search is the `local_search` placer when it is registered (its
-max_evaluations set to the learned run's evaluations); otherwise this
-script's hill climber: batches of 32 single-group moves (random group,
-random other allowed device) from the incumbent, keeping the best of a batch
-when it improves.
+Local search is the `local_search` placer with its max_evaluations set to
+the learned run's evaluations.
 """
 
 import itertools
@@ -36,7 +33,6 @@ from tfplace import interrupts
 
 interrupts.install("learned_table")  # Ctrl-C while importing ends cleanly.
 
-import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
 from tfplace.cli.app_runner import run_app  # noqa: E402
@@ -101,7 +97,7 @@ def _learned(problem, placer, agent, reward, seed, start, logdir):
   from tfplace.placers.options import parse_option_text
   from tfplace.placers.registry import get_placer
   options = {"agent": agent, "reward": reward, "budget_s": FLAGS.budget_s,
-             "start": start, "logdir": logdir, "restart": True,
+             "init": start, "logdir": logdir, "restart": True,
              "progress": False}
   options.update(parse_option_text(FLAGS.placer_options))
   t = time.perf_counter()
@@ -111,38 +107,14 @@ def _learned(problem, placer, agent, reward, seed, start, logdir):
   return run.step_time_s, search
 
 
-def _hill_climb(problem, start_devices, start_time, evaluations, seed):
-  """The stand-in local search (see the module docstring)."""
-  rng = np.random.default_rng(seed)
-  allowed = problem.groups.allowed
-  best, best_t, used, t0 = start_devices.copy(), start_time, 0, time.time()
-  while used < evaluations:
-    n = min(32, evaluations - used)
-    cand = np.repeat(best[None], n, axis=0)
-    for row, group in enumerate(rng.integers(0, len(best), n)):
-      choices = np.flatnonzero(allowed[group])
-      choices = choices[choices != best[group]]
-      if len(choices):
-        cand[row, group] = rng.choice(choices)
-    times = problem.simulate_groups(cand)
-    used += n
-    i = int(np.argmin(times))
-    if times[i] < best_t:
-      best, best_t = cand[i], float(times[i])
-  return best_t, time.time() - t0, "hill climbing"
-
-
 def _local_search(problem, start, evaluations, seed):
   from tfplace.pipeline import run_placer
-  from tfplace.placers.registry import get_placer, list_placers
-  if "local_search" in list_placers():
-    t = time.time()
-    run = run_placer(problem, get_placer("local_search", {
-        "budget_s": 3600.0, "max_evaluations": int(evaluations),
-        "init": start.source.split(" ")[0], "progress": False}), seed=seed)
-    return run.step_time_s, time.time() - t, "local_search"
-  return _hill_climb(problem, start.group_devices, start.step_time_s,
-                     int(evaluations), seed)
+  from tfplace.placers.registry import get_placer
+  t = time.time()
+  run = run_placer(problem, get_placer("local_search", {
+      "budget_s": 3600.0, "max_evaluations": int(evaluations),
+      "init": start.source.split(" ")[0], "progress": False}), seed=seed)
+  return run.step_time_s, time.time() - t, "local_search"
 
 
 def _row(cells):
@@ -150,7 +122,7 @@ def _row(cells):
 
 
 def _run_case(model, cluster, records, lines):
-  from tfplace.placers.learned_support import start_placement
+  from tfplace.placers.search_support import start_placement
   problem = _problem(model, cluster)
   lb = problem.lower_bound_s
   heuristics = _heuristics(problem)

@@ -35,7 +35,7 @@ flags.DEFINE_list("configs", ["colocrl:64", "colocrl:all", "hierarchical"],
 flags.DEFINE_list("batch_sizes", ["32", "64"], "placements per policy call")
 flags.DEFINE_list("agents", ["reinforce", "ppo"], "agents")
 flags.DEFINE_integer("steps", 8, "timed batches per configuration")
-flags.DEFINE_string("start", "m_etf", "start placement (placer name)")
+flags.DEFINE_string("init", "m_etf", "start placement (placer name)")
 
 
 def _setup(problem, start, config: str, batch_size: int, agent: str):
@@ -81,13 +81,13 @@ def main(argv):
   from tfplace.cost.presets import load_cluster
   from tfplace.models.registry import build_model
   from tfplace.placers.problem import PlacementProblem
-  from tfplace.placers.learned_support import start_placement
+  from tfplace.placers.search_support import start_placement
   from tfplace.rl.agents import AgentConfig
   from tfplace.rl.search import SearchConfig
   from tfplace.rl.search_loop import SearchLoop
   problem = PlacementProblem.build(build_model(FLAGS.model),
                                    load_cluster(FLAGS.cluster))
-  start = start_placement(problem, FLAGS.start)
+  start = start_placement(problem, FLAGS.init)
   print(f"{FLAGS.model} on {FLAGS.cluster}: {problem.graph.num_ops} ops, "
         f"{problem.groups.num_groups} colocation groups; start "
         f"{start.source} {start.step_time_s:.4f} s")

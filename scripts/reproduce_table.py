@@ -13,7 +13,8 @@ every placer's running time.
   python scripts/reproduce_table.py --learned colocrl --learned_budget_s 300
 
 The Learned column shows the fastest of the --learned placers (empty without
-them); each searches for --learned_budget_s seconds per row.
+them); each starts, like the searches, from the row's best one-pass placement
+and searches for --learned_budget_s seconds per row.
 
 Prints the Markdown table and writes table.md and table.json (atomically) to
 --out_dir.
@@ -52,7 +53,7 @@ flags.DEFINE_string("out_dir", None, "Where to write table.md and table.json.")
 flags.DEFINE_bool("progress", True, "Show a progress bar.")
 flags.DEFINE_list("learned", [], "Learned placers for the Learned column "
                   "(colocrl, hierarchical).")
-flags.DEFINE_float("learned_budget_s", 300.0,
+flags.DEFINE_float("learned_budget_s", seed_table.DEFAULT_LEARNED_BUDGET_S,
                    "Wall-time budget of each learned search.")
 flags.DEFINE_string("learned_options", "",
                     "More options of the learned placers, key=value,...")
@@ -72,13 +73,13 @@ def _config() -> seed_table.TableConfig:
                          f"with MODEL in {FLAGS.models}")
     overrides[model].update(seed_table.parse_overrides(model, [rest]))
   from tfplace.placers.options import parse_option_text
-  learned_options = {"budget_s": FLAGS.learned_budget_s, "progress": False}
-  learned_options.update(parse_option_text(FLAGS.learned_options))
+  learned_options = parse_option_text(FLAGS.learned_options)
   return seed_table.TableConfig(
       models=tuple(FLAGS.models), gpus=gpus, placers=tuple(FLAGS.placers),
       searches=tuple(FLAGS.searches), budget_s=FLAGS.budget_s,
       overrides=overrides, learned=tuple(FLAGS.learned),
-      learned_options={name: learned_options for name in FLAGS.learned})
+      learned_budget_s=FLAGS.learned_budget_s,
+      placer_options={name: learned_options for name in FLAGS.learned})
 
 
 def main(argv):

@@ -105,13 +105,16 @@ def test_learned_placer_flags(tmp_path):
   assert proc.returncode == 2 and "resume needs a logdir" in proc.stderr
   proc = run(GRAPH, "--cluster", "k80x2", "--placer", "colocrl", "--agent",
              "reinforce", "--budget_s", "60", "--max_samples", "32",
-             "--placer_options", "hidden=8,progress=false", "--logdir",
-             str(logdir), "--out", str(out), "--json")
+             "--init", "m_etf", "--placer_options", "hidden=8,progress=false",
+             "--logdir", str(logdir), "--out", str(out), "--json")
   assert proc.returncode == 0, proc.stderr
   result = json.loads(proc.stdout.strip().splitlines()[-1])
   assert result["placer"] == "colocrl" and result["feasible"]
   search = json.loads(out.read_text())["metadata"]["search"]
-  assert search["samples"] == 32
+  assert search["samples"] == 32 and search["start"] == "m_etf"
+  # The search placers' figures, under the same keys.
+  assert search["step_time_s"] <= search["start_step_time_s"]
+  assert search["evaluations"] >= 1 and not search["interrupted"]
   assert (logdir / "best_placement.json").exists()
   assert (logdir / "best_placement.pbtxt").exists()
   proc = run(GRAPH, "--cluster", "k80x2", "--placer", "colocrl",

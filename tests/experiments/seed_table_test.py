@@ -73,11 +73,12 @@ def test_learned_column_shows_the_learned_placer():
   config = seed_table.TableConfig(
       models=("mlp_towers",), gpus=(2,), placers=("m_etf",),
       overrides={"mlp_towers": {"num_towers": 2}}, learned=("colocrl",),
-      learned_options={"colocrl": {"max_samples": 32, "hidden": 8,
-                                   "start": "m_etf", "progress": False}})
+      placer_options={"colocrl": {"max_samples": 32, "hidden": 8}})
   row = seed_table.run_seed_table(config, progress=False).rows[0]
   assert [c.placer for c in row.cells] == ["m_etf"]
   learned = row.learned[0]
   assert learned.placer == "colocrl" and learned.feasible
+  # Started, like a search, from the row's best placer.
+  assert learned.placement.metadata.extra["search"]["start"] == "m_etf"
   assert learned.step_time_s <= row.cells[0].step_time_s + 1e-12
   assert row.learned_text.endswith("(colocrl)")

@@ -160,15 +160,17 @@ def compare_with_searches(graph: OpGraph, cluster: Cluster,
                           seed: int = 0, progress: bool = True,
                           search_options: Optional[Mapping[str, object]] = None
                           ) -> PlacerComparison:
-  """`compare_placers` of the one-pass `placers`, then each search placer
-  started from the best of them (`init`) with `budget_s` seconds.
+  """`compare_placers` of the one-pass `placers`, then each search (or
+  learned) placer started from the best of them (`init`) with `budget_s`
+  seconds.
 
   Args:
     graph, cluster, cost_model, seed, progress: as `compare_placers`.
     placers: the one-pass placers (e.g. `BASELINE_PLACERS`).
-    searches: search placer names (e.g. `SEARCH_PLACERS`).
+    searches: search or learned placer names (e.g. `SEARCH_PLACERS`).
     budget_s: each search's budget in seconds.
-    search_options: per search name, more options (a dict).
+    search_options: per search name, more options (a dict; its budget_s
+      wins over `budget_s`).
 
   Returns:
     One comparison with every run, the searches last.

@@ -3,12 +3,14 @@
 Mirhoseini et al. (ICML 2017), "Running times (in seconds)": rows are model x
 number of GPUs (RNNLM, NMT, Inception-V3 on 2 and 4 K80s); columns are the
 baselines (single CPU, single GPU, Scotch, METIS min-cut, expert), here
-joined by Baechi's m-TOPO, m-ETF and m-SCT, a blank column for a learned
-placer, and the lower bound max(critical path, work / devices). Each cell is
-the simulated step time of the placer's placement ("OOM" if it does not fit),
-and each placer's own running time (placement time) is reported beside it.
-Search placers (issue 9) add columns: each starts from the row's best
-one-pass placement and searches for `budget_s` seconds.
+joined by Baechi's m-TOPO, m-ETF and m-SCT, the Learned column, and the
+lower bound max(critical path, work / devices). Each cell is the simulated
+step time of the placer's placement ("OOM" if it does not fit), and each
+placer's own running time (placement time) is reported beside it. Search
+placers (issue 9) add columns: each starts from the row's best one-pass
+placement and searches for `budget_s` seconds. Learned placers (issue 10)
+start from the same placement and search for `learned_budget_s` seconds;
+the Learned column shows the fastest of them (blank without them).
 """
 
 import dataclasses
@@ -21,7 +23,6 @@ from tqdm.auto import tqdm
 
 from tfplace.errors import TfplaceError
 from tfplace.experiments.compare_placers import (PlacerComparison,
-                                                  compare_placers,
                                                   compare_with_searches)
 from tfplace.io_utils import json_number
 from tfplace.pipeline import PlacerRun
@@ -46,6 +47,7 @@ _COLUMN_TITLES = {
     "cp_sat": "CP-SAT",
 }
 DEFAULT_SEARCH_BUDGET_S = 10.0
+DEFAULT_LEARNED_BUDGET_S = 300.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +62,9 @@ class TableConfig:
     budget_s: seconds each search may take.
     overrides: per model, config fields passed to `build_model`.
     learned: learned placers (e.g. "colocrl") for the Learned column, which
-      shows the fastest of them.
-    learned_options: per learned placer, its options (budget_s, agent...).
+      shows the fastest of them; each starts from the row's best placer.
+    learned_budget_s: seconds each learned search may take.
+    placer_options: per search or learned placer, more options (agent...).
   """
   models: Tuple[str, ...] = DEFAULT_MODELS
   gpus: Tuple[int, ...] = DEFAULT_GPUS
@@ -71,8 +74,17 @@ class TableConfig:
   overrides: Mapping[str, Mapping[str, object]] = dataclasses.field(
       default_factory=dict)
   learned: Tuple[str, ...] = ()
-  learned_options: Mapping[str, object] = dataclasses.field(
+  learned_budget_s: float = DEFAULT_LEARNED_BUDGET_S
+  placer_options: Mapping[str, Mapping[str, object]] = dataclasses.field(
       default_factory=dict)
+
+  def later_options(self) -> Dict[str, Dict[str, object]]:
+    """Per search and learned placer: its budget and more options."""
+    budgets = {**{name: self.budget_s for name in self.searches},
+               **{name: self.learned_budget_s for name in self.learned}}
+    return {name: {"budget_s": budget,
+                   **dict(self.placer_options.get(name, {}))}
+            for name, budget in budgets.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,10 +188,8 @@ def run_seed_table(config: TableConfig = TableConfig(),
   from tfplace.placers.registry import get_placer
   for name in config.placers:
     get_placer(name)  # Fail fast on an unknown placer name.
-  for name in config.searches:
-    get_placer(name, {"budget_s": config.budget_s})
-  for name in config.learned:
-    get_placer(name, config.learned_options.get(name))
+  for name, options in config.later_options().items():
+    get_placer(name, options)
   rows: List[Row] = []
   columns = tuple(config.placers) + tuple(config.searches)
   total = len(config.models) * len(config.gpus) * (
@@ -204,18 +214,13 @@ def _build(model: str, overrides: Mapping[str, object]):
 def _run_row(graph, model: str, num_gpus: int, config: TableConfig,
              bar) -> Row:
   """Costs, lower bound and every placer's run for one cluster (the
-  searches start from the best of the others)."""
+  search and learned placers start from the best of the others)."""
   from tfplace.cost.presets import load_cluster
   bar.set_postfix_str(f"{model} x{num_gpus}")
-  cluster = load_cluster(f"k80x{num_gpus}")
   comparison = compare_with_searches(
-      graph, cluster, config.placers, config.searches, config.budget_s,
-      progress=False)
-  if config.learned:
-    learned = compare_placers(graph, cluster, config.learned, progress=False,
-                              options=config.learned_options)
-    comparison = dataclasses.replace(comparison,
-                                     runs=comparison.runs + learned.runs)
+      graph, load_cluster(f"k80x{num_gpus}"), config.placers,
+      tuple(config.searches) + tuple(config.learned), config.budget_s,
+      progress=False, search_options=config.later_options())
   bar.update(len(config.placers) + len(config.searches) + len(config.learned))
   return Row(model=model, num_gpus=num_gpus, comparison=comparison,
              learned_names=tuple(config.learned))

@@ -21,6 +21,7 @@ from absl import logging
 from tfplace.errors import PlacementError
 from tfplace.placement import Placement
 from tfplace.placers.base import Placer, PlacerKind
+from tfplace.placers.search_support import Budget, start_placement
 
 COMMON_ATTRIBUTES = """
     agent: "reinforce" (ReinforceAgent) or "ppo" (PPOClipAgent).
@@ -35,8 +36,9 @@ COMMON_ATTRIBUTES = """
       action's units, clipped per unit) or "joint" (tf-agents' product).
     reward: reward shaping: "relative" (1 - t / t_start) or "neg_sqrt".
     memory_rule: placements over memory: "penalty" or "repair".
-    start: start placement: "best_heuristic", a placer name, or a placement
-      JSON file.
+    init: the start placement: best_heuristic (every heuristic placer, the
+      fastest feasible one), a placer name, or a placement JSON file made for
+      this graph and cluster (the search placers' option of the same name).
     warm_start: "imitation" (the policy starts at the start placement) or
       "baseline" (only the baseline and best-so-far start there).
     explore: after imitation, units a sample changes, on average.
@@ -65,7 +67,7 @@ class LearnedOptions:
   ppo_ratio: str = "per_unit"
   reward: str = "relative"
   memory_rule: str = "repair"
-  start: str = "best_heuristic"
+  init: str = "best_heuristic"
   warm_start: str = "imitation"
   explore: float = 2.0
   replay_best: int = 4
@@ -87,9 +89,9 @@ class LearnedOptions:
       if getattr(self, name) not in valid:
         raise PlacementError(f"option {name} must be one of {list(valid)}, "
                              f"got {getattr(self, name)!r}")
-    if not self.budget_s > 0 or self.max_samples < 1 or self.batch_size < 1:
-      raise PlacementError("budget_s must be > 0, max_samples and batch_size "
-                           ">= 1")
+    Budget(seconds=self.budget_s)  # Raises on a bad budget.
+    if self.max_samples < 1 or self.batch_size < 1:
+      raise PlacementError("max_samples and batch_size must be >= 1")
     if self.resume and not self.logdir:
       raise PlacementError("resume needs a logdir")
 
@@ -117,9 +119,8 @@ class LearnedPlacer(Placer):
       logging.info("%s: one group or one device, nothing to learn",
                    self.name)
       return problem.placement(trivial, placer=self.name)
-    from tfplace.placers.learned_support import start_placement
     from tfplace.rl.search import run_search
-    start = start_placement(problem, self.options.start, seed)
+    start = start_placement(problem, self.options.init, seed)
     logging.info("%s: start %s at %.6g s", self.name, start.source,
                  start.step_time_s)
     if not math.isfinite(start.step_time_s):
@@ -132,7 +133,7 @@ class LearnedPlacer(Placer):
     result = run_search(setup, agent_config(self.options),
                         search_config(self.options), seed)
     placement = problem.placement(result.best_devices, placer=self.name)
-    return placement.with_metadata(extra={"search": _summary(result, start)})
+    return placement.with_metadata(extra={"search": result.summary(start)})
 
 
 def trivial_placement(problem) -> Optional[np.ndarray]:
@@ -199,23 +200,3 @@ def _exporter(problem, placer: str, logdir: Optional[str]):
       write_graph_file(os.path.join(logdir, "best_placement.pbtxt"),
                        placement.to_graph_def(problem.graph))
   return export
-
-
-def _finite(x: float) -> Optional[float]:
-  return float(x) if math.isfinite(x) else None
-
-
-def _summary(result, start, points: int = 8) -> dict:
-  """The search's cost and its best-so-far curve (`points` points)."""
-  curve = result.curve
-  picks = sorted({int(round(k * (len(curve) - 1) / max(points - 1, 1)))
-                  for k in range(points)}) if curve else []
-  return {
-      "curve": [[curve[i].samples, round(curve[i].wall_s, 2),
-                 _finite(curve[i].best_step_time_s),
-                 _finite(curve[i].mean_step_time_s)] for i in picks],
-      "start": start.source, "start_step_time_s": start.step_time_s,
-      "samples": result.samples, "evaluations": result.evaluations,
-      "train_steps": result.train_steps, "wall_time_s": result.wall_time_s,
-      "samples_per_s": result.samples_per_s, "stopped_by": result.stopped_by,
-      "resumed": result.resumed}

@@ -20,8 +20,9 @@ A program that saves the result after an interrupt does so inside
 `tfplace.interrupts.writes_allowed()` (the interrupt is noted, so the
 program still ends with status 130).
 
-`start_placement` resolves the `init` option of the search placers: the best
-of the heuristic placers, one named placer, or a placement file.
+`start_placement` resolves the `init` option of the search and learned
+placers: the best of the heuristic placers, one named placer, or a placement
+file.
 """
 
 import dataclasses

@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfplace.errors import PlacementError
-from tfplace.placers.learned_support import Budget, SearchRun
+from tfplace.placers.search_support import Budget, SearchRun
 from tfplace.rl.environments.placement_environment import PlacementEnvironment
 from tfplace.rl.search_loop import SearchLoop
 
@@ -84,7 +84,7 @@ class CurvePoint:
 
 
 @dataclasses.dataclass(frozen=True)
-class SearchResult:
+class LearnedResult:
   """What a learned search found and what it cost.
 
   Attributes:
@@ -112,6 +112,39 @@ class SearchResult:
   stopped_by: str
   curve: Tuple[CurvePoint, ...]
 
+  def summary(self, start=None, points: int = 8) -> dict:
+    """JSON-ready figures for placement metadata and tables: the keys of
+    the search placers' `SearchResult.summary()` (step times, evaluations,
+    seconds, interrupted), then the learned search's own (samples, train
+    steps, how it stopped, `points` points of its curve: samples, wall s,
+    best and mean step time).
+
+    Args:
+      start: the `StartPlacement` (its source is reported), or None.
+    """
+    curve = self.curve
+    picks = sorted({int(round(k * (len(curve) - 1) / max(points - 1, 1)))
+                    for k in range(points)}) if curve else []
+    return {
+        "step_time_s": _finite(self.best_step_time_s),
+        "start": start.source if start is not None else None,
+        "start_step_time_s": _finite(self.start_step_time_s),
+        "evaluations": self.evaluations,
+        "seconds": round(self.wall_time_s, 3),
+        "evaluations_per_s": round(
+            self.evaluations / max(self.wall_time_s, 1e-9), 1),
+        "interrupted": self.stopped_by == "interrupted",
+        "samples": self.samples, "samples_per_s": self.samples_per_s,
+        "train_steps": self.train_steps, "stopped_by": self.stopped_by,
+        "resumed": self.resumed,
+        "curve": [[curve[i].samples, round(curve[i].wall_s, 2),
+                   _finite(curve[i].best_step_time_s),
+                   _finite(curve[i].mean_step_time_s)] for i in picks]}
+
+
+def _finite(x: float) -> Optional[float]:
+  return float(x) if np.isfinite(x) else None
+
 
 @dataclasses.dataclass
 class LearnedSetup:
@@ -137,7 +170,7 @@ class LearnedSetup:
 
 
 def run_search(setup: LearnedSetup, agent_config, config: SearchConfig,
-               seed: Optional[int] = None) -> SearchResult:
+               seed: Optional[int] = None) -> LearnedResult:
   """Runs (or resumes) a learned search; see the module docstring.
 
   Args:
@@ -147,7 +180,7 @@ def run_search(setup: LearnedSetup, agent_config, config: SearchConfig,
     seed: seeds TensorFlow's and NumPy's random generators.
 
   Returns:
-    The `SearchResult`; its placement is the best feasible one seen.
+    The `LearnedResult`; its placement is the best feasible one seen.
   """
   if seed is not None:
     tf.random.set_seed(seed)
@@ -168,7 +201,7 @@ def _stopped(loop: SearchLoop, elapsed_s: float) -> Optional[str]:
 
 
 def _run(loop: SearchLoop, devices: np.ndarray, step_time_s: float,
-         t0: float) -> SearchResult:
+         t0: float) -> LearnedResult:
   """The budgeted loop: curves, checkpoints, Ctrl-C (via `SearchRun`)."""
   config, env = loop.config, loop.env
   before_s = float(loop.state.elapsed_s.numpy())
@@ -211,14 +244,14 @@ def _loop(loop: SearchLoop, run: SearchRun, curve: List[CurvePoint],
 
 
 def _result(loop: SearchLoop, stopped: str,
-            curve: List[CurvePoint]) -> SearchResult:
+            curve: List[CurvePoint]) -> LearnedResult:
   best = loop.best_step_time_s
   if not np.isfinite(best):
     raise PlacementError("the learned search found no placement that fits "
                          "in memory")
   state = loop.state
   total_s = float(state.elapsed_s.numpy())
-  return SearchResult(
+  return LearnedResult(
       best_devices=state.best_devices.numpy().copy(), best_step_time_s=best,
       start_step_time_s=float(loop.setup.start_step_time_s),
       samples=loop.samples, evaluations=int(state.evaluations.numpy()),
