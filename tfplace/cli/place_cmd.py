@@ -6,7 +6,8 @@ usage: tfplace place GRAPH --cluster CLUSTER --placer NAME
                      [--seed N] [--cost_model NAME] [--loop_trip_counts L=N]
                      [--calibration calibration.json] [--allow_infeasible]
                      [--json]
-       tfplace place GRAPH --cluster CLUSTER --placer colocrl|hierarchical
+       tfplace place GRAPH --cluster CLUSTER
+                     --placer colocrl|hierarchical|placeto
                      [--agent reinforce|ppo] [--budget_s S] [--max_samples N]
                      [--logdir DIR [--resume]] --out placement.json
 
@@ -19,15 +20,15 @@ predicted step time. A placement that does not fit in memory is an error
 (exit 2, nothing written) unless --allow_infeasible.
 
 Search placers (local_search, cross_entropy, cp_sat) and learned placers
-(colocrl, hierarchical) take --budget_s and --init (their budget_s and init
-options) and show a progress bar with the best step time; Ctrl-C stops the
-search, writes the best placement found so far (a complete JSON) and exits
-with status 130. The learned placers' main options have flags of their own
-too (--agent, --max_samples, --logdir, --resume). Each such flag sets the
-placer option of the same name (the flag wins over --placer_options). With
---logdir a learned search writes checkpoints, TensorBoard curves and its best
-placement so far (JSON and placed GraphDef) there; --resume continues a
-killed search.
+(colocrl, hierarchical, placeto) take --budget_s and --init (their budget_s
+and init options) and show a progress bar with the best step time; Ctrl-C
+stops the search, writes the best placement found so far (a complete JSON)
+and exits with status 130. The learned placers' main options have flags of
+their own too (--agent, --max_samples, --logdir, --resume). Each such flag
+sets the placer option of the same name (the flag wins over
+--placer_options). With --logdir a learned search writes checkpoints,
+TensorBoard curves and its best placement so far (JSON and placed GraphDef)
+there; --resume continues a killed search.
 """
 
 import dataclasses

@@ -25,7 +25,8 @@ from tfplace.placers.search_support import Budget, start_placement
 
 COMMON_ATTRIBUTES = """
     agent: "reinforce" (ReinforceAgent) or "ppo" (PPOClipAgent).
-    baseline: REINFORCE's baseline: "moving_average" or "value".
+    baseline: REINFORCE's baseline: "moving_average", "value" or "per_step"
+      (the batch's mean return at the same step).
     budget_s: wall-time budget of the search in seconds (resumes included).
     max_samples: sample budget: placements drawn from the policy.
     batch_size: placements per policy call (one simulate_batch each).
@@ -80,7 +81,7 @@ class LearnedOptions:
 
   def __post_init__(self):
     choices = {"agent": ("reinforce", "ppo"),
-               "baseline": ("moving_average", "value"),
+               "baseline": ("moving_average", "value", "per_step"),
                "reward": ("relative", "neg_sqrt"),
                "memory_rule": ("penalty", "repair"),
                "warm_start": ("imitation", "baseline"),
@@ -113,6 +114,10 @@ class LearnedPlacer(Placer):
     """The `tfplace.rl.search.LearnedSetup` for `problem` from `start`."""
     raise NotImplementedError
 
+  def agent_config(self):
+    """The `tfplace.rl.agents.AgentConfig` of the search."""
+    return agent_config(self.options)
+
   def place(self, problem, seed: Optional[int] = None) -> Placement:
     trivial = trivial_placement(problem)
     if trivial is not None:
@@ -130,7 +135,7 @@ class LearnedPlacer(Placer):
           "memory, or a start placement that fits)")
     setup = self.setup(problem, start, env_config(self.options))
     setup.export_best = _exporter(problem, self.name, self.options.logdir)
-    result = run_search(setup, agent_config(self.options),
+    result = run_search(setup, self.agent_config(),
                         search_config(self.options), seed)
     placement = problem.placement(result.best_devices, placer=self.name)
     return placement.with_metadata(extra={"search": result.summary(start)})

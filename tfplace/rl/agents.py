@@ -5,7 +5,10 @@
     papers': an exponential moving average of the reward) or ``value`` (a
     value network regressed on the rewards); either way the advantage is
     divided by a moving average of the reward's standard deviation, so one
-    learning rate fits every graph and reward shaping.
+    learning rate fits every graph and reward shaping. Baseline
+    ``per_step``: the mean return of the batch's episodes at the same time
+    step (episodes of a batch run in lock step; Placeto's multi-step
+    episodes, whose returns depend on the step), scaled the same way.
   * ``ppo``: `PPOClipAgent` (Schulman et al., 2017) with a value network.
     tf-agents sums log-probabilities over action dimensions, so the
     importance ratio of a placement of U units is a product of U factors; by
@@ -30,7 +33,7 @@ from tf_agents.utils import common
 from tfplace.errors import PlacementError
 
 AGENTS = ("reinforce", "ppo")
-BASELINES = ("moving_average", "value")
+BASELINES = ("moving_average", "value", "per_step")
 PPO_RATIOS = ("per_unit", "joint")
 DEFAULT_LR = {"reinforce": 3e-3, "ppo": 2e-3}
 
@@ -41,7 +44,8 @@ class AgentConfig:
 
   Attributes:
     kind: "reinforce" or "ppo".
-    baseline: REINFORCE's baseline, "moving_average" or "value".
+    baseline: REINFORCE's baseline, "moving_average", "value" or
+      "per_step".
     lr: Adam learning rate; None: `DEFAULT_LR` of the agent (PPO at 1e-2
       collapses; 2e-3 is stable).
     entropy_regularization: weight of the entropy bonus (per unit, summed).
@@ -136,6 +140,11 @@ class PerUnitPPOClipAgent(ppo_clip_agent.PPOClipAgent):
         tf.reduce_sum(weights) + 1e-8)
 
 
+def per_step_advantages(returns: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
+  """Returns [B, T] minus their batch mean at each time step, over `scale`."""
+  return (returns - tf.reduce_mean(returns, axis=0, keepdims=True)) / scale
+
+
 def _optimizer(config: AgentConfig):
   return tf.keras.optimizers.Adam(learning_rate=config.learning_rate)
 
@@ -166,6 +175,8 @@ def make_agent(time_step_spec, action_spec, actor_net, value_net,
     use_value = config.baseline == "value"
     if use_value:
       advantage_fn = lambda r, v: (r - v) / stats.scale()
+    elif config.baseline == "per_step":
+      advantage_fn = lambda r, _: per_step_advantages(r, stats.scale())
     else:
       advantage_fn = lambda r, _: (r - stats.mean) / stats.scale()
     agent = reinforce_agent.ReinforceAgent(

@@ -13,7 +13,6 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
-from tfplace.grouping.group_graph import build_group_graph
 from tfplace.grouping.memory import MemoryBudget
 from tfplace.rl import coarse
 from tfplace.rl import features as features_lib
@@ -88,9 +87,9 @@ def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
   from tfplace.rl.networks.seq2seq_placer import Seq2SeqPlacerNetwork
   from tfplace.rl.networks.value_network import GraphValueNetwork
   memory = group_memory(problem)
-  unit_of = coarse.units(problem.groups, start_devices, config.num_chunks)
-  unit_graph = build_group_graph(problem.graph, problem.costs,
-                       unit_of[problem.groups.group_of])
+  unit_graph, unit_of = coarse.unit_group_graph(
+      problem.graph, problem.costs, problem.groups,
+      coarse.units(problem.groups, start_devices, config.num_chunks))
   values = features_lib.group_features(problem.graph, unit_graph).values
   env = _environment(problem, UnitCodec(unit_of, memory.allowed),
                      start_step_time_s, config)

@@ -14,12 +14,14 @@ two steps:
      "the part of chunk c on device d".
 """
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
+from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import PlacementError
-from tfplace.grouping.group_graph import GroupGraph
+from tfplace.graph.op_graph import OpGraph
+from tfplace.grouping.group_graph import GroupGraph, build_group_graph
 
 
 def renumber(labels: np.ndarray, order: Optional[np.ndarray] = None
@@ -72,3 +74,15 @@ def units(groups: GroupGraph, start_devices: np.ndarray,
                          f"the graph has {groups.num_groups}")
   chunks = topo_chunks(groups, min(num_chunks, groups.num_groups))
   return split_by_devices(chunks, start_devices, groups.topo_order())
+
+
+def unit_group_graph(graph: OpGraph, costs: OpCosts, groups: GroupGraph,
+                     unit_of: np.ndarray) -> Tuple[GroupGraph, np.ndarray]:
+  """The group graph of the units, and `unit_of` [G] renumbered as it
+  numbers them (`build_group_graph` numbers groups by their first op, not
+  by `unit_of`'s ids), so that unit u of an action is row u of the unit
+  graph's features."""
+  unit_graph = build_group_graph(graph, costs, np.asarray(unit_of)[
+      groups.group_of])
+  first = np.array([members[0] for members in groups.members], np.int64)
+  return unit_graph, unit_graph.group_of[first].astype(np.int32)

@@ -159,6 +159,8 @@ class LearnedSetup:
     signature: the problem's identity, for checkpoints.
     export_best: called with (devices, step time) at each checkpoint where
       the best-so-far changed, and at the end.
+    loop_class: the `SearchLoop` subclass that runs it (None: `SearchLoop`,
+      one-step episodes; Placeto's progressive episodes bring their own).
   """
   env: PlacementEnvironment
   actor_net: object
@@ -167,6 +169,7 @@ class LearnedSetup:
   start_step_time_s: float
   signature: Dict[str, object]
   export_best: Optional[Callable[[np.ndarray, float], None]] = None
+  loop_class: Optional[type] = None
 
 
 def run_search(setup: LearnedSetup, agent_config, config: SearchConfig,
@@ -187,7 +190,7 @@ def run_search(setup: LearnedSetup, agent_config, config: SearchConfig,
     np.random.seed(seed)
   t0 = time.time()
   with tf.device("/CPU:0"):
-    loop = SearchLoop(setup, agent_config, config)
+    loop = (setup.loop_class or SearchLoop)(setup, agent_config, config)
     devices, step_time_s = loop.start()
     return _run(loop, devices, step_time_s, t0)
 

@@ -51,7 +51,7 @@ evaluates many placements in one call, which is what the learned placers use.
 """
 
 import copy
-from typing import Optional
+from typing import Optional, Tuple
 
 import numba
 import numpy as np
@@ -183,16 +183,18 @@ class Simulator:
       ids[..., self._fed] = self._feed_device  # fed where the client is
     return ids
 
-  def _run_one(self, dev: np.ndarray, arrays: kernel_arrays.GraphArrays):
+  def _run_one(self, dev: np.ndarray, arrays: kernel_arrays.GraphArrays,
+               stop_on_oom: bool = False):
     """Simulates `dev` in this simulator's `Work` for `arrays` (reused by
-    every call: the caller copies what it keeps)."""
+    every call: the caller copies what it keeps); with `stop_on_oom`, an
+    out-of-memory placement stops early (its schedule is incomplete)."""
     g, c = self._kernel_args[id(arrays)]
     work = self._works.get(id(arrays))
     if work is None:
       work = kernel_state.new_work(arrays.num_ops, arrays.num_entries,
                              self.cluster.num_devices)
       self._works[id(arrays)] = work
-    step, status, nx, moved = kernel.run_one(dev, g, c, work, False,
+    step, status, nx, moved = kernel.run_one(dev, g, c, work, stop_on_oom,
                                              arrays is not self._all)
     return step, status, nx, moved, work
 
@@ -279,6 +281,32 @@ class Simulator:
       return kernel.run_batch_parallel(devs, g, c, strict, threads)
     finally:
       numba.set_num_threads(previous)
+
+  def simulate_batch_start_times(self, device_ids: np.ndarray
+                                 ) -> Tuple[np.ndarray, np.ndarray]:
+    """Step times and op start times of a batch of placements.
+
+    What Placeto's progressive placer reads of the schedule: when each op
+    starts under the current placement. Step times as `simulate_batch`;
+    every op is simulated, as with `simulate(..., record_schedule=True)`,
+    so the start times are those of its schedule (one row at a time: dearer
+    per placement than `simulate_batch`).
+
+    Args:
+      device_ids: int [B, M].
+
+    Returns:
+      (float64 [B] step times, inf where infeasible; float64 [B, M] start
+      time of each op in seconds, 0 in rows that are infeasible).
+    """
+    devs = self._check_ids(np.atleast_2d(device_ids))
+    times, starts = np.full(len(devs), np.inf), np.zeros(devs.shape)
+    for r, dev in enumerate(devs):
+      step, status, _, _, work = self._run_one(dev, self._all,
+                                               stop_on_oom=True)
+      if status == kernel.OK:
+        times[r], starts[r] = step, work.start
+    return times + self._run_overheads(devs), starts
 
 
 def _with_schedule(result: SimResult, dev, start, end, t_prod, t_bytes,

@@ -3,5 +3,7 @@
 `seq2seq_placer.Seq2SeqPlacerNetwork` (ColocRL's attentional LSTM placer),
 `hierarchical_network.HierarchicalNetwork` (the hierarchical planner's grouper
 and placer, trained jointly), `value_network.GraphValueNetwork` (the value
-baseline) and `heads` (masked categorical output heads).
+baseline), `heads` (masked categorical output heads), and Placeto's
+`placeto_network.PlacetoNetwork` / `PlacetoValueNetwork` over
+`graph_embedding` (message passing, pooled summaries) and `placeto_inputs`.
 """
