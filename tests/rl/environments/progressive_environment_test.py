@@ -60,7 +60,10 @@ def test_an_episode_replaces_each_group_once(two_groups):
   mid = env.step(np.array([1, 1, 0]))  # Group a (step 0) moves, or stays.
   assert mid.step_type.tolist() == [ts.StepType.MID] * 3
   np.testing.assert_allclose(mid.reward, [0.5, 0.5, 0.0])  # 20 s -> 10 s.
-  assert env.evaluator.num_evaluations == evaluations + 2  # Not the stay.
+  # Episodes 0 and 1 reached the same placement: simulated once. Episode 2
+  # kept its placement: not evaluated.
+  assert env.evaluator.num_evaluations == evaluations + 1
+  assert env.placements_evaluated == 2
   np.testing.assert_array_equal(mid.observation["devices"],
                                 [[1, 0], [1, 0], [0, 0]])
   np.testing.assert_allclose(mid.observation["start_s"][0], [0.0, 0.0])
@@ -72,6 +75,11 @@ def test_an_episode_replaces_each_group_once(two_groups):
   np.testing.assert_allclose(env.last_rewards, [0.9, 0.5, 0.5])
   np.testing.assert_array_equal(env.last_devices, [[1, 1], [1, 0], [0, 1]])
   assert env.unsimulated_finals == 1  # Episode 1 kept b where it was.
+  assert env.evaluator.num_evaluations == evaluations + 3
+  env.reset()
+  env.step(np.array([1, 0, 1]))  # [1, 0] again: from the memo.
+  assert env.evaluator.num_evaluations == evaluations + 3
+  assert env.evaluator.num_memo_hits >= 2
   assert env.reset().observation["devices"].tolist() == [[0, 0]] * 3
 
 
