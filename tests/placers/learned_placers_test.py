@@ -5,29 +5,13 @@ import tfplace  # noqa: F401  (before TensorFlow)
 import json
 import os
 
-import numpy as np
 import pytest
+import search_testlib as lib
 
-from tfplace.cost.op_costs import OpCosts
-from tfplace.cost.presets import cpu_cluster
 from tfplace.errors import PlacementError
-from tfplace.graph.op_graph import Edge, Op, OpGraph
 from tfplace.pipeline import run_placer
 from tfplace.placers.base import PlacerKind
-from tfplace.placers.problem import PlacementProblem
 from tfplace.placers.registry import get_placer, list_placers
-
-
-def chain(num_ops=10, num_devices=3, memory_bytes=8e9):
-  """A chain of ops taking 1 s each, 1 MB edges over a slow link."""
-  ops = [Op(f"op{i}", "MatMul", output_bytes=(1000,), param_bytes=100)
-         for i in range(num_ops)]
-  edges = [Edge(i, i + 1, 0, 1000) for i in range(num_ops - 1)]
-  graph = OpGraph(ops, edges, graph_def=None, name="chain")
-  costs = OpCosts(np.ones((num_ops, num_devices)), graph.param_bytes,
-                  graph.output_bytes)
-  cluster = cpu_cluster(num_devices, memory_bytes=memory_bytes, bandwidth=1e6)
-  return PlacementProblem(graph, cluster, costs)
 
 
 def test_registered_as_learned_with_options():
@@ -45,16 +29,17 @@ def test_registered_as_learned_with_options():
 
 @pytest.mark.parametrize("name", ["colocrl", "hierarchical"])
 def test_one_device_or_one_group_returns_at_once(name):
-  one_device = chain(num_devices=1)
+  one_device = lib.chain_problem(num_devices=1)
   placement = get_placer(name).place(one_device)
   assert set(placement.devices.values()) == set(one_device.cluster.device_names)
-  one_group = chain(num_ops=1)
+  one_group = lib.chain_problem(num_ops=1)
   placement = get_placer(name).place(one_group)
   assert len(placement.devices) == 1
 
 
 def test_nothing_fits_is_a_clear_error():
-  problem = chain(memory_bytes=500)  # 1,000 B of parameters, 500 B each.
+  # 1,000 B of parameters, 500 B a device.
+  problem = lib.chain_problem(memory_bytes=500)
   with pytest.raises(PlacementError, match="does not fit in memory: nothing feasible"):
     get_placer("colocrl", "budget_s=5").place(problem)
 
@@ -63,7 +48,7 @@ def test_nothing_fits_is_a_clear_error():
                                          ("hierarchical", "ppo")])
 def test_short_search_returns_a_feasible_placement_no_slower_than_start(
     name, agent, tmp_path):
-  problem = chain()
+  problem = lib.chain_problem()
   logdir = str(tmp_path / name)
   placer = get_placer(name, {
       "agent": agent, "budget_s": 60, "max_samples": 64, "batch_size": 32,

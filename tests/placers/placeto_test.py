@@ -5,29 +5,13 @@ import tfplace  # noqa: F401  (before TensorFlow)
 import json
 import os
 
-import numpy as np
 import pytest
+import search_testlib as lib
 
-from tfplace.cost.op_costs import OpCosts
-from tfplace.cost.presets import cpu_cluster
 from tfplace.errors import PlacementError
-from tfplace.graph.op_graph import Edge, Op, OpGraph
 from tfplace.pipeline import run_placer
 from tfplace.placers.base import PlacerKind
-from tfplace.placers.problem import PlacementProblem
 from tfplace.placers.registry import get_placer, list_placers
-
-
-def chain(num_ops=10, num_devices=3):
-  """A chain of ops taking 1 s each, 1 kB edges over a slow link."""
-  ops = [Op(f"op{i}", "MatMul", output_bytes=(1000,), param_bytes=100)
-         for i in range(num_ops)]
-  edges = [Edge(i, i + 1, 0, 1000) for i in range(num_ops - 1)]
-  graph = OpGraph(ops, edges, graph_def=None, name="chain")
-  costs = OpCosts(np.ones((num_ops, num_devices)), graph.param_bytes,
-                  graph.output_bytes)
-  cluster = cpu_cluster(num_devices, bandwidth=1e6)
-  return PlacementProblem(graph, cluster, costs)
 
 
 def test_registered_as_learned_with_options():
@@ -47,14 +31,15 @@ def test_registered_as_learned_with_options():
 
 
 def test_one_device_or_one_group_returns_at_once():
-  placement = get_placer("placeto").place(chain(num_devices=1))
+  placement = get_placer("placeto").place(lib.chain_problem(num_devices=1))
   assert len(set(placement.devices.values())) == 1
-  assert len(get_placer("placeto").place(chain(num_ops=1)).devices) == 1
+  one_group = lib.chain_problem(num_ops=1)
+  assert len(get_placer("placeto").place(one_group).devices) == 1
 
 
 def test_short_search_returns_a_feasible_placement_no_slower_than_start(
     tmp_path):
-  problem = chain()
+  problem = lib.chain_problem()
   logdir = str(tmp_path / "placeto")
   placer = get_placer("placeto", {
       "agent": "reinforce", "budget_s": 60, "max_samples": 48,

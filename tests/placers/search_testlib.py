@@ -6,6 +6,7 @@ from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.presets import cpu_cluster
 from tfplace.graph.op_graph import Edge, Op, OpGraph
 from tfplace.grouping.group_graph import build_group_graph
+from tfplace.placers.problem import PlacementProblem
 from tfplace.placers.search_support import SearchSpace
 from tfplace.simulator.simulator import Simulator
 
@@ -45,3 +46,16 @@ def space(graph, costs, memory_bytes=1e12, latency_s=0.0, bandwidth=1e10):
 
   capacity = np.array([d.memory_bytes for d in cluster.devices], float)
   return SearchSpace(groups, evaluate, capacity), sim, cluster
+
+
+def chain_problem(num_ops=10, num_devices=3, memory_bytes=8e9):
+  """The learned placers' chain: ops of 1 s each, 100 B of parameters, 1 kB
+  edges over a slow (1 MB/s) link, as a `PlacementProblem`."""
+  ops = [Op(f"op{i}", "MatMul", output_bytes=(1000,), param_bytes=100)
+         for i in range(num_ops)]
+  edges = [Edge(i, i + 1, 0, 1000) for i in range(num_ops - 1)]
+  graph = OpGraph(ops, edges, graph_def=None, name="chain")
+  costs = OpCosts(np.ones((num_ops, num_devices)), graph.param_bytes,
+                  graph.output_bytes)
+  cluster = cpu_cluster(num_devices, memory_bytes=memory_bytes, bandwidth=1e6)
+  return PlacementProblem(graph, cluster, costs)

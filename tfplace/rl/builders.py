@@ -66,17 +66,43 @@ def _environment(problem, codec, reference_s: float,
                               config.reward)
 
 
-def _signature(problem, kind: str, env: PlacementEnvironment,
-               extra: Optional[Dict[str, object]]) -> Dict[str, object]:
-  shapes = [[*spec.shape, int(spec.maximum) + 1]
-            for spec in tf.nest.flatten(env.action_spec())]
-  signature = {
+def signature(problem, kind: str, extra: Optional[Dict[str, object]],
+              **fields) -> Dict[str, object]:
+  """A learned search's checkpoint signature: the problem's identity
+  (graph, cluster, groups), the placer `kind`, its `fields`, then `extra`."""
+  out = {
       "placer": kind, "graph": problem.graph.fingerprint,
       "num_ops": problem.graph.num_ops,
       "cluster": list(problem.cluster.device_names),
-      "num_groups": problem.groups.num_groups, "action": shapes}
-  signature.update(extra or {})
-  return signature
+      "num_groups": problem.groups.num_groups, **fields}
+  out.update(extra or {})
+  return out
+
+
+def chunk_units(problem, start_devices: np.ndarray, num_chunks: int):
+  """ColocRL's (and Placeto's) units: topological chunks of the colocation
+  groups split by the start placement's devices. Returns (the units' group
+  graph, int32 [G] unit of each colocation group, numbered as that graph
+  numbers them)."""
+  return coarse.unit_group_graph(
+      problem.graph, problem.costs, problem.groups,
+      coarse.units(problem.groups, start_devices, num_chunks))
+
+
+def _one_shot_setup(problem, kind: str, env: PlacementEnvironment, actor,
+                    values: np.ndarray, start_devices: np.ndarray,
+                    start_step_time_s: float,
+                    extra: Optional[Dict[str, object]]) -> LearnedSetup:
+  """The `LearnedSetup` of a one-shot placer (value network on `values`)."""
+  from tfplace.rl.networks.value_network import GraphValueNetwork
+  obs_spec = tensor_spec.from_spec(env.observation_spec())
+  shapes = [[*spec.shape, int(spec.maximum) + 1]
+            for spec in tf.nest.flatten(env.action_spec())]
+  return LearnedSetup(
+      env=env, actor_net=actor, value_net=GraphValueNetwork(obs_spec, values),
+      start_devices=np.asarray(start_devices, np.int32),
+      start_step_time_s=float(start_step_time_s),
+      signature=signature(problem, kind, extra, action=shapes))
 
 
 def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
@@ -85,11 +111,8 @@ def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
                   ) -> LearnedSetup:
   """ColocRL: units = topological chunks split by the start placement."""
   from tfplace.rl.networks.seq2seq_placer import Seq2SeqPlacerNetwork
-  from tfplace.rl.networks.value_network import GraphValueNetwork
   memory = group_memory(problem)
-  unit_graph, unit_of = coarse.unit_group_graph(
-      problem.graph, problem.costs, problem.groups,
-      coarse.units(problem.groups, start_devices, config.num_chunks))
+  unit_graph, unit_of = chunk_units(problem, start_devices, config.num_chunks)
   values = features_lib.group_features(problem.graph, unit_graph).values
   env = _environment(problem, UnitCodec(unit_of, memory.allowed),
                      start_step_time_s, config)
@@ -98,11 +121,8 @@ def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
       env.action_spec()), values, unit_graph.topo_order(), config.hidden,
                                  shared_logits=config.shared_logits,
                                  bias_scale=config.bias_scale)
-  return LearnedSetup(
-      env=env, actor_net=actor, value_net=GraphValueNetwork(obs_spec, values),
-      start_devices=np.asarray(start_devices, np.int32),
-      start_step_time_s=start_step_time_s,
-      signature=_signature(problem, "colocrl", env, extra_signature))
+  return _one_shot_setup(problem, "colocrl", env, actor, values, start_devices,
+                         start_step_time_s, extra_signature)
 
 
 def hierarchical_setup(problem, start_devices: np.ndarray,
@@ -112,7 +132,6 @@ def hierarchical_setup(problem, start_devices: np.ndarray,
                        ) -> LearnedSetup:
   """The hierarchical planner over the colocation groups."""
   from tfplace.rl.networks.hierarchical_network import HierarchicalNetwork
-  from tfplace.rl.networks.value_network import GraphValueNetwork
   groups = problem.groups
   memory = group_memory(problem)
   num = config.num_groups or min(256, 20 * problem.cluster.num_devices)
@@ -125,8 +144,5 @@ def hierarchical_setup(problem, start_devices: np.ndarray,
       env.action_spec()), values, config.hidden,
                                  shared_logits=config.shared_logits,
                                  bias_scale=config.bias_scale)
-  return LearnedSetup(
-      env=env, actor_net=actor, value_net=GraphValueNetwork(obs_spec, values),
-      start_devices=np.asarray(start_devices, np.int32),
-      start_step_time_s=start_step_time_s,
-      signature=_signature(problem, "hierarchical", env, extra_signature))
+  return _one_shot_setup(problem, "hierarchical", env, actor, values,
+                         start_devices, start_step_time_s, extra_signature)

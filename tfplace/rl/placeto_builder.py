@@ -17,8 +17,7 @@ import numpy as np
 from tf_agents.specs import tensor_spec
 
 from tfplace.errors import PlacementError
-from tfplace.rl import coarse
-from tfplace.rl.builders import group_memory
+from tfplace.rl.builders import chunk_units, group_memory, signature
 from tfplace.rl.environments.codecs import UnitCodec
 from tfplace.rl.environments.progressive_environment import (
     ProgressiveEnvironment, RewardMode)
@@ -69,20 +68,6 @@ def _evaluator(problem, codec: UnitCodec) -> ScheduleEvaluator:
           groups.expand(devices)))
 
 
-def _signature(problem, env: ProgressiveEnvironment, config: ProgressiveConfig,
-               extra: Optional[Dict[str, object]]) -> Dict[str, object]:
-  signature = {
-      "placer": "placeto", "graph": problem.graph.fingerprint,
-      "num_ops": problem.graph.num_ops,
-      "cluster": list(problem.cluster.device_names),
-      "num_groups": problem.groups.num_groups,
-      "units": int(env.num_steps), "reward_mode": config.reward_mode,
-      "schedule_features": config.schedule_features,
-      "hidden": config.hidden, "rounds": config.rounds}
-  signature.update(extra or {})
-  return signature
-
-
 def placeto_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
                   config: ProgressiveConfig = ProgressiveConfig(),
                   extra_signature: Optional[Dict[str, object]] = None
@@ -98,11 +83,8 @@ def placeto_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
   """
   from tfplace.rl.networks.placeto_network import (PlacetoNetwork,
                                                    PlacetoValueNetwork)
-  memory = group_memory(problem)
-  unit_graph, unit_of = coarse.unit_group_graph(
-      problem.graph, problem.costs, problem.groups,
-      coarse.units(problem.groups, start_devices, config.num_chunks))
-  codec = UnitCodec(unit_of, memory.allowed)
+  unit_graph, unit_of = chunk_units(problem, start_devices, config.num_chunks)
+  codec = UnitCodec(unit_of, group_memory(problem).allowed)
   view = build_progressive_graph(problem.graph, unit_graph, start_step_time_s)
   env = ProgressiveEnvironment(
       _evaluator(problem, codec), view.order, codec.encode(start_devices),
@@ -117,5 +99,9 @@ def placeto_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
       value_net=PlacetoValueNetwork(obs_spec, view, config.hidden),
       start_devices=np.asarray(start_devices, np.int32),
       start_step_time_s=float(start_step_time_s),
-      signature=_signature(problem, env, config, extra_signature),
+      signature=signature(
+          problem, "placeto", extra_signature, units=int(env.num_steps),
+          reward_mode=config.reward_mode,
+          schedule_features=config.schedule_features, hidden=config.hidden,
+          rounds=config.rounds),
       loop_class=ProgressiveSearchLoop)
