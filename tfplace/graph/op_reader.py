@@ -33,10 +33,11 @@ def _warn_unknown() -> None:
   if not _warned_unknown_dims[0]:
     _warned_unknown_dims[0] = True
     logging.warning(
-        "some tensor shapes have unknown dimensions (a placeholder's batch "
-        "dimension?): they are costed as `unknown_dim` (default 1); give the "
-        "batch size (--batch_size N, or import_graph(..., batch_size=N)) or "
-        "the placeholders' shapes (--input_shapes, input_shapes=)")
+        "some tensor shapes have unknown dimensions: they are costed as "
+        "`unknown_dim` (default 1). Where a placeholder's batch dimension is "
+        "unknown, give the batch size (--batch_size N, or "
+        "import_graph(..., batch_size=N)) or the placeholders' shapes "
+        "(--input_shapes, input_shapes=)")
 
 
 def tensor_bytes(dtype, shape: Sequence[int]) -> int:
