@@ -77,3 +77,28 @@ def test_the_best_step_time_curve_goes_to_tf_summary(tmp_path):
         values.append((event.step, float(tf.make_ndarray(value.tensor))))
   assert [v[0] for v in values] == [h[0] for h in history]
   assert values[-1][1] == pytest.approx(history[-1][2])
+
+
+@pytest.mark.parametrize("placer", ["local_search", "cross_entropy"])
+def test_candidates_are_distinct_and_ranked_on_the_simulator(placer):
+  from tfplace.placers.problem import PlacementProblem
+  graph, cluster = towers(num_towers=3, layers=3, seed=4), load_cluster("k80x4")
+  problem = PlacementProblem.build(graph, cluster)
+  options = {"max_evaluations": 200, "init": "round_robin", "progress": False,
+             "coarsen_k": 24}
+  candidates = get_placer(placer, options).place_candidates(problem, 5, 0)
+  assert len(candidates) == 5
+  arrays = [c.to_array(graph, cluster) for c in candidates]
+  assert len({a.tobytes() for a in arrays}) == 5
+  times = [pipeline.evaluate(problem, c).step_time_s for c in candidates]
+  assert times == sorted(times)  # the best first, then fastest first
+  assert "search" in candidates[0].metadata.extra
+  best = pipeline.place(graph, cluster, placer, options=options, seed=0)
+  assert best.devices == candidates[0].devices
+
+
+def test_a_one_pass_placer_has_one_candidate():
+  from tfplace.placers.problem import PlacementProblem
+  graph, cluster = towers(num_towers=2, layers=2, seed=1), load_cluster("k80x2")
+  problem = PlacementProblem.build(graph, cluster)
+  assert len(get_placer("m_etf").place_candidates(problem, 5)) == 1

@@ -13,12 +13,15 @@ in `tfplace.placers.registry`) that declares
 and implements `place(problem, seed)`, which returns a `Placement` of the
 problem's graph on its cluster. The pipeline (`tfplace.pipeline`) validates
 the placement and simulates it; a placer need not do either.
+`place_candidates(problem, k, seed)` gives up to k distinct placements, best
+first (a search keeps its k best; a one-pass placer has one): what a
+verification on real runs measures.
 """
 
 import abc
 import dataclasses
 import enum
-from typing import TYPE_CHECKING, ClassVar, Optional
+from typing import TYPE_CHECKING, ClassVar, List, Optional
 
 from tfplace.placement import Placement
 
@@ -74,3 +77,13 @@ class Placer(abc.ABC):
   def place(self, problem: "PlacementProblem",
             seed: Optional[int] = None) -> Placement:
     """Returns a placement of `problem.graph` on `problem.cluster`."""
+
+  def place_candidates(self, problem: "PlacementProblem", k: int,
+                       seed: Optional[int] = None) -> List[Placement]:
+    """Up to `k` distinct placements, the one `place` returns first.
+
+    A one-pass placer has one; search placers return the best distinct
+    placements their search saw.
+    """
+    del k  # One placement.
+    return [self.place(problem, seed)]

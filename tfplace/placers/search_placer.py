@@ -17,7 +17,7 @@ import abc
 import dataclasses
 import textwrap
 import time
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 
@@ -119,6 +119,13 @@ class SearchPlacer(Placer, abc.ABC):
                                self.options.max_evaluations)
 
   def place(self, problem, seed: Optional[int] = None) -> Placement:
+    return self.place_candidates(problem, 1, seed)[0]
+
+  def place_candidates(self, problem, k: int,
+                       seed: Optional[int] = None) -> List[Placement]:
+    """The best placement (as `place`), then up to k - 1 other distinct
+    placements the search saw, fastest first on the simulator (the start
+    among them when it is one of the fastest)."""
     self.budget()  # A bad budget fails before any work.
     t0 = time.perf_counter()
     options = self.options
@@ -141,7 +148,28 @@ class SearchPlacer(Placer, abc.ABC):
       write_curve(options.summary_dir, result)
     placement = problem.placement(fine, self.name)
     extra = dict(placement.metadata.extra, search=summary)
-    return placement.with_metadata(extra=extra)
+    best = placement.with_metadata(extra=extra)
+    return [best] + self._others(problem, result, context, start, fine, k)
+
+  def _others(self, problem, result: SearchResult, context: SearchContext,
+              start: StartPlacement, best: np.ndarray,
+              k: int) -> List[Placement]:
+    """Up to k - 1 placements of `result.top` and the start, other than
+    `best`, fastest first."""
+    ranked = [(t, d[context.fine_of]) for d, t in result.top]
+    ranked.append((start.step_time_s, start.group_devices))
+    ranked.sort(key=lambda pair: pair[0])
+    seen, out = {best.astype(np.int32).tobytes()}, []
+    for t, devices in ranked:
+      if len(out) >= k - 1:
+        break
+      key = devices.astype(np.int32).tobytes()
+      if not np.isfinite(t) or key in seen:
+        continue
+      seen.add(key)
+      out.append(problem.placement(devices, self.name).with_metadata(
+          extra={"candidate_of": self.name}))
+    return out
 
   def _context(self, problem, start: StartPlacement,
                seed: Optional[int]) -> SearchContext:

@@ -20,6 +20,10 @@ A program that saves the result after an interrupt does so inside
 `tfplace.interrupts.writes_allowed()` (the interrupt is noted, so the
 program still ends with status 130).
 
+The run also keeps the `keep_top` best *distinct* feasible placements it
+saw (`SearchResult.top`): a verification on real runs
+(`tfplace.real.verify`) measures them, not only the best.
+
 `start_placement` resolves the `init` option of the search and learned
 placers: the best of the heuristic placers, one named placer, or a placement
 file.
@@ -42,6 +46,10 @@ from tfplace.errors import PlacementError
 from tfplace.grouping.group_graph import GroupGraph
 
 Evaluator = Callable[[np.ndarray], np.ndarray]
+
+# Distinct placements a SearchRun keeps besides the best (the most
+# `tfplace place --verify_top_k` may ask for).
+KEEP_TOP = 16
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -144,6 +152,8 @@ class SearchResult:
     history: the best step time each time it improved.
     interrupted: True if Ctrl-C stopped the search.
     extra: algorithm-specific figures (e.g. CP-SAT's bound and gap).
+    top: the best distinct feasible placements seen, best first, as
+      (group devices int32 [G], step time) pairs (at most `keep_top`).
   """
   group_devices: np.ndarray
   step_time_s: float
@@ -153,6 +163,7 @@ class SearchResult:
   history: Tuple[SearchPoint, ...]
   interrupted: bool = False
   extra: Mapping[str, object] = dataclasses.field(default_factory=dict)
+  top: Tuple[Tuple[np.ndarray, float], ...] = ()
 
   @property
   def evaluations_per_s(self) -> float:
@@ -182,7 +193,8 @@ class SearchRun:
 
   def __init__(self, evaluate: Evaluator, budget: Budget,
                start: np.ndarray, start_step_time_s: Optional[float] = None,
-               desc: str = "search", progress: bool = True):
+               desc: str = "search", progress: bool = True,
+               keep_top: int = KEEP_TOP):
     """Args:
       evaluate: group devices int [B, G] -> step times float [B].
       budget: when to stop.
@@ -191,6 +203,7 @@ class SearchRun:
         which counts as one evaluation).
       desc: the progress bar's label.
       progress: show a tqdm bar.
+      keep_top: distinct feasible placements to keep (`SearchResult.top`).
     """
     self._evaluate, self.budget = evaluate, budget
     self._start = np.asarray(start, dtype=np.int32).copy()
@@ -201,6 +214,7 @@ class SearchRun:
     self.evaluations = 0
     self.history = []
     self.interrupted = False
+    self._top = TopPlacements(keep_top)
     self._t0 = None
     self._bar = None
     self._previous_handler = None
@@ -283,6 +297,7 @@ class SearchRun:
 
   def _offer(self, candidates: np.ndarray, times: np.ndarray) -> None:
     self.evaluations += len(times)
+    self._top.offer(candidates, times)
     best = int(np.argmin(times)) if len(times) else -1
     if best >= 0 and math.isfinite(times[best]) and (
         times[best] < self.best_step_time_s):
@@ -303,7 +318,44 @@ class SearchRun:
         start_step_time_s=self.start_step_time_s,
         evaluations=self.evaluations, seconds=self.elapsed_s,
         history=tuple(self.history), interrupted=self.interrupted,
-        extra=extra)
+        extra=extra, top=self._top.best())
+
+
+class TopPlacements:
+  """The `k` fastest distinct feasible placements offered so far.
+
+  Cheap on every batch: only rows faster than the k-th kept are hashed.
+  """
+
+  def __init__(self, k: int):
+    self.k = max(0, int(k))
+    self._kept = {}  # placement bytes -> (step time, devices)
+
+  def _worst(self) -> float:
+    if len(self._kept) < self.k:
+      return math.inf
+    return max(t for t, _ in self._kept.values())
+
+  def offer(self, candidates: np.ndarray, times: np.ndarray) -> None:
+    """Offers placements [B, G] with their step times [B]."""
+    if self.k == 0 or not len(times):
+      return
+    for row in np.flatnonzero(np.isfinite(times) & (times < self._worst())):
+      t = float(times[row])
+      if t >= self._worst():
+        continue
+      key = candidates[row].astype(np.int32).tobytes()
+      if key in self._kept:
+        continue
+      self._kept[key] = (t, candidates[row].astype(np.int32).copy())
+      if len(self._kept) > self.k:
+        drop = max(self._kept, key=lambda k: self._kept[k][0])
+        del self._kept[drop]
+
+  def best(self) -> Tuple[Tuple[np.ndarray, float], ...]:
+    """(devices, step time) pairs, fastest first."""
+    kept = sorted(self._kept.values(), key=lambda v: v[0])
+    return tuple((devices.copy(), t) for t, devices in kept)
 
 
 # ---- the start placement ------------------------------------------------------
