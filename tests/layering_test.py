@@ -3,7 +3,7 @@
 Stages, in pipeline order (WORKSPACE_NOTES.md, "Architecture"):
 
     graph → cost → placement → simulator → grouping → placers (+ rl)
-      → pipeline → measurement → trace → apply → experiments → cli
+      → pipeline → measurement → real → trace → apply → experiments → cli
 
 `errors`, `io_utils`, `device_names`, `interrupts` and `units` are base modules
 anyone may import; `models` (benchmark graph builders) imports only `graph`.
@@ -17,7 +17,7 @@ import pytest
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "tfplace")
 STAGES = ["graph", "cost", "placement", "simulator", "grouping",
-          "placers", "pipeline", "measurement", "trace", "apply",
+          "placers", "pipeline", "measurement", "real", "trace", "apply",
           "experiments", "cli"]
 SAME_STAGE = {"rl": "placers"}
 BASE = {"errors", "io_utils", "device_names", "interrupts", "units"}

@@ -45,6 +45,8 @@ _API = {
     "summarize": "tfplace.trace.summary",
     "build_model": "tfplace.models.registry",
     "apply": "tfplace.apply",
+    "verify_top_k": "tfplace.real.verify",
+    "VerifySettings": "tfplace.real.verify",
 }
 
 

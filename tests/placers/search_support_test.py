@@ -87,19 +87,19 @@ def test_the_run_keeps_the_k_best_distinct_feasible_placements():
   with SearchRun(_sum_of_devices, Budget(evaluations=100), np.array([2, 2]),
                  progress=False, keep_top=3) as run:
     run.evaluate(np.array([[2, 2], [1, 2], [2, 1], [3, 0]]))  # repeat, inf
-    run.evaluate(np.array([[1, 2], [0, 2], [2, 2], [0, 0]]))
+    run.evaluate(np.array([[1, 2], [0, 2], [2, 2], [1, 1]]))
   top = run.result().top
-  assert [t for _, t in top] == [0.0, 2.0, 3.0]
-  # [1, 2] and [2, 1] tie at 3: the first of the slowest kept is dropped.
-  assert [d.tolist() for d, _ in top] == [[0, 0], [0, 2], [2, 1]]
-  assert len({d.tobytes() for d, _ in top}) == 3
+  # [1, 2] and [2, 1] tie at 3, [0, 2] and [1, 1] at 2: the first kept.
+  assert [(d.tolist(), t) for d, t in top] == [([0, 2], 2.0), ([1, 2], 3.0),
+                                               ([2, 2], 4.0)]
 
 
-def test_top_placements_drop_the_slowest_and_ignore_repeats():
+def test_top_placements_drop_the_slowest_and_ignore_ties():
   top = TopPlacements(2)
   top.offer(np.array([[1, 1], [2, 2]]), np.array([5.0, 4.0]))
-  top.offer(np.array([[2, 2], [0, 1]]), np.array([4.0, 4.5]))
+  top.offer(np.array([[2, 0], [0, 1]]), np.array([4.0, 4.5]))
   assert [(d.tolist(), t) for d, t in top.best()] == [([2, 2], 4.0),
                                                       ([0, 1], 4.5)]
-  top.offer(np.array([[0, 0]]), np.array([math.inf]))
-  assert len(top.best()) == 2 and TopPlacements(0).best() == ()
+  top.offer(np.array([[0, 0], [1, 0]]), np.array([math.inf, 1.0]))
+  assert [t for _, t in top.best()] == [1.0, 4.0]
+  assert TopPlacements(0).best() == ()

@@ -5,6 +5,8 @@ usage: tfplace place GRAPH --cluster CLUSTER --placer NAME
                      [--budget_s S] [--init best_heuristic|PLACER|p.json]
                      [--seed N] [--cost_model NAME] [--loop_trip_counts L=N]
                      [--calibration calibration.json] [--allow_infeasible]
+                     [--verify_top_k K --target STATE|SPEC|grpc://...|local
+                      [--verify_rounds 3] [--verify_steps 5]]
                      [--json]
        tfplace place GRAPH --cluster CLUSTER
                      --placer colocrl|hierarchical|placeto
@@ -29,6 +31,16 @@ sets the placer option of the same name (the flag wins over
 --placer_options). With --logdir a learned search writes checkpoints,
 TensorBoard curves and its best placement so far (JSON and placed GraphDef)
 there; --resume continues a killed search.
+
+--verify_top_k K --target T checks the winners on real runs: the placer's K
+best distinct placements and the best heuristic are measured on T in
+interleaved rounds and the measured fastest is written, with a report of
+predicted vs measured step times, the simulator's rank error and the
+measured speed-up over the best heuristic (metadata "verify"). An
+unreachable target, a cluster that is not the target's or a calibration made
+for another cluster is an error before any search (exit 2, nothing
+written); a worker that dies during the rounds fails its sample and stops
+them, and the best measured placement is written.
 """
 
 import dataclasses
@@ -40,7 +52,7 @@ from typing import Dict, List
 from absl import flags
 
 from tfplace import interrupts
-from tfplace.cli import input_flags
+from tfplace.cli import input_flags, real_flags
 from tfplace.cli.run_helpers import CLUSTER_HELP, LOOP_TRIP_COUNTS_HELP
 from tfplace.errors import PlacementError, TfplaceError
 
@@ -88,6 +100,7 @@ _OPTION_FLAGS = ((_BUDGET_S, "search and learned"),
                  (_INIT, "search and learned"), (_AGENT, "learned"),
                  (_MAX_SAMPLES, "learned"), (_LOGDIR, "learned"),
                  (_RESUME, "learned"))
+flags.adopt_module_key_flags(real_flags)
 
 
 def extra_help() -> str:
@@ -110,15 +123,20 @@ def main(argv: List[str]) -> None:
     raise TfplaceError("expected exactly one GRAPH argument: tfplace place "
                        "GRAPH --cluster C --placer P --out placement.json")
   check_out_path(_OUT.value)
+  real_flags.check_flags()
   options = placer_options()
   get_placer(_PLACER.value, options)  # Bad name/options first.
   cluster, cost_model = cluster_and_cost_model(
       _CLUSTER.value, _COST_MODEL.value, _CALIBRATION.value)
   graph = import_graph(argv[1], loop_trip_counts=parse_loop_trip_counts(
       _LOOP_TRIP_COUNTS.value), **input_flags.import_kwargs())
-  placement = pipeline.place(graph, cluster, placer=_PLACER.value,
-                             options=options, cost_model=cost_model,
-                             seed=_SEED.value)
+  if real_flags.wanted():
+    placement = real_flags.place(graph, cluster, cost_model, _PLACER.value,
+                                 options, _SEED.value)
+  else:
+    placement = pipeline.place(graph, cluster, placer=_PLACER.value,
+                               options=options, cost_model=cost_model,
+                               seed=_SEED.value)
   if placement.metadata.feasible is False and not _ALLOW_INFEASIBLE.value:
     raise PlacementError(
         f"{_PLACER.value}'s placement does not fit in memory (out of memory on "
@@ -133,6 +151,8 @@ def main(argv: List[str]) -> None:
     placement.save(_OUT.value)
   _report(placement, _OUT.value,
           calibration_coverage(graph, cluster, cost_model, placement))
+  if real_flags.wanted():
+    real_flags.exit_now_if_tf_busy()
 
 
 def placer_options() -> Dict[str, str]:
@@ -172,6 +192,8 @@ def _report(placement, out: str, coverage) -> None:
         "ops_per_device": counts, **coverage_fields(coverage)}
     if search:
       out_json["search"] = {k: v for k, v in search.items() if k != "history"}
+    if "verify" in meta.extra:
+      out_json["verify"] = meta.extra["verify"]
     sys.stdout.write(json.dumps(out_json) + "\n")
     return
   if step is not None and math.isfinite(step):
@@ -186,6 +208,8 @@ def _report(placement, out: str, coverage) -> None:
     sys.stdout.write("  " + _search_line(search) + "\n")
   for device, n in sorted(counts.items()):
     sys.stdout.write(f"  {device}: {n} ops\n")
+  sys.stdout.write("".join(f"{line}\n"
+                           for line in real_flags.report_lines(placement)))
 
 
 def _search_line(search: dict) -> str:

@@ -356,3 +356,30 @@ def calibration_coverage(graph: OpGraph, cluster: Cluster,
   return CalibrationCoverage(
       uncalibrated_share=share, op_seconds=total,
       unseen=dict(sorted(unseen.items(), key=lambda kv: -kv[1])))
+
+
+def check_calibration_matches(calibration: Calibration,
+                              cluster: Cluster) -> None:
+  """Raises ClusterError if `calibration` was fitted on another cluster.
+
+  A calibration names the devices whose run overhead it measured
+  (`run_overhead_s`) and the device types it fitted: another device list,
+  or none of the cluster's device types, means another cluster.
+  """
+  names = set(cluster.device_names)
+  measured = set(calibration.run_overhead_s)
+  if measured and measured != names:
+    other = sorted(measured - names) or sorted(names - measured)
+    raise ClusterError(
+        f"the calibration was made for another cluster: it measured devices "
+        f"{', '.join(sorted(measured))}; cluster {cluster.name!r} has "
+        f"{', '.join(sorted(names))} (first difference: {other[0]}). "
+        "Calibrate this cluster (tfplace calibrate --cluster ...)")
+  fitted = (set(calibration.device_rates) | set(calibration.op_types)
+            | set(calibration.launch_overhead_s))
+  types = {d.type for d in cluster.devices}
+  if fitted and not fitted & types:
+    raise ClusterError(
+        f"the calibration was made for another cluster: it fitted device "
+        f"types {', '.join(sorted(fitted))}; cluster {cluster.name!r} has "
+        f"{', '.join(sorted(types))}")

@@ -27,7 +27,7 @@ from tfplace.placement import Placement
 from tfplace.placers.base import Placer, PlacerKind
 from tfplace.placers.search_support import (Budget, SearchResult, SearchSpace,
                                             StartPlacement, budget_from_options,
-                                            start_placement)
+                                            same_time_key, start_placement)
 
 _COMMON_DOC = """\
     budget_s: wall-clock seconds the search may take (the start placement is
@@ -155,18 +155,20 @@ class SearchPlacer(Placer, abc.ABC):
               start: StartPlacement, best: np.ndarray,
               k: int) -> List[Placement]:
     """Up to k - 1 placements of `result.top` and the start, other than
-    `best`, fastest first."""
+    `best` and of other step times (see `TopPlacements`), fastest first."""
     ranked = [(t, d[context.fine_of]) for d, t in result.top]
     ranked.append((start.step_time_s, start.group_devices))
     ranked.sort(key=lambda pair: pair[0])
-    seen, out = {best.astype(np.int32).tobytes()}, []
+    best_time = min(result.step_time_s, start.step_time_s)
+    seen = {best.astype(np.int32).tobytes(), same_time_key(best_time)}
+    out = []
     for t, devices in ranked:
       if len(out) >= k - 1:
         break
-      key = devices.astype(np.int32).tobytes()
-      if not np.isfinite(t) or key in seen:
+      keys = (devices.astype(np.int32).tobytes(), same_time_key(t))
+      if not np.isfinite(t) or seen.intersection(keys):
         continue
-      seen.add(key)
+      seen.update(keys)
       out.append(problem.placement(devices, self.name).with_metadata(
           extra={"candidate_of": self.name}))
     return out

@@ -20,8 +20,8 @@ A program that saves the result after an interrupt does so inside
 `tfplace.interrupts.writes_allowed()` (the interrupt is noted, so the
 program still ends with status 130).
 
-The run also keeps the `keep_top` best *distinct* feasible placements it
-saw (`SearchResult.top`): a verification on real runs
+The run also keeps the `keep_top` best distinct feasible placements it saw
+(`SearchResult.top`; distinct: different step times): a verification on real runs
 (`tfplace.real.verify`) measures them, not only the best.
 
 `start_placement` resolves the `init` option of the search and learned
@@ -324,12 +324,16 @@ class SearchRun:
 class TopPlacements:
   """The `k` fastest distinct feasible placements offered so far.
 
-  Cheap on every batch: only rows faster than the k-th kept are hashed.
+  Distinct means a different step time (to 5 significant digits):
+  placements the evaluator cannot tell apart (they differ only in ops
+  outside the training step, in symmetric ways, or by rounding) count as
+  one, the first offered. Cheap on every batch: only rows faster than the
+  k-th kept are looked at.
   """
 
   def __init__(self, k: int):
     self.k = max(0, int(k))
-    self._kept = {}  # placement bytes -> (step time, devices)
+    self._kept = {}  # step time key -> (step time, devices)
 
   def _worst(self) -> float:
     if len(self._kept) < self.k:
@@ -342,20 +346,22 @@ class TopPlacements:
       return
     for row in np.flatnonzero(np.isfinite(times) & (times < self._worst())):
       t = float(times[row])
-      if t >= self._worst():
-        continue
-      key = candidates[row].astype(np.int32).tobytes()
-      if key in self._kept:
+      key = same_time_key(t)
+      if t >= self._worst() or key in self._kept:
         continue
       self._kept[key] = (t, candidates[row].astype(np.int32).copy())
       if len(self._kept) > self.k:
-        drop = max(self._kept, key=lambda k: self._kept[k][0])
-        del self._kept[drop]
+        del self._kept[max(self._kept)]
 
   def best(self) -> Tuple[Tuple[np.ndarray, float], ...]:
     """(devices, step time) pairs, fastest first."""
-    kept = sorted(self._kept.values(), key=lambda v: v[0])
-    return tuple((devices.copy(), t) for t, devices in kept)
+    return tuple((d.copy(), t) for t, d in
+                 (self._kept[k] for k in sorted(self._kept)))
+
+
+def same_time_key(step_time_s: float) -> float:
+  """Step times equal to 5 significant digits share this key."""
+  return float(f"{step_time_s:.4e}")
 
 
 # ---- the start placement ------------------------------------------------------

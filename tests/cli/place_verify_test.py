@@ -1,0 +1,72 @@
+"""`tfplace place --verify_top_k K --target T`: the measured best written,
+and bad targets or calibrations refused before any search (exit 2)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+GRAPH = os.path.join(ROOT, "testdata", "mlp_2tower.pbtxt")
+COMMAND = [sys.executable, "-m", "tfplace.cli.main", "place", GRAPH]
+
+
+def run(*args):
+  return subprocess.run(COMMAND + list(args), capture_output=True, text=True,
+                        timeout=300)
+
+
+@pytest.fixture()
+def two_cpus(tmp_path):
+  """A cluster JSON of two in-process CPU devices."""
+  from tfplace.cost.presets import cpu_cluster
+  path = tmp_path / "cpu2.json"
+  path.write_text(cpu_cluster(2).to_json())
+  return str(path)
+
+
+def test_verify_writes_the_measured_best_with_its_report(tmp_path, two_cpus):
+  out = tmp_path / "p.json"
+  proc = run("--cluster", two_cpus, "--placer", "local_search", "--budget_s",
+             "0.5", "--init", "round_robin", "--verify_top_k", "2",
+             "--target", "local", "--verify_rounds", "1", "--verify_steps",
+             "2", "--out", str(out), "--json")
+  assert proc.returncode == 0, proc.stderr
+  verify = json.loads(proc.stdout.strip().splitlines()[-1])["verify"]
+  labels = [c["label"] for c in verify["candidates"]]
+  assert labels[:2] == ["local_search #1", "local_search #2"]
+  assert all(c["measured_s"] > 0 for c in verify["candidates"])
+  saved = json.loads(out.read_text())["metadata"]["verify"]
+  assert saved == verify
+  chosen = verify["candidates"][verify["chosen"]]
+  assert chosen["ratio"] == min(c["ratio"] for c in verify["candidates"])
+
+
+def test_an_unreachable_target_exits_2_before_the_search(tmp_path, two_cpus):
+  out = tmp_path / "p.json"
+  spec = json.dumps({"worker": ["127.0.0.1:1", "127.0.0.1:2"]})
+  proc = run("--cluster", spec, "--placer", "local_search", "--budget_s",
+             "60", "--verify_top_k", "3", "--target", spec, "--out", str(out))
+  assert proc.returncode == 2, proc.stderr
+  assert "not reachable" in proc.stderr and "Traceback" not in proc.stderr
+  assert "local_search" not in proc.stdout  # no search ran
+  assert not out.exists()
+  proc = run("--cluster", two_cpus, "--verify_top_k", "3", "--out", str(out))
+  assert proc.returncode == 2 and "needs --target" in proc.stderr
+
+
+def test_a_calibration_for_another_cluster_exits_2_and_overwrites_nothing(
+    tmp_path, two_cpus):
+  calibration = tmp_path / "cal.json"
+  calibration.write_text(json.dumps({
+      "format": "tfplace.calibration/1",
+      "run_overhead_s": {"/job:worker/replica:0/task:0/device:CPU:0": 1e-4}}))
+  out = tmp_path / "p.json"
+  out.write_text("keep me")
+  proc = run("--cluster", two_cpus, "--calibration", str(calibration),
+             "--verify_top_k", "2", "--target", "local", "--out", str(out))
+  assert proc.returncode == 2, proc.stderr
+  assert "made for another cluster" in proc.stderr
+  assert out.read_text() == "keep me"

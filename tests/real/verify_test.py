@@ -1,0 +1,107 @@
+"""verify_top_k on real steps: in process on two logical CPUs, and on a
+2-worker TF server cluster whose worker is killed during the rounds."""
+
+import numpy as np
+import pytest
+
+import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace.cost.presets import cpu_cluster
+from tfplace.errors import ClusterError, MeasureError
+from tfplace.measurement.config import MeasureConfig
+from tfplace.models.registry import build_model
+from tfplace.real import interleaved
+from tfplace.real.verify import VerifySettings, verify_top_k
+
+FAST = VerifySettings(rounds=2, measure=MeasureConfig(warmup=1, steps=2),
+                      progress=False)
+SEARCH = {"max_evaluations": 300, "init": "round_robin", "progress": False}
+
+
+@pytest.fixture(scope="module")
+def graph():
+  return build_model("mlp_towers", num_towers=2, hidden=16, batch_size=8,
+                     input_size=16, num_layers=2)
+
+
+def test_top_k_in_process_measures_distinct_candidates_and_the_heuristic(
+    graph):
+  cluster = cpu_cluster(2)
+  result = verify_top_k(graph, "local", "local_search", SEARCH, top_k=3,
+                        cluster=cluster, seed=0, settings=FAST)
+  report = result.report
+  arrays = [p.to_array(graph, cluster).tobytes() for p in result.candidates]
+  assert len(set(arrays)) == len(arrays) == len(report.candidates)
+  assert 2 <= len(arrays) <= 4  # 3 of the search (+ the best heuristic)
+  assert "best heuristic" in report.candidates[report.reference].label
+  ratios = [c.ratio for c in report.candidates]
+  assert all(r is not None and r > 0 for r in ratios)
+  assert ratios[report.reference] == pytest.approx(1.0)
+  assert report.chosen == int(np.argmin(ratios))
+  assert result.placement.devices == result.candidates[report.chosen].devices
+  assert result.placement.metadata.extra["verify"]["chosen"] == report.chosen
+  searched = [c.predicted_s for c in report.candidates
+              if c.label.startswith("local_search #")]
+  assert len(searched) == 3 and searched == sorted(searched)
+  assert report.speedup_over_heuristic == pytest.approx(1 / min(ratios))
+
+
+def test_a_heuristic_is_topped_up_with_the_next_heuristics(graph):
+  result = verify_top_k(graph, "local", "round_robin", top_k=3,
+                        cluster=cpu_cluster(2), settings=FAST)
+  labels = [c.label for c in result.report.candidates]
+  assert labels[0] == "round_robin" and len(labels) in (3, 4)
+  assert any("best heuristic" in label for label in labels)
+
+
+def test_bad_targets_fail_before_any_search(graph):
+  with pytest.raises(MeasureError, match="not reachable"):
+    verify_top_k(graph, "grpc://127.0.0.1:1", "m_etf", settings=FAST)
+  from tfplace.measurement.local_cluster import RemoteCluster
+  remote = RemoteCluster({"worker": ["127.0.0.1:1", "127.0.0.1:2"]})
+  with pytest.raises(MeasureError, match="not reachable"):
+    verify_top_k(graph, remote, "m_etf", settings=FAST)
+  with pytest.raises(MeasureError, match="cannot run"):
+    verify_top_k(graph, "local", "m_etf", cluster=tfplace.load_cluster("k80x2"),
+                 settings=FAST)
+  with pytest.raises(Exception, match="top_k must be 1 to 16"):
+    verify_top_k(graph, "local", "m_etf", top_k=17, cluster=cpu_cluster(2))
+
+
+def test_a_calibration_for_another_cluster_is_refused(graph):
+  from tfplace.cost.calibrated import Calibration, CalibratedCostModel
+  other = Calibration(run_overhead_s={
+      "/job:worker/replica:0/task:0/device:CPU:0": 1e-4,
+      "/job:worker/replica:0/task:1/device:CPU:0": 1e-4})
+  with pytest.raises(ClusterError, match="made for another cluster"):
+    verify_top_k(graph, "local", "m_etf", cluster=cpu_cluster(2),
+                 cost_model=CalibratedCostModel(other), settings=FAST)
+  gpu_only = Calibration(launch_overhead_s={"GPU": 5e-6})
+  with pytest.raises(ClusterError, match="device types GPU"):
+    verify_top_k(graph, "local", "m_etf", cluster=cpu_cluster(2),
+                 cost_model=CalibratedCostModel(gpu_only), settings=FAST)
+
+
+def test_a_worker_killed_during_the_rounds_stops_them_with_the_best_kept(
+    graph, monkeypatch):
+  real_measure_batch = interleaved.measure_batch
+  calls = []
+  with tfplace.LocalCluster(num_workers=2) as servers:
+
+    def kill_after_two(*args, **kwargs):  # the real measurement, counted
+      calls.append(1)
+      if len(calls) == 3:
+        servers.processes[1].kill()
+        servers.processes[1].wait()
+      return real_measure_batch(*args, **kwargs)
+
+    monkeypatch.setattr(interleaved, "measure_batch", kill_after_two)
+    settings = VerifySettings(rounds=3, measure=MeasureConfig(
+        warmup=1, steps=2, step_timeout_s=5), progress=False)
+    result = verify_top_k(graph, servers, "m_etf", top_k=3, settings=settings)
+  report = result.report
+  assert "worker task 1" in report.stopped
+  failed = [c for c in report.candidates if c.errors]
+  assert len(failed) == 1 and "worker task 1" in failed[0].errors[0]
+  assert len(calls) == 3  # the rounds stopped at the first failure
+  measured = [i for i, c in enumerate(report.candidates) if c.measured_s]
+  assert report.chosen in measured and len(measured) == 2

@@ -1,0 +1,126 @@
+"""Where real runs happen: the target of a verification or a real search.
+
+`resolve_target` accepts what a user has:
+
+  * a `LocalCluster` or `RemoteCluster` (TF servers here or on other hosts;
+    anything with `target`, `addresses` and `to_cluster()`),
+  * "grpc://host:port", one TF server (its devices are listed from it),
+  * "" or "local": this process, on logical CPU devices
+    (`/job:localhost/replica:0/task:0/device:CPU:i`).
+
+`check_target` runs before any search: the servers answer, the cluster
+placed on is the target's (the same device names), and a calibration in
+use was made for it. Each failure is one clear error; nothing is measured.
+"""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from tfplace.cost import calibrated
+from tfplace.cost.cluster import Cluster
+from tfplace.errors import MeasureError
+from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.health import dead_tasks
+from tfplace.measurement.local_cluster import (check_reachable,
+                                               cluster_from_target,
+                                               workers_for)
+
+LOCAL_PREFIX = "/job:localhost/replica:0/task:0/device:CPU:"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+  """A place to run training steps.
+
+  Attributes:
+    session_target: "grpc://host:port", or "" for this process.
+    workers: "host:port" of every worker (health-checked while steps run).
+    device_names: the devices the target offers (empty in process: any
+      number of logical CPUs).
+    description: for messages, e.g. "2 TF servers (grpc://127.0.0.1:2222)".
+  """
+  session_target: str
+  workers: Tuple[str, ...] = ()
+  device_names: Tuple[str, ...] = ()
+  description: str = "this process"
+
+  @property
+  def remote(self) -> bool:
+    return bool(self.session_target)
+
+  def measure_config(self, base: Optional[MeasureConfig] = None
+                     ) -> MeasureConfig:
+    """`base` (default `MeasureConfig()`) aimed at this target."""
+    return (base or MeasureConfig()).replace(target=self.session_target,
+                                             workers=self.workers)
+
+  def dead_workers(self) -> list:
+    """The workers found dead now (`DeadTask`s; none in process)."""
+    if not self.remote:
+      return []
+    _, processes = workers_for(self.session_target)
+    return dead_tasks(list(self.workers), processes)
+
+
+def resolve_target(target) -> Target:
+  """The `Target` of a LocalCluster/RemoteCluster, "grpc://..." or "local".
+
+  Raises:
+    MeasureError: an unknown form, or a lone server that does not answer.
+  """
+  if target is None or target in ("", "local"):
+    return Target("", (), (), "this process (logical CPU devices)")
+  if isinstance(target, Target):
+    return target
+  if isinstance(target, str):
+    if not target.startswith("grpc://"):
+      raise MeasureError(f"a target is grpc://host:port, 'local', or a "
+                         f"cluster of TF servers; got {target!r}")
+    names = cluster_from_target(target).device_names
+    return Target(target, (target[len("grpc://"):],), tuple(names),
+                  f"the TF server {target}")
+  if all(hasattr(target, a) for a in ("target", "addresses", "to_cluster")):
+    addresses = tuple(target.addresses)
+    return Target(target.target, addresses,
+                  tuple(target.to_cluster().device_names),
+                  f"{len(addresses)} TF server(s) ({target.target})")
+  raise MeasureError(f"cannot run steps on {target!r}: pass a LocalCluster, "
+                     "a RemoteCluster, 'grpc://host:port' or 'local'")
+
+
+def check_target(target: Target, cluster: Cluster,
+                 calibration: Optional["calibrated.Calibration"] = None
+                 ) -> None:
+  """Raises before any work if `target` cannot run placements of `cluster`.
+
+  Raises:
+    MeasureError: a server does not answer, or the cluster's devices are
+      not the target's.
+    ClusterError: the calibration was made for another cluster.
+  """
+  if target.remote:
+    check_reachable(list(target.workers) or [target.session_target])
+    dead = target.dead_workers()
+    if dead:
+      raise MeasureError(f"the target {target.description} has a dead "
+                         f"worker: {dead[0]}")
+  _check_devices(target, cluster)
+  if calibration is not None:
+    calibrated.check_calibration_matches(calibration, cluster)
+
+
+def _check_devices(target: Target, cluster: Cluster) -> None:
+  names = tuple(cluster.device_names)
+  if not target.remote:
+    other = [n for n in names if not n.startswith(LOCAL_PREFIX)]
+    if other:
+      raise MeasureError(
+          f"cluster {cluster.name!r} has device {other[0]}, which this "
+          f"process cannot run; in process the devices are {LOCAL_PREFIX}i "
+          "(or give a target of TF servers)")
+    return
+  if names != target.device_names:
+    raise MeasureError(
+        f"cluster {cluster.name!r} ({', '.join(names)}) is not the target "
+        f"{target.description} ({', '.join(target.device_names)}): place "
+        "on the target's own cluster (e.g. --cluster STATE --target STATE)")

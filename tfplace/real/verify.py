@@ -1,0 +1,157 @@
+"""Check the winners on real runs: `verify_top_k`.
+
+    search on the simulator → K best distinct placements + the best
+    heuristic → interleaved rounds on the target → the measured best
+
+The simulator ranks placements; the target decides. After the placer's
+search (any placer: a search's K best distinct placements, a heuristic's
+one topped up with the next heuristics), every candidate and the best
+heuristic are measured on the target in interleaved rounds
+(`tfplace.real.interleaved`) and the placement returned is the fastest
+measured, relative to the best heuristic in the same rounds. Its metadata
+holds the report under "verify" (`VerifyReport.to_dict`): per candidate
+predicted and measured times, the simulator's rank error, the measured
+speed-up over the best heuristic.
+
+Before anything runs the target is checked (servers answer, the cluster is
+the target's, a calibration was made for it): one clear error, no search.
+A worker that dies during the rounds fails that sample (named in the
+report) and stops the rounds; the best of what was measured is returned.
+"""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from absl import logging
+
+from tfplace import interrupts
+from tfplace.cost import calibrated
+from tfplace.cost.cluster import Cluster
+from tfplace.errors import PlacementError
+from tfplace.graph.op_graph import OpGraph
+from tfplace.measurement.config import MeasureConfig
+from tfplace.placement import Placement
+from tfplace.placers.problem import PlacementProblem
+from tfplace.placers.registry import get_placer
+from tfplace.placers.search_support import KEEP_TOP
+from tfplace.real.candidates import candidate_set
+from tfplace.real.interleaved import measure_interleaved
+from tfplace.real.rank_report import VerifyReport, build_report
+from tfplace.real.target import Target, check_target, resolve_target
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifySettings:
+  """How the candidates are measured.
+
+  Attributes:
+    top_k: distinct placements of the placer to measure (1-16).
+    rounds: interleaved rounds; each measures every candidate once.
+    measure: warmup and timed steps per candidate and round, deadlines
+      (its target is the verification's).
+    progress: show progress bars.
+  """
+  top_k: int = 5
+  rounds: int = 3
+  measure: MeasureConfig = MeasureConfig(warmup=2, steps=5)
+  progress: bool = True
+
+  def __post_init__(self):
+    if not 1 <= self.top_k <= KEEP_TOP:
+      raise PlacementError(f"top_k must be 1 to {KEEP_TOP}, got {self.top_k}")
+    if self.rounds < 1:
+      raise PlacementError(f"rounds must be >= 1, got {self.rounds}")
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyResult:
+  """The placement returned and how it was chosen.
+
+  Attributes:
+    placement: the measured fastest; its metadata holds the prediction and
+      the report ("verify").
+    report: per candidate predicted vs measured, rank error, speed-up (None
+      when Ctrl-C stopped the search: nothing was measured).
+    candidates: every placement measured, in the report's order.
+  """
+  placement: Placement
+  report: Optional[VerifyReport]
+  candidates: Tuple[Placement, ...]
+
+
+def verify_top_k(graph: OpGraph, target, placer: str = "local_search",
+                 options=None, *, top_k: int = 5,
+                 cluster: Optional[Cluster] = None, cost_model=None,
+                 seed: Optional[int] = None,
+                 settings: Optional[VerifySettings] = None,
+                 feeds=None, feed_options=None) -> VerifyResult:
+  """Places `graph`, then measures the K best and returns the real best.
+
+  Args:
+    graph: the training step.
+    target: where to measure: a `LocalCluster`/`RemoteCluster`,
+      "grpc://host:port" or "local" (see `tfplace.real.target`).
+    placer, options, cost_model, seed: as `tfplace.place`.
+    top_k: candidates of the placer (overrides `settings.top_k`).
+    cluster: the cluster to place on (default: the target's, e.g.
+      `LocalCluster.to_cluster()`; required for "local").
+    settings: rounds and steps (`VerifySettings`).
+    feeds, feed_options: the graph's inputs (see `tfplace.measure`).
+
+  Raises:
+    MeasureError: the target does not answer or is not the cluster's.
+    ClusterError: the calibration of `cost_model` is another cluster's.
+    PlacementError: bad placer or options.
+  """
+  settings = dataclasses.replace(settings or VerifySettings(), top_k=top_k)
+  placer_obj = get_placer(placer, options)
+  cluster = cluster or _target_cluster(target)
+  resolved = resolve_target(target)
+  check_target(resolved, cluster, _calibration_of(cost_model))
+  problem = PlacementProblem.build(graph, cluster, cost_model)
+  return verify_problem(problem, placer_obj, resolved, settings, seed,
+                        feeds=feeds, feed_options=feed_options)
+
+
+def verify_problem(problem: PlacementProblem, placer, target: Target,
+                   settings: VerifySettings, seed: Optional[int] = None, *,
+                   feeds=None, feed_options=None) -> VerifyResult:
+  """`verify_top_k` on a built problem and a checked target.
+
+  A search stopped by Ctrl-C is not verified: its best so far is returned
+  as the search left it (no "verify" metadata, an empty report).
+  """
+  chosen = candidate_set(problem, placer, settings.top_k, seed)
+  placements = [c.placement for c in chosen.candidates]
+  if interrupts.interrupted():
+    return VerifyResult(placements[0], None, tuple(placements))
+  logging.info("verifying %d placements on %s", len(placements),
+               target.description)
+  times = measure_interleaved(
+      problem.graph, placements, target, settings.rounds, settings.measure,
+      feeds=feeds, feed_options=feed_options, progress=settings.progress,
+      desc=f"verify {problem.graph.name}")
+  report = build_report([c.label for c in chosen.candidates],
+                        [c.predicted_s for c in chosen.candidates], times,
+                        chosen.reference, settings.rounds,
+                        target.description)
+  best = placements[report.chosen]
+  extra = dict(best.metadata.extra, verify=report.to_dict())
+  return VerifyResult(best.with_metadata(extra=extra), report,
+                      tuple(placements))
+
+
+def _target_cluster(target) -> Cluster:
+  if hasattr(target, "to_cluster"):
+    return target.to_cluster()
+  if isinstance(target, str) and target.startswith("grpc://"):
+    from tfplace.measurement.local_cluster import cluster_from_target
+    return cluster_from_target(target)
+  raise PlacementError("verify_top_k on this process's devices needs the "
+                       "cluster to place on (cluster=...)")
+
+
+def _calibration_of(cost_model) -> Optional[calibrated.Calibration]:
+  if isinstance(cost_model, calibrated.CalibratedCostModel):
+    return cost_model.calibration
+  return None
