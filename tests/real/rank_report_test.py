@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tfplace.real.interleaved import InterleavedTimes, round_order
-from tfplace.real.rank_report import VerifyReport, build_report, rank_agreement
+from tfplace.real.rank_report import (VerifyReport, build_report,
+                                      rank_agreement, with_duel)
 
 
 def _times(rows, errors=None, stopped=None):
@@ -65,3 +66,18 @@ def test_rank_agreement_needs_three_points_for_spearman():
 def test_rounds_rotate_and_reverse():
   assert [round_order(3, r) for r in range(4)] == [
       [0, 1, 2], [0, 2, 1], [2, 0, 1], [2, 1, 0]]
+
+
+@pytest.mark.parametrize("duel, chosen, speedup", [
+    ([[9.0, 8.0], [10.0, 10.0]], 1, 1 / 0.85),   # faster again: kept
+    ([[11.0, 10.0], [10.0, 10.0]], 2, 1.0),      # lucky in the rounds
+    ([[np.nan, np.nan], [10.0, 10.0]], 2, 1.0),  # the duel failed
+])
+def test_the_rounds_winner_must_win_a_fresh_duel(duel, chosen, speedup):
+  times = _times([[10.0, 20.0], [6.0, 12.0], [8.0, 16.0]])
+  report = build_report(["s #1", "s #2", "heuristic"], [1.0, 2.0, 3.0], times,
+                        reference=2, rounds=2, target="here")
+  dueled = with_duel(report, _times(duel))
+  assert dueled.duel_candidate == 1 and dueled.chosen == chosen
+  assert dueled.speedup_over_heuristic == pytest.approx(speedup)
+  assert "duel: s #2" in dueled.describe()

@@ -58,6 +58,12 @@ class VerifyReport:
     rounds: interleaved rounds asked for.
     target: where it ran.
     stopped: why measuring stopped early (None: it did not).
+    duel_candidate: the candidate measured fastest in the rounds, when it
+      was not the best heuristic and was measured again against it (None:
+      no duel).
+    duel_ratio: its time / the best heuristic's in the duel's fresh rounds
+      (it is returned only if this is below 1; None: no duel, or the duel
+      failed).
   """
   candidates: Tuple[CandidateResult, ...]
   reference: int
@@ -68,6 +74,8 @@ class VerifyReport:
   rounds: int
   target: str
   stopped: Optional[str] = None
+  duel_candidate: Optional[int] = None
+  duel_ratio: Optional[float] = None
 
   def to_dict(self) -> dict:
     """JSON-ready (placement metadata "verify")."""
@@ -93,6 +101,12 @@ class VerifyReport:
       lines.append(f"  {mark} {c.label:{width}} {_time(c.predicted_s):>12} "
                    f"{_time(c.measured_s):>12} {_ratio(c.ratio):>12}"
                    + (f"  failed: {c.errors[-1]}" if c.errors else ""))
+    if self.duel_candidate is not None:
+      kept = self.chosen == self.duel_candidate
+      lines.append(f"  duel: {self.candidates[self.duel_candidate].label} ÷ "
+                   f"the best heuristic in fresh rounds "
+                   f"{_ratio(self.duel_ratio)}: "
+                   f"{'kept' if kept else 'not faster, the heuristic kept'}")
     lines.append(f"  returned: {self.candidates[self.chosen].label} (*); "
                  f"speed-up over the best heuristic "
                  f"{_speedup(self.speedup_over_heuristic)}")
@@ -162,3 +176,18 @@ def rank_agreement(predicted: np.ndarray, measured: np.ndarray
     return None, same
   from scipy import stats  # Lazy: scipy is slow to import.
   return float(stats.spearmanr(p, m)[0]), same
+
+
+def with_duel(report: VerifyReport, times: InterleavedTimes) -> VerifyReport:
+  """`report` after its chosen candidate (index 0 of `times`) was measured
+  again against the best heuristic (index 1) in fresh rounds: it stays
+  chosen only if faster there; the speed-up is the duel's (independent of
+  the pick, so not biased by it)."""
+  ratio = _number(float(times.ratio_to(1)[0]))
+  candidate = report.chosen
+  keep = ratio is not None and ratio < 1.0
+  return dataclasses.replace(
+      report, duel_candidate=candidate, duel_ratio=ratio,
+      chosen=candidate if keep else report.reference,
+      speedup_over_heuristic=1.0 / ratio if keep else 1.0,
+      stopped=report.stopped or times.stopped)

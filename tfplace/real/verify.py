@@ -7,8 +7,10 @@ The simulator ranks placements; the target decides. After the placer's
 search (any placer: a search's K best distinct placements, a heuristic's
 one topped up with the next heuristics), every candidate and the best
 heuristic are measured on the target in interleaved rounds
-(`tfplace.real.interleaved`) and the placement returned is the fastest
-measured, relative to the best heuristic in the same rounds. Its metadata
+(`tfplace.real.interleaved`); the fastest, relative to the best heuristic in
+the same rounds, then meets the best heuristic again in fresh rounds (the
+duel: picking the fastest of several noisy figures favours a lucky one) and
+is returned only if faster there too, else the best heuristic is. Its metadata
 holds the report under "verify" (`VerifyReport.to_dict`): per candidate
 predicted and measured times, the simulator's rank error, the measured
 speed-up over the best heuristic.
@@ -36,7 +38,7 @@ from tfplace.placers.registry import get_placer
 from tfplace.placers.search_support import KEEP_TOP
 from tfplace.real.candidates import candidate_set
 from tfplace.real.interleaved import measure_interleaved
-from tfplace.real.rank_report import VerifyReport, build_report
+from tfplace.real.rank_report import VerifyReport, build_report, with_duel
 from tfplace.real.target import Target, check_target, resolve_target
 
 
@@ -47,20 +49,25 @@ class VerifySettings:
   Attributes:
     top_k: distinct placements of the placer to measure (1-16).
     rounds: interleaved rounds; each measures every candidate once.
+    duel_rounds: fresh interleaved rounds of the fastest candidate against
+      the best heuristic (when they differ); the candidate is returned only
+      if faster there too (0: no duel, the rounds' fastest is returned).
     measure: warmup and timed steps per candidate and round, deadlines
       (its target is the verification's).
     progress: show progress bars.
   """
   top_k: int = 5
   rounds: int = 3
+  duel_rounds: int = 3
   measure: MeasureConfig = MeasureConfig(warmup=2, steps=5)
   progress: bool = True
 
   def __post_init__(self):
     if not 1 <= self.top_k <= KEEP_TOP:
       raise PlacementError(f"top_k must be 1 to {KEEP_TOP}, got {self.top_k}")
-    if self.rounds < 1:
-      raise PlacementError(f"rounds must be >= 1, got {self.rounds}")
+    if self.rounds < 1 or self.duel_rounds < 0:
+      raise PlacementError(f"rounds must be >= 1 and duel_rounds >= 0, got "
+                           f"{self.rounds} and {self.duel_rounds}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +142,15 @@ def verify_problem(problem: PlacementProblem, placer, target: Target,
                         [c.predicted_s for c in chosen.candidates], times,
                         chosen.reference, settings.rounds,
                         target.description)
+  if (settings.duel_rounds and report.chosen != report.reference
+      and not report.stopped):
+    duel = measure_interleaved(
+        problem.graph, [placements[report.chosen],
+                        placements[report.reference]], target,
+        settings.duel_rounds, settings.measure, feeds=feeds,
+        feed_options=feed_options, progress=settings.progress,
+        desc=f"duel {problem.graph.name}")
+    report = with_duel(report, duel)
   best = placements[report.chosen]
   extra = dict(best.metadata.extra, verify=report.to_dict())
   return VerifyResult(best.with_metadata(extra=extra), report,

@@ -1,0 +1,115 @@
+"""Does checking the winners on real runs pay? The verify table.
+
+For each graph, on a cluster of TF servers: a search on the simulator,
+`verify_top_k` of its K best distinct placements against the best
+heuristic, then a fresh confirmation: the returned placement and the best
+heuristic measured again, interleaved, in rounds of their own (the
+verification picked the fastest of several noisy measurements, so its own
+figure for the winner is biased low; the confirmation is not). The target:
+the returned placement is measured at least as fast as the best heuristic.
+"""
+
+import dataclasses
+import math
+from typing import Optional
+
+from tfplace.measurement.config import MeasureConfig
+from tfplace.models.registry import build_model
+from tfplace.real.interleaved import measure_interleaved
+from tfplace.real.target import resolve_target
+from tfplace.real.verify import VerifySettings, verify_top_k
+
+# Graphs whose steps take ~10-100 ms on one core, where the placement on
+# two one-core workers matters.
+GRAPHS = {
+    "towers2": ("mlp_towers", dict(num_towers=2, num_layers=3, hidden=1024,
+                                   batch_size=128, input_size=512)),
+    "towers4": ("mlp_towers", dict(num_towers=4, num_layers=3, hidden=512,
+                                   batch_size=128, input_size=256)),
+    "small_cnn": ("small_cnn", dict(batch_size=32, image_size=64,
+                                    channels=(32, 64, 64))),
+    "resnet_like": ("resnet_like", dict(batch_size=8)),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyRow:
+  """One graph's verification and its confirmation.
+
+  Attributes:
+    graph: the GRAPHS name.
+    num_ops: ops of the training step.
+    heuristic: the best heuristic's placer.
+    heuristic_predicted_s, heuristic_measured_s: its figures (verify).
+    returned: the returned placement's label.
+    returned_predicted_s, returned_measured_s: its figures (verify).
+    verify_speedup: the heuristic's time / the returned one's (verify; the
+      duel's when there was one).
+    duel_ratio: the rounds' fastest / the heuristic in the duel (None: the
+      heuristic was the fastest, no duel).
+    spearman: the simulator's rank agreement over the candidates.
+    predicted_best_is_measured_best: as the report says.
+    confirm_ratio: returned / heuristic, in the confirmation rounds (1.0
+      when they are the same placement).
+    tolerance: the noise allowed by the target.
+  """
+  graph: str
+  num_ops: int
+  heuristic: str
+  heuristic_predicted_s: Optional[float]
+  heuristic_measured_s: Optional[float]
+  returned: str
+  returned_predicted_s: Optional[float]
+  returned_measured_s: Optional[float]
+  verify_speedup: Optional[float]
+  duel_ratio: Optional[float]
+  spearman: Optional[float]
+  predicted_best_is_measured_best: Optional[bool]
+  confirm_ratio: Optional[float]
+  tolerance: float
+
+  @property
+  def met(self) -> bool:
+    """The returned placement is at least as fast (within tolerance)."""
+    return (self.confirm_ratio is not None
+            and self.confirm_ratio <= 1.0 + self.tolerance)
+
+
+def build_graph(name: str):
+  model, config = GRAPHS[name]
+  graph = build_model(model, **config)
+  graph.name = name
+  return graph
+
+
+def confirm(graph, first, second, target, rounds: int,
+            config: MeasureConfig, progress: bool = True) -> Optional[float]:
+  """first / second measured in `rounds` fresh interleaved rounds (1.0 if
+  they are the same placement; None if either never ran)."""
+  if first.devices == second.devices:
+    return 1.0
+  times = measure_interleaved(graph, [first, second], resolve_target(target),
+                              rounds, config, progress=progress,
+                              desc=f"confirm {graph.name}")
+  ratio = float(times.ratio_to(1)[0])
+  return ratio if math.isfinite(ratio) else None
+
+
+def verify_row(name: str, servers, cluster, placer: str, options: dict,
+               settings: VerifySettings, confirm_rounds: int,
+               tolerance: float, seed: Optional[int] = 0) -> VerifyRow:
+  """Searches, verifies and confirms one graph (see the module docstring)."""
+  graph = build_graph(name)
+  result = verify_top_k(graph, servers, placer, options, top_k=settings.top_k,
+                        cluster=cluster, seed=seed, settings=settings)
+  report = result.report
+  ref, chosen = (report.candidates[report.reference],
+                 report.candidates[report.chosen])
+  ratio = confirm(graph, result.placement,
+                  result.candidates[report.reference], servers,
+                  confirm_rounds, settings.measure, settings.progress)
+  return VerifyRow(
+      name, graph.num_ops, ref.label, ref.predicted_s, ref.measured_s,
+      chosen.label, chosen.predicted_s, chosen.measured_s,
+      report.speedup_over_heuristic, report.duel_ratio, report.spearman,
+      report.predicted_best_is_measured_best, ratio, tolerance)
