@@ -47,6 +47,8 @@ _API = {
     "apply": "tfplace.apply",
     "verify_top_k": "tfplace.real.verify",
     "VerifySettings": "tfplace.real.verify",
+    "place_on_target": "tfplace.real.api",
+    "RealRewardSettings": "tfplace.real.fine_tune",
 }
 
 

@@ -27,14 +27,19 @@ def two_cpus(tmp_path):
   return str(path)
 
 
-def test_verify_writes_the_measured_best_with_its_report(tmp_path, two_cpus):
+def test_verify_and_fine_tune_write_the_measured_best_with_reports(
+    tmp_path, two_cpus):
   out = tmp_path / "p.json"
   proc = run("--cluster", two_cpus, "--placer", "local_search", "--budget_s",
              "0.5", "--init", "round_robin", "--verify_top_k", "2",
              "--target", "local", "--verify_rounds", "1", "--verify_steps",
-             "2", "--out", str(out), "--json")
+             "2", "--real_reward", "--real_budget_s", "3", "--out", str(out),
+             "--json")
   assert proc.returncode == 0, proc.stderr
-  verify = json.loads(proc.stdout.strip().splitlines()[-1])["verify"]
+  printed = json.loads(proc.stdout.strip().splitlines()[-1])
+  verify, real = printed["verify"], printed["real_reward"]
+  assert real["search"]["evaluations"] >= 1 and real["seconds"] < 15
+  assert json.loads(out.read_text())["metadata"]["real_reward"] == real
   labels = [c["label"] for c in verify["candidates"]]
   assert labels[:2] == ["local_search #1", "local_search #2"]
   assert all(c["measured_s"] > 0 for c in verify["candidates"])
@@ -56,7 +61,7 @@ def test_an_unreachable_target_exits_2_before_the_search(tmp_path, two_cpus):
   assert "local_search" not in proc.stdout  # no search ran
   assert not out.exists()
   proc = run("--cluster", two_cpus, "--verify_top_k", "3", "--out", str(out))
-  assert proc.returncode == 2 and "needs --target" in proc.stderr
+  assert proc.returncode == 2 and "need --target" in proc.stderr
 
 
 def test_a_calibration_for_another_cluster_exits_2_and_overwrites_nothing(

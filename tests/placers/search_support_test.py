@@ -103,3 +103,23 @@ def test_top_placements_drop_the_slowest_and_ignore_ties():
   top.offer(np.array([[0, 0], [1, 0]]), np.array([math.inf, 1.0]))
   assert [t for _, t in top.best()] == [1.0, 4.0]
   assert TopPlacements(0).best() == ()
+
+
+def test_an_evaluator_can_stop_the_search_and_the_best_is_kept():
+  from tfplace.placers.search_support import StopSearch
+  calls = []
+
+  def evaluate(candidates):
+    calls.append(len(candidates))
+    if len(calls) == 3:
+      raise StopSearch("worker task 1 died")
+    return _sum_of_devices(candidates)
+
+  with SearchRun(evaluate, Budget(seconds=60), np.array([2, 2]),
+                 progress=False) as run:
+    while not run.done():
+      run.evaluate(np.array([[1, 2 - len(calls)]]))
+  result = run.result()
+  assert result.stop_reason == "worker task 1 died" and len(calls) == 3
+  assert result.step_time_s == 2.0 and result.group_devices.tolist() == [1, 1]
+  assert result.summary()["stop_reason"] == "worker task 1 died"

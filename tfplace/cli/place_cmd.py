@@ -7,6 +7,8 @@ usage: tfplace place GRAPH --cluster CLUSTER --placer NAME
                      [--calibration calibration.json] [--allow_infeasible]
                      [--verify_top_k K --target STATE|SPEC|grpc://...|local
                       [--verify_rounds 3] [--verify_steps 5]]
+                     [--real_reward --target T [--real_budget_s 300]
+                      [--real_algorithm local_search|cross_entropy]]
                      [--json]
        tfplace place GRAPH --cluster CLUSTER
                      --placer colocrl|hierarchical|placeto
@@ -41,6 +43,11 @@ unreachable target, a cluster that is not the target's or a calibration made
 for another cluster is an error before any search (exit 2, nothing
 written); a worker that dies during the rounds fails its sample and stops
 them, and the best measured placement is written.
+
+--real_reward (with --target) then fine-tunes the placement on measured step
+times for --real_budget_s seconds, starting from it (metadata
+"real_reward"); the fine-tuned placement is written only if it also beats
+the start in fresh interleaved rounds.
 """
 
 import dataclasses
@@ -192,8 +199,9 @@ def _report(placement, out: str, coverage) -> None:
         "ops_per_device": counts, **coverage_fields(coverage)}
     if search:
       out_json["search"] = {k: v for k, v in search.items() if k != "history"}
-    if "verify" in meta.extra:
-      out_json["verify"] = meta.extra["verify"]
+    for key in ("verify", "real_reward"):
+      if key in meta.extra:
+        out_json[key] = meta.extra[key]
     sys.stdout.write(json.dumps(out_json) + "\n")
     return
   if step is not None and math.isfinite(step):

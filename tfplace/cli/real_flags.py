@@ -9,6 +9,12 @@ is the measured fastest (`tfplace.real.verify`). T is the state file of
 file), grpc://host:port, or "local" (this process's CPU devices). Place on
 the target's own cluster (--cluster the same state file) so that the
 simulator knows its measured figures.
+
+--real_reward (with --target): then fine-tunes the placement on measured
+step times for --real_budget_s seconds (`tfplace.real.fine_tune`: a
+--real_algorithm search whose evaluator measures each batch between two
+runs of the start placement; failures are a penalty) and writes the result
+only if it beats the start in a duel of fresh rounds.
 """
 
 import os
@@ -30,24 +36,42 @@ _ROUNDS = flags.DEFINE_integer(
     "once")
 _STEPS = flags.DEFINE_integer(
     "verify_steps", 5, "timed steps per candidate and round")
+_REAL_REWARD = flags.DEFINE_bool(
+    "real_reward", False, "fine-tune the placement on measured step times "
+    "on --target")
+_REAL_BUDGET_S = flags.DEFINE_float(
+    "real_budget_s", 300.0, "--real_reward: real seconds for the fine-tune")
+_REAL_ALGORITHM = flags.DEFINE_enum(
+    "real_algorithm", "local_search", ["local_search", "cross_entropy"],
+    "--real_reward: the search on measured times")
 
 
 def wanted() -> bool:
   """True when the flags ask for real runs."""
-  return bool(_VERIFY_TOP_K.value)
+  return bool(_VERIFY_TOP_K.value) or _REAL_REWARD.value
 
 
 def check_flags() -> None:
   """Bad values fail before any work (TfplaceError)."""
   if _TARGET.value and not wanted():
-    raise TfplaceError("--target is for --verify_top_k")
+    raise TfplaceError("--target is for --verify_top_k and --real_reward")
   if not wanted():
     return
   if not _TARGET.value:
-    raise TfplaceError("--verify_top_k needs --target (a `tfplace cluster "
-                       "up` state file, a cluster spec, grpc://host:port or "
-                       "local)")
-  settings()  # Raises on a bad K, rounds or steps.
+    raise TfplaceError("--verify_top_k and --real_reward need --target (a "
+                       "`tfplace cluster up` state file, a cluster spec, "
+                       "grpc://host:port or local)")
+  if _VERIFY_TOP_K.value:
+    settings()  # Raises on a bad K, rounds or steps.
+  if _REAL_REWARD.value:
+    real_settings()
+
+
+def real_settings():
+  """The `RealRewardSettings` of the flags."""
+  from tfplace.real.fine_tune import RealRewardSettings
+  return RealRewardSettings(budget_s=_REAL_BUDGET_S.value,
+                            algorithm=_REAL_ALGORITHM.value)
 
 
 def settings():
@@ -70,19 +94,29 @@ def target():
 
 
 def place(graph, cluster, cost_model, placer: str, options, seed):
-  """The verified placement (see the module docstring)."""
-  from tfplace.real.verify import verify_top_k
-  s = settings()
-  return verify_top_k(graph, target(), placer, options, top_k=s.top_k,
-                      cluster=cluster, cost_model=cost_model, seed=seed,
-                      settings=s).placement
+  """The verified and/or fine-tuned placement (see the module docstring)."""
+  from tfplace.cli.run_helpers import native_stdout_to_stderr
+  from tfplace.real import api
+  verify = settings() if _VERIFY_TOP_K.value else None
+  real = real_settings() if _REAL_REWARD.value else None
+  with native_stdout_to_stderr():  # TF's C++ lines stay off stdout
+    return api.place_on_target(graph, target(), placer, options,
+                               cluster=cluster, cost_model=cost_model,
+                               seed=seed, verify=verify, real_reward=real)
 
 
 def report_lines(placement) -> List[str]:
-  """The verification report of `placement`'s metadata, as lines."""
+  """The verification report and the fine-tune of `placement`'s metadata,
+  as lines."""
+  from tfplace.real.fine_tune import describe_summary
   from tfplace.real.rank_report import VerifyReport
-  data = placement.metadata.extra.get("verify")
-  return VerifyReport.from_dict(data).describe().splitlines() if data else []
+  extra = placement.metadata.extra
+  lines = []
+  if extra.get("verify"):
+    lines += VerifyReport.from_dict(extra["verify"]).describe().splitlines()
+  if extra.get("real_reward"):
+    lines.append(describe_summary(extra["real_reward"]))
+  return lines
 
 
 def exit_now_if_tf_busy() -> None:

@@ -20,6 +20,10 @@ A program that saves the result after an interrupt does so inside
 `tfplace.interrupts.writes_allowed()` (the interrupt is noted, so the
 program still ends with status 130).
 
+An evaluator that can no longer evaluate (a real cluster whose worker died)
+raises `StopSearch`: the run ends like an interrupted one, with the best so
+far and the reason (`SearchResult.stop_reason`).
+
 The run also keeps the `keep_top` best distinct feasible placements it saw
 (`SearchResult.top`; distinct: different step times): a verification on real runs
 (`tfplace.real.verify`) measures them, not only the best.
@@ -50,6 +54,10 @@ Evaluator = Callable[[np.ndarray], np.ndarray]
 # Distinct placements a SearchRun keeps besides the best (the most
 # `tfplace place --verify_top_k` may ask for).
 KEEP_TOP = 16
+
+
+class StopSearch(Exception):
+  """Raised by an evaluator to end the search (the message says why)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -154,6 +162,7 @@ class SearchResult:
     extra: algorithm-specific figures (e.g. CP-SAT's bound and gap).
     top: the best distinct feasible placements seen, best first, as
       (group devices int32 [G], step time) pairs (at most `keep_top`).
+    stop_reason: why the evaluator ended the search (`StopSearch`), or None.
   """
   group_devices: np.ndarray
   step_time_s: float
@@ -164,6 +173,7 @@ class SearchResult:
   interrupted: bool = False
   extra: Mapping[str, object] = dataclasses.field(default_factory=dict)
   top: Tuple[Tuple[np.ndarray, float], ...] = ()
+  stop_reason: Optional[str] = None
 
   @property
   def evaluations_per_s(self) -> float:
@@ -179,6 +189,7 @@ class SearchResult:
             "seconds": round(float(self.seconds), 3),
             "evaluations_per_s": round(self.evaluations_per_s, 1),
             "interrupted": bool(self.interrupted),
+            **({"stop_reason": self.stop_reason} if self.stop_reason else {}),
             "history": [[p.evaluations, round(p.seconds, 3),
                          number(p.best_step_time_s)] for p in self.history],
             **dict(self.extra)}
@@ -214,6 +225,7 @@ class SearchRun:
     self.evaluations = 0
     self.history = []
     self.interrupted = False
+    self.stop_reason = None
     self._top = TopPlacements(keep_top)
     self._t0 = None
     self._bar = None
@@ -274,8 +286,9 @@ class SearchRun:
     return max(0, self.budget.evaluations - self.evaluations)
 
   def done(self) -> bool:
-    """True when the budget is spent or Ctrl-C asked to stop."""
-    if self.interrupted:
+    """True when the budget is spent, Ctrl-C asked to stop, or the evaluator
+    stopped the search."""
+    if self.interrupted or self.stop_reason:
       return True
     left = self.remaining_evaluations()
     if left is not None and left <= 0:
@@ -291,7 +304,13 @@ class SearchRun:
   def evaluate(self, candidates: np.ndarray) -> np.ndarray:
     """Step times of `candidates` [B, G]; tracks the best feasible one."""
     candidates = np.atleast_2d(np.asarray(candidates, dtype=np.int32))
-    times = np.asarray(self._evaluate(candidates), dtype=np.float64)
+    try:
+      times = np.asarray(self._evaluate(candidates), dtype=np.float64)
+    except StopSearch as e:
+      self.stop_reason = str(e) or "the evaluator stopped the search"
+      logging.warning("%s: %s; stopping with the best placement so far",
+                      self._desc, self.stop_reason)
+      times = np.full(len(candidates), math.inf)
     self._offer(candidates, times)
     return times
 
@@ -318,7 +337,7 @@ class SearchRun:
         start_step_time_s=self.start_step_time_s,
         evaluations=self.evaluations, seconds=self.elapsed_s,
         history=tuple(self.history), interrupted=self.interrupted,
-        extra=extra, top=self._top.best())
+        extra=extra, top=self._top.best(), stop_reason=self.stop_reason)
 
 
 class TopPlacements:

@@ -11,4 +11,10 @@ Modules:
 * `rank_report`: predicted vs measured per candidate, the simulator's rank
   error, the speed-up over the best heuristic.
 * `verify`: `verify_top_k` (`tfplace place --verify_top_k K --target T`).
+* `measured_evaluator`: measured step times as a search's evaluator
+  (batched, cached, relative to a reference run around each batch,
+  failures a penalty).
+* `fine_tune`: a search on measured times from the simulator's result
+  (`--real_reward`).
+* `api`: `place_on_target`: search, verify, fine-tune in one call.
 """

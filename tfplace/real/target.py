@@ -18,7 +18,7 @@ from typing import Optional, Tuple
 
 from tfplace.cost import calibrated
 from tfplace.cost.cluster import Cluster
-from tfplace.errors import MeasureError
+from tfplace.errors import MeasureError, PlacementError
 from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.health import dead_tasks
 from tfplace.measurement.local_cluster import (check_reachable,
@@ -124,3 +124,25 @@ def _check_devices(target: Target, cluster: Cluster) -> None:
         f"cluster {cluster.name!r} ({', '.join(names)}) is not the target "
         f"{target.description} ({', '.join(target.device_names)}): place "
         "on the target's own cluster (e.g. --cluster STATE --target STATE)")
+
+
+def target_cluster(target) -> Cluster:
+  """The cluster of a target object: a LocalCluster's (measured when it
+  was benchmarked), or a lone server's listed devices.
+
+  Raises:
+    PlacementError: in process ("local"), where a cluster must be given.
+  """
+  if hasattr(target, "to_cluster"):
+    return target.to_cluster()
+  if isinstance(target, str) and target.startswith("grpc://"):
+    return cluster_from_target(target)
+  raise PlacementError("real runs in this process need the cluster to place "
+                       "on (cluster=...)")
+
+
+def calibration_of(cost_model) -> Optional["calibrated.Calibration"]:
+  """The calibration a cost model uses, or None."""
+  if isinstance(cost_model, calibrated.CalibratedCostModel):
+    return cost_model.calibration
+  return None

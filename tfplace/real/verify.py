@@ -27,7 +27,6 @@ from typing import Optional, Tuple
 from absl import logging
 
 from tfplace import interrupts
-from tfplace.cost import calibrated
 from tfplace.cost.cluster import Cluster
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import OpGraph
@@ -39,7 +38,8 @@ from tfplace.placers.search_support import KEEP_TOP
 from tfplace.real.candidates import candidate_set
 from tfplace.real.interleaved import measure_interleaved
 from tfplace.real.rank_report import VerifyReport, build_report, with_duel
-from tfplace.real.target import Target, check_target, resolve_target
+from tfplace.real.target import (Target, calibration_of, check_target,
+                                 resolve_target, target_cluster)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,9 +112,9 @@ def verify_top_k(graph: OpGraph, target, placer: str = "local_search",
   """
   settings = dataclasses.replace(settings or VerifySettings(), top_k=top_k)
   placer_obj = get_placer(placer, options)
-  cluster = cluster or _target_cluster(target)
+  cluster = cluster or target_cluster(target)
   resolved = resolve_target(target)
-  check_target(resolved, cluster, _calibration_of(cost_model))
+  check_target(resolved, cluster, calibration_of(cost_model))
   problem = PlacementProblem.build(graph, cluster, cost_model)
   return verify_problem(problem, placer_obj, resolved, settings, seed,
                         feeds=feeds, feed_options=feed_options)
@@ -155,19 +155,3 @@ def verify_problem(problem: PlacementProblem, placer, target: Target,
   extra = dict(best.metadata.extra, verify=report.to_dict())
   return VerifyResult(best.with_metadata(extra=extra), report,
                       tuple(placements))
-
-
-def _target_cluster(target) -> Cluster:
-  if hasattr(target, "to_cluster"):
-    return target.to_cluster()
-  if isinstance(target, str) and target.startswith("grpc://"):
-    from tfplace.measurement.local_cluster import cluster_from_target
-    return cluster_from_target(target)
-  raise PlacementError("verify_top_k on this process's devices needs the "
-                       "cluster to place on (cluster=...)")
-
-
-def _calibration_of(cost_model) -> Optional[calibrated.Calibration]:
-  if isinstance(cost_model, calibrated.CalibratedCostModel):
-    return cost_model.calibration
-  return None

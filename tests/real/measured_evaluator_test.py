@@ -1,0 +1,89 @@
+"""Measured step times as a search's evaluator, and the fine-tune on them:
+in process on logical CPUs (a GPU that is not there fails), and on TF
+servers whose worker dies."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace.cost.cluster import Device, make_cluster
+from tfplace.cost.presets import cpu_cluster
+from tfplace.measurement.config import MeasureConfig
+from tfplace.models.registry import build_model
+from tfplace.placers.problem import PlacementProblem
+from tfplace.placers.search_support import StopSearch
+from tfplace.real.fine_tune import RealRewardSettings, fine_tune
+from tfplace.real.measured_evaluator import MeasuredEvaluator, MeasuredSettings
+from tfplace.real.target import Target, resolve_target
+
+FAST = MeasuredSettings(measure=MeasureConfig(warmup=1, steps=2))
+
+
+@pytest.fixture(scope="module")
+def graph():
+  return build_model("mlp_towers", num_towers=2, hidden=16, batch_size=8,
+                     input_size=16, num_layers=1)
+
+
+def _cpus_and_a_gpu():
+  """Two in-process CPUs and a GPU this machine does not have."""
+  cpus = cpu_cluster(2)
+  gpu = dataclasses.replace(cpus.devices[0], type="GPU",
+                            name="/job:localhost/replica:0/task:0/device:GPU:0")
+  return make_cluster("cpu2_gpu", list(cpus.devices) + [gpu],
+                      default_link=cpus.default_link)
+
+
+def test_failures_are_a_penalty_and_placements_are_measured_once(graph):
+  problem = PlacementProblem.build(graph, _cpus_and_a_gpu())
+  g = problem.groups.num_groups
+  reference = np.zeros(g, np.int32)
+  evaluator = MeasuredEvaluator(problem, Target(""), reference, FAST)
+  assert evaluator.reference_s > 0
+  split = (np.arange(g) % 2).astype(np.int32)
+  on_gpu = np.full(g, 2, np.int32)
+  times = evaluator(np.stack([split, on_gpu, split, reference]))
+  assert np.isfinite(times).all() and times[0] > 0 and times[2] == times[0]
+  assert times[1] == pytest.approx(2.0 * evaluator.reference_s)  # penalty
+  assert times[3] == evaluator.reference_s
+  assert [i for i, _ in evaluator.stats.failed] == [1]
+  # 1 reference + 2 around the batch + 2 new placements.
+  assert evaluator.stats.measured == 5
+  again = evaluator(np.stack([on_gpu, split]))
+  assert np.array_equal(again, times[[1, 0]])
+  assert evaluator.stats.measured == 5
+  assert evaluator.stats.remembered == 2 + 2
+
+
+def test_a_fine_tune_returns_the_start_unless_a_fresh_duel_confirms(graph):
+  cluster = cpu_cluster(2)
+  problem = PlacementProblem.build(graph, cluster)
+  start = tfplace.place(graph, cluster, "round_robin")
+  settings = RealRewardSettings(budget_s=4, batch_size=2, blocks=4,
+                                duel_rounds=1, measured=FAST, progress=False)
+  result = fine_tune(problem, start, resolve_target("local"), settings, seed=0)
+  assert result.search.evaluations >= 2 and result.measured >= 3
+  assert result.improved == (result.duel_ratio is not None
+                             and result.duel_ratio < 1.0)
+  if not result.improved:
+    assert result.placement.devices == start.devices
+  summary = result.placement.metadata.extra["real_reward"]
+  assert summary["improved"] == result.improved
+  assert summary["search"]["algorithm"] == "local_search"
+  assert result.seconds < 4 + 10  # the budget holds the duel too (+ slack)
+
+
+def test_a_dead_worker_stops_the_search(graph):
+  with tfplace.LocalCluster(num_workers=2) as servers:
+    problem = PlacementProblem.build(graph, servers.to_cluster())
+    g = problem.groups.num_groups
+    settings = dataclasses.replace(FAST, measure=MeasureConfig(
+        warmup=1, steps=2, step_timeout_s=5))
+    evaluator = MeasuredEvaluator(problem, resolve_target(servers),
+                                  np.zeros(g, np.int32), settings)
+    servers.processes[1].kill()
+    servers.processes[1].wait()
+    with pytest.raises(StopSearch, match="worker task 1"):
+      evaluator((np.arange(g) % 2).astype(np.int32)[None, :])
