@@ -11,11 +11,20 @@ rounds); then the returned placement and the best heuristic are
 measured again, alone, in --confirm_rounds fresh interleaved rounds. Prints
 the table and, per graph, the target: the returned placement is measured at
 least as fast as the best heuristic measured the same way (returned /
-heuristic <= 1 + --tolerance, the noise allowed). With --json the last line
-is one JSON object.
+heuristic <= 1 + --tolerance, the noise allowed).
 
-  python scripts/verify_table.py                      # ~3-5 minutes
-  python scripts/verify_table.py --graphs towers2 --budget_s 5 --top_k 3
+Then the real-reward row for each graph of --real_graphs: from the
+simulator-only result (the search's best on the simulator) a fine-tune on
+measured step times for --real_budget_s seconds (`--real_reward`), and the
+fine-tuned placement measured against the simulator-only one and the best
+heuristic in --confirm_rounds fresh interleaved rounds: does the fine-tune
+improve the measured step time? With --json the last line is one JSON
+object.
+
+  python scripts/verify_table.py                      # ~6-8 minutes
+  python scripts/verify_table.py --graphs towers2 --budget_s 5 --top_k 3 \
+      --real_graphs towers2 --real_budget_s 60
+  python scripts/verify_table.py --real_budget_s 600  # the 10-minute row
 
 Measure it alone on the machine: other load moves step times by more than
 the differences between placements.
@@ -35,7 +44,8 @@ from absl import flags
 
 from tfplace.cli.app_runner import run_app
 from tfplace.errors import TfplaceError
-from tfplace.experiments.real_runs import GRAPHS, verify_row
+from tfplace.experiments.real_runs import (GRAPHS, build_graph,
+                                           real_reward_row, verify_row)
 from tfplace.units import format_seconds
 
 _GRAPHS = flags.DEFINE_list("graphs", list(GRAPHS), f"of {sorted(GRAPHS)}")
@@ -48,6 +58,14 @@ _STEPS = flags.DEFINE_integer("steps", 5, "timed steps per placement and "
 _CONFIRM = flags.DEFINE_integer("confirm_rounds", 4, "confirmation rounds")
 _TOLERANCE = flags.DEFINE_float("tolerance", 0.03, "noise allowed by the "
                                 "target (returned / heuristic <= 1 + this)")
+_REAL_GRAPHS = flags.DEFINE_list(
+    "real_graphs", ["towers4", "small_cnn"], "graphs (of --graphs) for the "
+    "real-reward row (empty: none)")
+_REAL_BUDGET_S = flags.DEFINE_float(
+    "real_budget_s", 120.0, "real seconds of each fine-tune (<= 600)")
+_REAL_ALGORITHM = flags.DEFINE_enum(
+    "real_algorithm", "local_search", ["local_search", "cross_entropy"],
+    "the search on measured times")
 _SEED = flags.DEFINE_integer("seed", 0, "search seed")
 _JSON = flags.DEFINE_bool("json", False, "print the rows as JSON last")
 
@@ -87,28 +105,80 @@ def _table(rows) -> str:
   return "\n".join(lines)
 
 
+def _real_table(rows) -> str:
+  lines = ["| graph | budget | took | evaluations | measured | failed | drift "
+           "| kept (own duel) | fine-tuned ÷ simulator-only (confirm) | "
+           "fine-tuned ÷ heuristic (confirm) | improved |",
+           "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+  for r in rows:
+    better = r.vs_sim_only is not None and r.vs_sim_only < 1.0
+    lines.append(
+        f"| {r.graph} | {r.budget_s:g} s | {r.seconds:g} s | {r.evaluations} "
+        f"| {r.measured} | {r.failed} | {r.drift:.2f}x | "
+        f"{'yes' if r.improved else 'no'} ({_ratio(r.duel_ratio)}) | "
+        f"{_ratio(r.vs_sim_only)} | {_ratio(r.vs_heuristic)} | "
+        f"{'yes' if better else 'no'} |")
+  return "\n".join(lines)
+
+
+def _check_flags() -> None:
+  for name, graphs in (("graphs", _GRAPHS.value),
+                       ("real_graphs", _REAL_GRAPHS.value)):
+    unknown = sorted(set(graphs) - set(GRAPHS))
+    if unknown:
+      raise TfplaceError(f"unknown {name} {unknown}; choose from "
+                         f"{sorted(GRAPHS)}")
+  if set(_REAL_GRAPHS.value) - set(_GRAPHS.value):
+    raise TfplaceError("--real_graphs must be among --graphs")
+  if _REAL_GRAPHS.value:
+    _real_settings()  # Raises on a bad budget.
+
+
+def _real_settings():
+  from tfplace.real.fine_tune import RealRewardSettings
+  return RealRewardSettings(budget_s=_REAL_BUDGET_S.value,
+                            algorithm=_REAL_ALGORITHM.value, progress=False)
+
+
 def main(argv):
   del argv
-  unknown = sorted(set(_GRAPHS.value) - set(GRAPHS))
-  if unknown:
-    raise TfplaceError(f"unknown graphs {unknown}; choose from "
-                       f"{sorted(GRAPHS)}")
-  settings, rows, t0 = _settings(), [], time.perf_counter()
+  _check_flags()
+  settings, rows, real_rows = _settings(), [], []
+  t0 = time.perf_counter()
   options = {"budget_s": _BUDGET_S.value, "progress": False}
   with tfplace.LocalCluster(num_workers=2, benchmark=True) as servers:
     cluster = servers.to_cluster()
     for name in _GRAPHS.value:
-      rows.append(verify_row(name, servers, cluster, _PLACER.value, options,
-                             settings, _CONFIRM.value, _TOLERANCE.value,
-                             _SEED.value))
-      print(f"done {name} ({time.perf_counter() - t0:.0f} s)", flush=True)
+      graph = build_graph(name)
+      row, verified = verify_row(graph, servers, cluster, _PLACER.value,
+                                 options, settings, _CONFIRM.value,
+                                 _TOLERANCE.value, _SEED.value)
+      rows.append(row)
+      print(f"verified {name} ({time.perf_counter() - t0:.0f} s)", flush=True)
+      if name in _REAL_GRAPHS.value:
+        real_rows.append(real_reward_row(
+            graph, servers, cluster, verified, _real_settings(),
+            _CONFIRM.value, settings.measure, _SEED.value))
+        print(f"fine-tuned {name} ({time.perf_counter() - t0:.0f} s)",
+              flush=True)
+  _print(rows, real_rows)
+
+
+def _print(rows, real_rows) -> None:
   print(_table(rows))
   met = sum(r.met for r in rows)
   print(f"target (returned measured at least as fast as the best heuristic, "
         f"tolerance {_TOLERANCE.value:.0%}): met on {met}/{len(rows)} graphs")
+  if real_rows:
+    print(_real_table(real_rows))
+    better = sum(r.vs_sim_only is not None and r.vs_sim_only < 1.0
+                 for r in real_rows)
+    print(f"real reward: the fine-tune improved the measured step time over "
+          f"the simulator-only result on {better}/{len(real_rows)} graphs")
   if _JSON.value:
-    print(json.dumps({"rows": [dict(dataclasses.asdict(r), met=r.met)
-                               for r in rows]}))
+    print(json.dumps({
+        "rows": [dict(dataclasses.asdict(r), met=r.met) for r in rows],
+        "real_reward": [dataclasses.asdict(r) for r in real_rows]}))
 
 
 if __name__ == "__main__":

@@ -7,17 +7,25 @@ heuristic measured again, interleaved, in rounds of their own (the
 verification picked the fastest of several noisy measurements, so its own
 figure for the winner is biased low; the confirmation is not). The target:
 the returned placement is measured at least as fast as the best heuristic.
+
+The real-reward row: from the simulator-only result (the search's best on
+the simulator, what `tfplace place` returns without real runs) a fine-tune
+on measured step times (`tfplace.real.fine_tune`) for a real-time budget,
+then the fine-tuned placement against the simulator-only one and against
+the best heuristic in fresh interleaved rounds.
 """
 
 import dataclasses
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
 from tfplace.measurement.config import MeasureConfig
 from tfplace.models.registry import build_model
 from tfplace.real.interleaved import measure_interleaved
 from tfplace.real.target import resolve_target
-from tfplace.real.verify import VerifySettings, verify_top_k
+from tfplace.placers.problem import PlacementProblem
+from tfplace.real.fine_tune import RealRewardSettings, fine_tune
+from tfplace.real.verify import VerifyResult, VerifySettings, verify_top_k
 
 # Graphs whose steps take ~10-100 ms on one core, where the placement on
 # two one-core workers matters.
@@ -95,11 +103,12 @@ def confirm(graph, first, second, target, rounds: int,
   return ratio if math.isfinite(ratio) else None
 
 
-def verify_row(name: str, servers, cluster, placer: str, options: dict,
+def verify_row(graph, servers, cluster, placer: str, options: dict,
                settings: VerifySettings, confirm_rounds: int,
-               tolerance: float, seed: Optional[int] = 0) -> VerifyRow:
-  """Searches, verifies and confirms one graph (see the module docstring)."""
-  graph = build_graph(name)
+               tolerance: float, seed: Optional[int] = 0
+               ) -> Tuple[VerifyRow, VerifyResult]:
+  """Searches, verifies and confirms one graph (see the module docstring);
+  returns its row and the verification."""
   result = verify_top_k(graph, servers, placer, options, top_k=settings.top_k,
                         cluster=cluster, seed=seed, settings=settings)
   report = result.report
@@ -109,7 +118,61 @@ def verify_row(name: str, servers, cluster, placer: str, options: dict,
                   result.candidates[report.reference], servers,
                   confirm_rounds, settings.measure, settings.progress)
   return VerifyRow(
-      name, graph.num_ops, ref.label, ref.predicted_s, ref.measured_s,
+      graph.name, graph.num_ops, ref.label, ref.predicted_s, ref.measured_s,
       chosen.label, chosen.predicted_s, chosen.measured_s,
       report.speedup_over_heuristic, report.duel_ratio, report.spearman,
-      report.predicted_best_is_measured_best, ratio, tolerance)
+      report.predicted_best_is_measured_best, ratio, tolerance), result
+
+
+@dataclasses.dataclass(frozen=True)
+class RealRewardRow:
+  """One graph's fine-tune on measured step times.
+
+  Attributes:
+    graph: the GRAPHS name.
+    budget_s: the fine-tune's real-time budget.
+    seconds: what it took.
+    evaluations: placements the search scored (measured or looked up).
+    measured: measurements made (references included).
+    failed: placements that failed (a penalty each).
+    drift: max / min of the start's medians during the fine-tune.
+    improved: the fine-tune returned a placement other than its start (it
+      won its own duel).
+    duel_ratio: fine-tuned / start in the fine-tune's duel (None: no duel).
+    vs_sim_only: fine-tuned / simulator-only in fresh rounds (1.0: the same
+      placement).
+    vs_heuristic: fine-tuned / the best heuristic in fresh rounds.
+  """
+  graph: str
+  budget_s: float
+  seconds: float
+  evaluations: int
+  measured: int
+  failed: int
+  drift: float
+  improved: bool
+  duel_ratio: Optional[float]
+  vs_sim_only: Optional[float]
+  vs_heuristic: Optional[float]
+
+
+def real_reward_row(graph, servers, cluster, verified: VerifyResult,
+                    settings: RealRewardSettings, confirm_rounds: int,
+                    measure: MeasureConfig, seed: Optional[int] = 0
+                    ) -> RealRewardRow:
+  """Fine-tunes the simulator-only result of `verified` on measured times
+  and confirms it (see the module docstring)."""
+  sim_only = verified.candidates[0]
+  heuristic = verified.candidates[verified.report.reference]
+  problem = PlacementProblem.build(graph, cluster)
+  result = fine_tune(problem, sim_only, resolve_target(servers), settings,
+                     seed)
+  tuned = result.placement
+  return RealRewardRow(
+      graph.name, settings.budget_s, round(result.seconds, 1),
+      result.search.evaluations, result.measured, result.failed,
+      round(result.drift, 3), result.improved, result.duel_ratio,
+      confirm(graph, tuned, sim_only, servers, confirm_rounds, measure,
+              settings.progress),
+      confirm(graph, tuned, heuristic, servers, confirm_rounds, measure,
+              settings.progress))
