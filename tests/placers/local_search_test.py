@@ -52,3 +52,15 @@ def test_memory_is_respected():
   # Candidates whose parameters overflow a device are not even simulated.
   assert all(max(np.bincount(c, minlength=2)) <= 2 for c, _ in seen)
   assert sim.simulate(result.group_devices).feasible
+
+
+def test_a_batch_that_comes_out_empty_by_chance_does_not_end_the_search():
+  # One block move per batch, to a random device: half of them leave the
+  # placement as it is (an empty batch). The search goes on to its budget.
+  space, _, _ = lib.space(*lib.independent_ops(4))
+  config = LocalSearchConfig(batch_size=1, swap_fraction=0.0,
+                             block_fraction=1.0)
+  result = local_search(space, np.zeros(4, np.int32),
+                        Budget(seconds=None, evaluations=40), config, seed=0,
+                        progress=False, blocks=np.array([0, 0, 1, 1]))
+  assert result.evaluations == 40

@@ -29,6 +29,10 @@ from tfplace.placers.search_support import (Budget, SearchResult, SearchRun,
                                             SearchSpace)
 
 
+# Empty proposals in a row after which a placement has no neighbour.
+_MAX_EMPTY_BATCHES = 100
+
+
 @dataclasses.dataclass(frozen=True)
 class LocalSearchConfig:
   """The search's own knobs (the placer's options add budget and start).
@@ -156,12 +160,18 @@ def local_search(space: SearchSpace, start: np.ndarray, budget: Budget,
                  desc="local_search", progress=progress) as run:
     x, fx = run.best_devices.copy(), run.start_step_time_s
     t0 = config.temperature * (fx if math.isfinite(fx) else 0.0)
-    stale = 0
+    stale, empty = 0, 0
     while not run.done():
       candidates = neighbours.propose(x, run.batch_size(config.batch_size))
       candidates = candidates[space.fits(candidates)]
       if len(candidates) == 0:
-        break
+        # A small batch can come out empty by chance (every block move to
+        # its own device); only many in a row mean there is no neighbour.
+        empty += 1
+        if empty >= _MAX_EMPTY_BATCHES:
+          break
+        continue
+      empty = 0
       best_before = run.best_step_time_s
       times = run.evaluate(candidates)
       j = int(np.argmin(times))
