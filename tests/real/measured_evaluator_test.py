@@ -57,12 +57,15 @@ def test_failures_are_a_penalty_and_placements_are_measured_once(graph):
   assert evaluator.stats.remembered == 2 + 2
 
 
-def test_a_fine_tune_returns_the_start_unless_a_fresh_duel_confirms(graph):
+@pytest.mark.parametrize("algorithm", ["local_search", "cross_entropy"])
+def test_a_fine_tune_returns_the_start_unless_a_fresh_duel_confirms(
+    graph, algorithm):
   cluster = cpu_cluster(2)
   problem = PlacementProblem.build(graph, cluster)
   start = tfplace.place(graph, cluster, "round_robin")
-  settings = RealRewardSettings(budget_s=4, batch_size=2, blocks=4,
-                                duel_rounds=1, measured=FAST, progress=False)
+  settings = RealRewardSettings(budget_s=3, batch_size=2, blocks=4,
+                                duel_rounds=1, measured=FAST, progress=False,
+                                algorithm=algorithm)
   result = fine_tune(problem, start, resolve_target("local"), settings, seed=0)
   assert result.search.evaluations >= 2 and result.measured >= 3
   assert result.improved == (result.duel_ratio is not None
@@ -71,8 +74,8 @@ def test_a_fine_tune_returns_the_start_unless_a_fresh_duel_confirms(graph):
     assert result.placement.devices == start.devices
   summary = result.placement.metadata.extra["real_reward"]
   assert summary["improved"] == result.improved
-  assert summary["search"]["algorithm"] == "local_search"
-  assert result.seconds < 4 + 10  # the budget holds the duel too (+ slack)
+  assert summary["search"]["algorithm"] == algorithm
+  assert result.seconds < 3 + 10  # the budget holds the duel too (+ slack)
 
 
 def test_a_dead_worker_stops_the_search(graph):
