@@ -90,3 +90,33 @@ def test_a_dead_worker_stops_the_search(graph):
     servers.processes[1].wait()
     with pytest.raises(StopSearch, match="worker task 1"):
       evaluator((np.arange(g) % 2).astype(np.int32)[None, :])
+
+
+def test_ctrl_c_ends_the_fine_tune_with_the_start_and_no_duel(graph,
+                                                              monkeypatch):
+  import os
+  import signal
+  from tfplace import interrupts
+  from tfplace.real import measured_evaluator
+  cluster = cpu_cluster(2)
+  problem = PlacementProblem.build(graph, cluster)
+  start = tfplace.place(graph, cluster, "round_robin")
+  calls, real_call = [], measured_evaluator.MeasuredEvaluator.__call__
+
+  def call_then_ctrl_c(self, candidates):
+    calls.append(1)
+    if len(calls) == 3:
+      os.kill(os.getpid(), signal.SIGINT)
+    return real_call(self, candidates)
+
+  monkeypatch.setattr(measured_evaluator.MeasuredEvaluator, "__call__",
+                      call_then_ctrl_c)
+  settings = RealRewardSettings(budget_s=60, batch_size=2, blocks=4,
+                                measured=FAST, progress=False)
+  try:
+    result = fine_tune(problem, start, resolve_target("local"), settings, 0)
+  finally:
+    interrupts.clear()
+  assert result.search.interrupted and len(calls) == 3
+  assert result.seconds < 30 and result.duel_ratio is None
+  assert not result.improved and result.placement.devices == start.devices

@@ -151,7 +151,9 @@ def main(argv: List[str]) -> None:
         f"written to {_OUT.value}. Try another placer, a cluster with more "
         "memory, or --allow_infeasible to write it anyway")
   search = placement.metadata.extra.get("search") or {}
-  if search.get("interrupted"):  # Ctrl-C: save the best so far, exit 130.
+  if search.get("interrupted") or interrupts.interrupted():
+    # Ctrl-C stopped a search (on the simulator or on real runs): save the
+    # best so far, exit 130.
     with interrupts.writes_allowed():
       placement.save(_OUT.value)
   else:

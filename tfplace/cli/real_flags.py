@@ -122,10 +122,11 @@ def report_lines(placement) -> List[str]:
 def exit_now_if_tf_busy() -> None:
   """After a worker died during the rounds (the placement is written), TF
   calls to it may wait in background threads until their deadlines: give
-  them 2 s, then leave with status 0 at once."""
+  them 2 s, then leave at once (status 0, or 130 after Ctrl-C)."""
+  from tfplace import interrupts
   from tfplace.measurement.session import wait_for_background
   if wait_for_background(timeout_s=2.0):
     return
   sys.stdout.flush()
   sys.stderr.flush()
-  os._exit(0)  # pylint: disable=protected-access
+  os._exit(130 if interrupts.interrupted() else 0)  # pylint: disable=protected-access

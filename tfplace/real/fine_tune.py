@@ -11,7 +11,8 @@ single small group rarely changes the step time measurably) or
 `cross_entropy` over those blocks. It starts from the simulator-found
 placement, which is also the reference every batch is measured against, and
 stops on a real-time budget that includes the duel. A dead worker ends it
-with the best so far (`StopSearch`); Ctrl-C too.
+with the best so far (`StopSearch`); Ctrl-C ends it without the duel (the
+start is returned: nothing unconfirmed is).
 """
 
 import dataclasses
@@ -134,8 +135,9 @@ def fine_tune(problem: PlacementProblem, start: Placement, target: Target,
                    Budget(seconds=max(1.0, left)), seed)
   best = result.group_devices
   changed = not np.array_equal(best, begin)
+  duel = changed and settings.duel_rounds and not result.interrupted
   ratio = (_duel(problem, target, best, begin, settings, feeds, feed_options)
-           if changed and settings.duel_rounds else None)
+           if duel else None)
   improved = changed and (not settings.duel_rounds
                           or (ratio is not None and ratio < 1.0))
   stats = evaluator.stats
