@@ -25,8 +25,8 @@ raises `StopSearch`: the run ends like an interrupted one, with the best so
 far and the reason (`SearchResult.stop_reason`).
 
 The run also keeps the `keep_top` best distinct feasible placements it saw
-(`SearchResult.top`; distinct: different step times): a verification on real runs
-(`tfplace.real.verify`) measures them, not only the best.
+(`SearchResult.top`; distinct: different step times): a verification on
+real runs (`tfplace.real.verify`) measures them, not only the best.
 
 `start_placement` resolves the `init` option of the search and learned
 placers: the best of the heuristic placers, one named placer, or a placement
