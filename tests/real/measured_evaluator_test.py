@@ -67,7 +67,7 @@ def test_a_fine_tune_returns_the_start_unless_a_fresh_duel_confirms(
                                 duel_rounds=1, measured=FAST, progress=False,
                                 algorithm=algorithm)
   result = fine_tune(problem, start, resolve_target("local"), settings, seed=0)
-  assert result.search.evaluations >= 2 and result.measured >= 3
+  assert result.search["evaluations"] >= 2 and result.measured >= 3
   assert result.improved == (result.duel_ratio is not None
                              and result.duel_ratio < 1.0)
   if not result.improved:
@@ -117,6 +117,6 @@ def test_ctrl_c_ends_the_fine_tune_with_the_start_and_no_duel(graph,
     result = fine_tune(problem, start, resolve_target("local"), settings, 0)
   finally:
     interrupts.clear()
-  assert result.search.interrupted and len(calls) == 3
+  assert result.search["interrupted"] and len(calls) == 3
   assert result.seconds < 30 and result.duel_ratio is None
   assert not result.improved and result.placement.devices == start.devices

@@ -170,7 +170,7 @@ def real_reward_row(graph, servers, cluster, verified: VerifyResult,
   tuned = result.placement
   return RealRewardRow(
       graph.name, settings.budget_s, round(result.seconds, 1),
-      result.search.evaluations, result.measured, result.failed,
+      result.search["evaluations"], result.measured, result.failed,
       round(result.drift, 3), result.improved, result.duel_ratio,
       confirm(graph, tuned, sim_only, servers, confirm_rounds, measure,
               settings.progress),

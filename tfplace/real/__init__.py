@@ -16,5 +16,7 @@ Modules:
   failures a penalty).
 * `fine_tune`: a search on measured times from the simulator's result
   (`--real_reward`).
+* `learned_fine_tune`: a learned placer's simulator-trained policy resumed
+  on measured times (a copy of its checkpoint).
 * `api`: `place_on_target`: search, verify, fine-tune in one call.
 """

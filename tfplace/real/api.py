@@ -12,9 +12,11 @@ from tfplace import interrupts, pipeline
 from tfplace.cost.cluster import Cluster
 from tfplace.graph.op_graph import OpGraph
 from tfplace.placement import Placement
+from tfplace.placers.base import PlacerKind
 from tfplace.placers.problem import PlacementProblem
 from tfplace.placers.registry import get_placer
 from tfplace.real.fine_tune import RealRewardSettings, fine_tune
+from tfplace.real.learned_fine_tune import check_learned
 from tfplace.real.target import (calibration_of, check_target, resolve_target,
                                  target_cluster)
 from tfplace.real.verify import VerifySettings, verify_problem
@@ -35,7 +37,9 @@ def place_on_target(graph: OpGraph, target, placer: str = "local_search",
     cluster: the cluster to place on (default: the target's).
     verify: measure the placer's `top_k` best and the best heuristic, keep
       the measured best (None: no verification).
-    real_reward: then fine-tune on measured step times (None: no).
+    real_reward: then fine-tune on measured step times (None: no): a search
+      placer's or a heuristic's placement by `real_reward.algorithm`, a
+      learned placer's by its simulator-trained policy (its `logdir`).
     feeds, feed_options: the graph's inputs (see `tfplace.measure`).
 
   Returns:
@@ -47,6 +51,8 @@ def place_on_target(graph: OpGraph, target, placer: str = "local_search",
       search (see `tfplace.real.target.check_target`).
   """
   placer_obj = get_placer(placer, options)
+  if real_reward is not None and placer_obj.kind == PlacerKind.LEARNED:
+    check_learned(placer_obj)  # Before any work.
   cluster = cluster or target_cluster(target)
   resolved = resolve_target(target)
   check_target(resolved, cluster, calibration_of(cost_model))
@@ -58,7 +64,9 @@ def place_on_target(graph: OpGraph, target, placer: str = "local_search",
   else:
     placement = pipeline.run_placer(problem, placer_obj, seed).placement
   if real_reward is not None and not interrupts.interrupted():
+    learned = placer_obj if placer_obj.kind == PlacerKind.LEARNED else None
     placement = fine_tune(problem, placement, resolved, real_reward, seed,
-                          feeds=feeds, feed_options=feed_options).placement
+                          placer=learned, feeds=feeds,
+                          feed_options=feed_options).placement
   result = pipeline.evaluate(problem, placement)  # its own placer named
   return pipeline.record_prediction(placement, cluster, result)

@@ -26,6 +26,7 @@ from tfplace.errors import PlacementError
 from tfplace.grouping.coarsen import coarsen_to_k
 from tfplace.grouping.group_graph import build_group_graph
 from tfplace.placement import Placement
+from tfplace.placers.base import PlacerKind
 from tfplace.placers.cross_entropy import CrossEntropyConfig, cross_entropy
 from tfplace.placers.local_search import LocalSearchConfig, local_search
 from tfplace.placers.problem import PlacementProblem
@@ -81,7 +82,8 @@ class FineTuneResult:
     placement: the fine-tuned placement if it won the duel, else the start;
       its metadata holds `summary()` under "real_reward".
     improved: True if the fine-tuned placement is returned.
-    search: the search on measured times.
+    search: the search's figures (`SearchResult.summary()`, or a learned
+      placer's), without its curve.
     duel_ratio: fine-tuned / start in the duel's rounds (None: no duel).
     measured, remembered, failed: placements measured, looked up, failed.
     drift: max / min of the start's medians over the run.
@@ -89,7 +91,7 @@ class FineTuneResult:
   """
   placement: Placement
   improved: bool
-  search: SearchResult
+  search: dict
   duel_ratio: Optional[float]
   measured: int
   remembered: int
@@ -99,12 +101,10 @@ class FineTuneResult:
 
   def summary(self) -> dict:
     """JSON-ready figures (placement metadata "real_reward")."""
-    search = self.search.summary()
-    search.pop("history")
     return {"improved": self.improved, "duel_ratio": self.duel_ratio,
             "measured": self.measured, "remembered": self.remembered,
             "failed": self.failed, "drift": round(self.drift, 4),
-            "seconds": round(self.seconds, 2), "search": search}
+            "seconds": round(self.seconds, 2), "search": dict(self.search)}
 
 
 def group_devices(problem: PlacementProblem, placement: Placement
@@ -117,12 +117,23 @@ def group_devices(problem: PlacementProblem, placement: Placement
 
 def fine_tune(problem: PlacementProblem, start: Placement, target: Target,
               settings: Optional[RealRewardSettings] = None,
-              seed: Optional[int] = None, *, feeds=None,
+              seed: Optional[int] = None, *, placer=None, feeds=None,
               feed_options=None) -> FineTuneResult:
   """Searches on measured times from `start` (see the module docstring).
 
+  Args:
+    problem: the graph, cluster and colocation groups.
+    start: the simulator-found placement (the start and the reference).
+    target: where to measure (checked already).
+    settings: budget, search, measurements.
+    seed: the search's seed.
+    placer: a learned placer whose simulator-trained policy fine-tunes
+      (`tfplace.real.learned_fine_tune`; None: `settings.algorithm`).
+    feeds, feed_options: the graph's inputs.
+
   Raises:
     MeasureError: the start placement cannot be measured on the target.
+    PlacementError: a learned placer without its checkpoint.
   """
   settings = settings or RealRewardSettings()
   t0 = time.perf_counter()
@@ -130,12 +141,17 @@ def fine_tune(problem: PlacementProblem, start: Placement, target: Target,
   evaluator = MeasuredEvaluator(problem, target, begin, settings.measured,
                                 feeds, feed_options)
   duel_s = settings.duel_rounds * 2 * evaluator.seconds_per_measurement
-  left = settings.budget_s - (time.perf_counter() - t0) - duel_s
-  result = _search(problem, evaluator, begin, settings,
-                   Budget(seconds=max(1.0, left)), seed)
-  best = result.group_devices
+  budget_s = max(1.0, settings.budget_s - (time.perf_counter() - t0) - duel_s)
+  if placer is not None and placer.kind == PlacerKind.LEARNED:
+    from tfplace.real.learned_fine_tune import learned_search
+    best, summary = learned_search(problem, placer, evaluator, budget_s,
+                                   settings, seed)
+  else:
+    result = _search(problem, evaluator, begin, settings,
+                     Budget(seconds=budget_s), seed)
+    best, summary = result.group_devices, _without_history(result.summary())
   changed = not np.array_equal(best, begin)
-  duel = changed and settings.duel_rounds and not result.interrupted
+  duel = changed and settings.duel_rounds and not summary["interrupted"]
   ratio = (_duel(problem, target, best, begin, settings, feeds, feed_options)
            if duel else None)
   improved = changed and (not settings.duel_rounds
@@ -144,10 +160,14 @@ def fine_tune(problem: PlacementProblem, start: Placement, target: Target,
   chosen = problem.placement(best if improved else begin,
                              start.metadata.placer)
   out = FineTuneResult(
-      chosen, improved, result, ratio, stats.measured, stats.remembered,
+      chosen, improved, summary, ratio, stats.measured, stats.remembered,
       len(stats.failed), drift(stats), time.perf_counter() - t0)
   extra = dict(start.metadata.extra, real_reward=out.summary())
   return dataclasses.replace(out, placement=chosen.with_metadata(extra=extra))
+
+
+def _without_history(summary: dict) -> dict:
+  return {k: v for k, v in summary.items() if k not in ("history", "curve")}
 
 
 def _search(problem, evaluator, begin, settings: RealRewardSettings,

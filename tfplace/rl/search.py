@@ -50,6 +50,10 @@ class SearchConfig:
     use_tf_function: compile the policy and the train step with tf.function
       (False runs them eagerly: slower per step, no tracing; for tiny
       problems and debugging).
+    fine_tune: resume the checkpoint with another evaluator (measured step
+      times, `tfplace.real`): the restored best is evaluated again with it,
+      and `budget_s` and `max_samples` count from this run, not over the
+      resumed runs.
   """
   budget_s: float = 300.0
   max_samples: int = 100_000
@@ -63,6 +67,7 @@ class SearchConfig:
   entropy_every: int = 10
   progress: bool = True
   use_tf_function: bool = True
+  fine_tune: bool = False
 
   def __post_init__(self):
     if self.warm_start not in WARM_STARTS:
@@ -70,8 +75,8 @@ class SearchConfig:
                            f"one of {list(WARM_STARTS)}")
     if not self.budget_s > 0 or self.max_samples < 1:
       raise PlacementError("budget_s must be > 0 and max_samples >= 1")
-    if self.resume and not self.logdir:
-      raise PlacementError("resume needs a logdir")
+    if (self.resume or self.fine_tune) and not self.logdir:
+      raise PlacementError("resume (and fine_tune) needs a logdir")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +102,8 @@ class LearnedResult:
     wall_time_s: wall time over the whole search.
     samples_per_s: samples / wall time.
     resumed: whether this run continued a checkpoint.
-    stopped_by: "time_s", "max_samples" or "interrupted".
+    stopped_by: "time_s", "max_samples", "interrupted" or "stopped" (the
+      evaluator stopped the search, e.g. a dead worker of a real cluster).
     curve: per train step of this run.
   """
   best_devices: np.ndarray
@@ -195,10 +201,11 @@ def run_search(setup: LearnedSetup, agent_config, config: SearchConfig,
     return _run(loop, devices, step_time_s, t0)
 
 
-def _stopped(loop: SearchLoop, elapsed_s: float) -> Optional[str]:
+def _stopped(loop: SearchLoop, elapsed_s: float,
+             samples_before: int = 0) -> Optional[str]:
   if elapsed_s >= loop.config.budget_s:
     return "time_s"
-  if loop.samples >= loop.config.max_samples:
+  if loop.samples - samples_before >= loop.config.max_samples:
     return "max_samples"
   return None
 
@@ -208,11 +215,13 @@ def _run(loop: SearchLoop, devices: np.ndarray, step_time_s: float,
   """The budgeted loop: curves, checkpoints, Ctrl-C (via `SearchRun`)."""
   config, env = loop.config, loop.env
   before_s = float(loop.state.elapsed_s.numpy())
-  stopped = _stopped(loop, before_s + time.time() - t0)
+  stopped = _stopped(loop, loop.spent_before_s + time.time() - t0,
+                     loop.samples_before)
   curve: List[CurvePoint] = []
   if stopped is None:
     simulate = env.evaluator.simulate
-    budget = Budget(seconds=config.budget_s - before_s - (time.time() - t0))
+    budget = Budget(seconds=config.budget_s - loop.spent_before_s
+                    - (time.time() - t0))
     with SearchRun(simulate, budget, devices, step_time_s,
                    desc="learned search", progress=config.progress) as run:
       env.evaluator.simulate = run.evaluate
@@ -239,9 +248,10 @@ def _loop(loop: SearchLoop, run: SearchRun, curve: List[CurvePoint],
     if now - last_save >= config.checkpoint_every_s:
       loop.save(before_s + now - t0)
       last_save = now
-    if run.interrupted:
-      return "interrupted"
-    stopped = _stopped(loop, before_s + time.time() - t0)
+    if run.interrupted or run.stop_reason:  # Ctrl-C, or the evaluator
+      return "interrupted" if run.interrupted else "stopped"
+    stopped = _stopped(loop, loop.spent_before_s + time.time() - t0,
+                       loop.samples_before)
     if stopped is not None:
       return stopped
 

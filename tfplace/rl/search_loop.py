@@ -33,6 +33,8 @@ class SearchLoop:
     stats: its reward statistics (moving-average baseline and scale).
     state: the checkpointed counters and best-so-far.
     resumed: whether a checkpoint was restored.
+    spent_before_s, samples_before: what the budgets do not count (the
+      resumed runs' time; with `fine_tune`, nothing before this run).
     best_action: the action of the best placement so far (for replay).
   """
 
@@ -57,6 +59,10 @@ class SearchLoop:
           config.logdir, setup.signature, config.resume, config.restart,
           agent=self.agent, reward_stats=self.stats, search_state=self.state)
     self.resumed = int(self.state.samples.numpy()) > 0
+    # What the budgets count: the whole search, or (fine_tune) this run.
+    self.spent_before_s = (0.0 if config.fine_tune
+                           else float(self.state.elapsed_s.numpy()))
+    self.samples_before = self.samples if config.fine_tune else 0
     self.best_action = None
     compiled = config.use_tf_function
     self.policy = py_tf_eager_policy.PyTFEagerPolicy(
@@ -85,6 +91,8 @@ class SearchLoop:
     if self.resumed:
       devices = self.state.best_devices.numpy()
       self.best_action = self.env.codec.encode(devices)
+      if self.config.fine_tune:  # Another evaluator: other units.
+        self._rescore_best(devices)
       return devices, self.best_step_time_s
     setup, env = self.setup, self.env
     devices = np.asarray(setup.start_devices, dtype=np.int32)
@@ -97,6 +105,13 @@ class SearchLoop:
                             env.codec.encode(devices), self.config.explore)
       logging.info("imitation warm start: target probability %.4f", p)
     return devices, float(setup.start_step_time_s)
+
+  def _rescore_best(self, devices: np.ndarray) -> None:
+    """The restored best evaluated with this run's evaluator; the reward
+    baseline restarts at its reward."""
+    times, _ = self.env.evaluator.evaluate(devices[None])
+    self.state.best_step_time_s.assign(float(times[0]))
+    self.stats.start_at(self._reward(float(times[0])))
 
   def step(self) -> Tuple[float, float]:
     """One batch (see the module docstring). Returns (loss, mean step time
