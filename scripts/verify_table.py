@@ -25,6 +25,13 @@ object.
   python scripts/verify_table.py --graphs towers2 --budget_s 5 --top_k 3 \
       --real_graphs towers2 --real_budget_s 60
   python scripts/verify_table.py --real_budget_s 600  # the 10-minute row
+  python scripts/verify_table.py --graphs towers2 --real_graphs towers2 \
+      --real_learned colocrl,hierarchical            # + the learned policies
+
+--real_learned: each learned placer is trained on the simulator for
+--budget_s seconds, then its policy fine-tuned on measured step times for
+--real_budget_s (`tfplace.real.learned_fine_tune`), and confirmed against
+its own simulator-only result and the best heuristic.
 
 Measure it alone on the machine: other load moves step times by more than
 the differences between placements.
@@ -45,6 +52,7 @@ from absl import flags
 from tfplace.cli.app_runner import run_app
 from tfplace.errors import TfplaceError
 from tfplace.experiments.real_runs import (GRAPHS, build_graph,
+                                           learned_reward_row,
                                            real_reward_row, verify_row)
 from tfplace.units import format_seconds
 
@@ -66,6 +74,10 @@ _REAL_BUDGET_S = flags.DEFINE_float(
 _REAL_ALGORITHM = flags.DEFINE_enum(
     "real_algorithm", "local_search", ["local_search", "cross_entropy"],
     "the search on measured times")
+_REAL_LEARNED = flags.DEFINE_list(
+    "real_learned", [], "learned placers (colocrl, hierarchical) trained on "
+    "the simulator for --budget_s, then fine-tuned on measured times, on "
+    "each of --real_graphs (empty: none)")
 _SEED = flags.DEFINE_integer("seed", 0, "search seed")
 _JSON = flags.DEFINE_bool("json", False, "print the rows as JSON last")
 
@@ -132,6 +144,10 @@ def _check_flags() -> None:
     raise TfplaceError("--real_graphs must be among --graphs")
   if _REAL_GRAPHS.value:
     _real_settings()  # Raises on a bad budget.
+  bad = sorted(set(_REAL_LEARNED.value) - {"colocrl", "hierarchical"})
+  if bad:
+    raise TfplaceError(f"--real_learned: {bad} cannot be fine-tuned on real "
+                       "runs (colocrl, hierarchical)")
 
 
 def _real_settings():
@@ -156,12 +172,24 @@ def main(argv):
       rows.append(row)
       print(f"verified {name} ({time.perf_counter() - t0:.0f} s)", flush=True)
       if name in _REAL_GRAPHS.value:
-        real_rows.append(real_reward_row(
-            graph, servers, cluster, verified, _real_settings(),
-            _CONFIRM.value, settings.measure, _SEED.value))
+        real_rows += _real_rows(graph, servers, cluster, verified, settings)
         print(f"fine-tuned {name} ({time.perf_counter() - t0:.0f} s)",
               flush=True)
   _print(rows, real_rows)
+
+
+def _real_rows(graph, servers, cluster, verified, settings) -> list:
+  """The search placer's fine-tune, then each --real_learned placer's."""
+  import tempfile
+  rows = [real_reward_row(graph, servers, cluster, verified, _real_settings(),
+                          _CONFIRM.value, settings.measure, _SEED.value)]
+  heuristic = verified.candidates[verified.report.reference]
+  for name in _REAL_LEARNED.value:
+    with tempfile.TemporaryDirectory(prefix="verify_table_") as logdir:
+      rows.append(learned_reward_row(
+          graph, servers, cluster, name, _BUDGET_S.value, _real_settings(),
+          _CONFIRM.value, settings.measure, heuristic, logdir, _SEED.value))
+  return rows
 
 
 def _print(rows, real_rows) -> None:
@@ -174,7 +202,7 @@ def _print(rows, real_rows) -> None:
     better = sum(r.vs_sim_only is not None and r.vs_sim_only < 1.0
                  for r in real_rows)
     print(f"real reward: the fine-tune improved the measured step time over "
-          f"the simulator-only result on {better}/{len(real_rows)} graphs")
+          f"the simulator-only result on {better}/{len(real_rows)} rows")
   if _JSON.value:
     print(json.dumps({
         "rows": [dict(dataclasses.asdict(r), met=r.met) for r in rows],

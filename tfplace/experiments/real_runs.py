@@ -176,3 +176,31 @@ def real_reward_row(graph, servers, cluster, verified: VerifyResult,
               settings.progress),
       confirm(graph, tuned, heuristic, servers, confirm_rounds, measure,
               settings.progress))
+
+
+def learned_reward_row(graph, servers, cluster, placer_name: str,
+                       sim_budget_s: float, settings: RealRewardSettings,
+                       confirm_rounds: int, measure: MeasureConfig,
+                       heuristic, logdir: str,
+                       seed: Optional[int] = 0) -> RealRewardRow:
+  """A learned placer trained on the simulator for `sim_budget_s` (its
+  checkpoint in `logdir`), its policy fine-tuned on measured times, then
+  confirmed against its simulator-only result and `heuristic`."""
+  from tfplace.pipeline import run_placer
+  from tfplace.placers.registry import get_placer
+  problem = PlacementProblem.build(graph, cluster)
+  placer = get_placer(placer_name, {"budget_s": sim_budget_s,
+                                    "logdir": logdir, "progress": False})
+  sim_only = run_placer(problem, placer, seed).placement
+  result = fine_tune(problem, sim_only, resolve_target(servers), settings,
+                     seed, placer=placer)
+  tuned = result.placement
+  return RealRewardRow(
+      f"{graph.name} ({placer_name})", settings.budget_s,
+      round(result.seconds, 1), result.search["evaluations"],
+      result.measured, result.failed, round(result.drift, 3),
+      result.improved, result.duel_ratio,
+      confirm(graph, tuned, sim_only, servers, confirm_rounds, measure,
+              settings.progress),
+      confirm(graph, tuned, heuristic, servers, confirm_rounds, measure,
+              settings.progress))
