@@ -1,6 +1,7 @@
 """show ops, edges, colocation groups, parameter bytes, FLOPs and op types.
 
   tfplace info GRAPH_FILE [--json] [--loop_trip_counts LOOP=N,...]
+               [--batch_size N] [--input_shapes name=DxD,...]
 
 --json prints the summary with "colocation_groups": a list of lists of op
 names (every group, singletons included).

@@ -5,6 +5,7 @@ usage: tfplace place GRAPH --cluster CLUSTER --placer NAME
                      [--budget_s S] [--init best_heuristic|PLACER|p.json]
                      [--seed N] [--cost_model NAME] [--loop_trip_counts L=N]
                      [--calibration calibration.json] [--allow_infeasible]
+                     [--batch_size N] [--input_shapes name=DxD,...]
                      [--verify_top_k K --target STATE|SPEC|grpc://...|local
                       [--verify_rounds 3] [--verify_steps 5]]
                      [--real_reward --target T [--real_budget_s 300]

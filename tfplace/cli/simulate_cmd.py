@@ -4,6 +4,7 @@ usage: tfplace simulate GRAPH --cluster CLUSTER
                         --placement placement.json [--cost_model NAME]
                         [--calibration calibration.json] [--json]
                         [--loop_trip_counts LOOP=N,...]
+                        [--batch_size N] [--input_shapes name=DxD,...]
 
 Reads GRAPH (any form `tfplace.graph.importers.import_graph` reads), costs
 it with --cost_model (default: analytical, or calibrated when --calibration
