@@ -70,6 +70,29 @@ def test_fit_recovers_factors_from_noisy_samples_per_type():
   assert fits["GPU"]["MatMul"].scale == pytest.approx(1.0, rel=0.02)
 
 
+def test_fit_recovers_a_size_exponent_and_keeps_it_in_range():
+  # Small ops of the type run further below the rate: t = 2 w (w/1e-5)^-0.2.
+  samples = [OpSample("Conv2D", "CPU", w, 2.0 * w * (w / 1e-5) ** -0.2)
+             for w in WORKS]
+  free = FitBounds(min_exponent=0.5, max_exponent=1.2)
+  assert fit.fit_op_type(samples).exponent == 1.0  # off by default
+  got = fit.fit_op_type(samples, free)
+  assert got.exponent == pytest.approx(0.8, abs=0.02)
+  assert (got.min_s, got.max_s) == pytest.approx((WORKS[0], WORKS[-1]))
+  inside = WORKS[5]
+  assert got.seconds(inside) == pytest.approx(
+      2.0 * inside * (inside / 1e-5) ** -0.2, rel=0.05)
+  # Beyond the calibrated sizes the efficiency stays as at the largest.
+  edge = (got.seconds(WORKS[-1]) - got.fixed_s) / WORKS[-1]
+  assert got.seconds(10 * WORKS[-1]) == pytest.approx(
+      got.fixed_s + 10 * WORKS[-1] * edge)
+  assert got.seconds(0.0) == pytest.approx(got.fixed_s)
+  assert np.isinf(got.seconds(np.inf))
+  # One size: nothing tells the exponent, the prior keeps 1.
+  flat = fit.fit_op_type([OpSample("Relu", "CPU", 2e-6, 5e-6)] * 5, free)
+  assert flat.exponent == pytest.approx(1.0, abs=0.01)
+
+
 def test_one_size_goes_to_the_fixed_part_when_slower_than_the_roofline():
   # One size only: fixed and scale cannot be told apart; the prior keeps
   # scale 1 and the fixed part takes the rest.
@@ -86,6 +109,7 @@ def _in_bounds(got, bounds, samples):
   assert 0.0 <= got.fixed_s <= bounds.max_fixed_s
   assert got.fixed_s <= max(0.0, small.mean()) + 1e-15
   assert bounds.min_scale <= got.scale <= bounds.max_scale
+  assert bounds.min_exponent <= got.exponent <= bounds.max_exponent
   assert np.isfinite(got.fixed_s) and np.isfinite(got.scale)
 
 
@@ -183,16 +207,18 @@ def test_samples_subtract_the_tracer_and_skip_foreign_ops():
   assert samples[0].work_s > 0
 
 
-def test_message_share_recovered_from_simulated_runs():
+def test_message_and_byte_shares_recovered_from_simulated_runs():
   from tfplace.measurement.local_cluster import make_worker_cluster
   from tfplace.models.registry import build_model
-  graph = build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
-                      input_size=8, num_layers=1)
+  # 64 x 256 floats per tensor: 64 KB take 66 us at 1 GB/s, as much as a
+  # message's host cost, so both shares show in the step times.
+  graph = build_model("mlp_towers", num_towers=2, hidden=256, batch_size=64,
+                      input_size=256, num_layers=1)
   cluster = make_worker_cluster(2)
   bench = _bench()
   op_types = {"CPU": {"MatMul": OpTypeCost(2e-6, 1.0, 4)}}
   rng = np.random.default_rng(0)
-  truth = fit.calibration_from_benchmark(bench.with_message_share(0.7),
+  truth = fit.calibration_from_benchmark(bench.with_message_share(0.7, 0.4),
                                          cluster, op_types)
   sim = fit.calibrated_simulator(graph, cluster, truth)
   runs = []
@@ -200,6 +226,6 @@ def test_message_share_recovered_from_simulated_runs():
     ids = rng.integers(0, 2, graph.num_colocation_groups)[graph.group_of]
     ids = ids.astype(np.int32)
     runs.append((graph, ids, sim.simulate(ids).step_time_s))
-  assert fit.fit_message_share(cluster, bench, op_types, runs) == (
-      pytest.approx(0.7))
-  assert fit.fit_message_share(cluster, bench, op_types, []) == 1.0
+  assert fit.fit_transfer_shares(cluster, bench, op_types, runs) == (
+      pytest.approx((0.7, 0.4)))
+  assert fit.fit_transfer_shares(cluster, bench, op_types, []) == (1.0, 0.0)

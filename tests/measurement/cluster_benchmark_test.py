@@ -109,6 +109,22 @@ def test_message_share_keeps_the_measured_hop():
   cluster = half.apply(make_worker_cluster(2))
   assert [d.transfer_overhead_s for d in cluster.devices] == pytest.approx(
       [2.5e-5] * 2)
+  assert [d.transfer_byte_s for d in cluster.devices] == [0.0, 0.0]
+
+
+def test_byte_share_moves_time_per_byte_from_the_link_to_the_hosts():
+  bench = _bench()
+  bw = bench.links[0].bandwidth
+  shared = bench.with_message_share(1.0, 0.6)
+  for l in shared.links:
+    # One tensor in a chain still takes 1 / bw per byte: 2 ends + link.
+    assert 2 * l.host_byte_s + 1 / l.bandwidth == pytest.approx(1 / bw)
+    assert l.host_byte_s == pytest.approx(0.3 / bw)
+  cluster = shared.apply(make_worker_cluster(2))
+  assert [d.transfer_byte_s for d in cluster.devices] == pytest.approx(
+      [0.3 / bw] * 2)
+  with pytest.raises(MeasureError):
+    bench.with_message_share(1.0, 1.0)
 
 
 @pytest.mark.parametrize("field,value", [

@@ -70,6 +70,26 @@ def test_sender_and_receiver_pay_their_own_overhead():
   np.testing.assert_allclose(r.device_busy_s, [2.25, 3.0])
 
 
+def test_host_cost_per_byte_is_paid_on_both_ends():
+  g = make_graph(3, FORK)
+  devices = tuple(dataclasses.replace(d, transfer_overhead_s=0.25,
+                                      transfer_byte_s=b)
+                  for d, b in zip(cpu_cluster(2, latency_s=0.5,
+                                              bandwidth=100.0).devices,
+                                  (1e-3, 2e-3)))
+  c = dataclasses.replace(cpu_cluster(2, latency_s=0.5, bandwidth=100.0),
+                          devices=devices)
+  r = run(g, c, make_costs([1.0, 1.0, 1.0], 2), [0, 0, 1])
+  # 1000 B: the sender 0.25 + 1 s, the receiver 0.25 + 2 s.
+  (t,) = r.transfers
+  assert (t.start_s, t.end_s) == pytest.approx((2.25, 12.75))
+  assert r.step_time_s == pytest.approx(12.75 + 3.25)
+  np.testing.assert_allclose(r.device_busy_s, [3.25, 3.25])
+  # Nothing crosses: nothing is charged.
+  assert run(g, c, make_costs([1.0, 1.0, 1.0], 2),
+             [1, 1, 1]).step_time_s == pytest.approx(3.0)
+
+
 def test_no_transfer_no_overhead():
   g = make_graph(3, FORK)
   c = with_overheads(cpu_cluster(2), transfer=(0.25, 0.25))

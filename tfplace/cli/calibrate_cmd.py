@@ -11,8 +11,9 @@ FLOP/s, copy bandwidth, per-op and empty-step overheads; per pair of
 devices: per-message cost, latency, bandwidth), then measures the
 calibration graphs (each on every device alone, split in halves, and one
 random split) and fits, per op type, its time from the traced op durations
-of the one-device runs (within physical bounds), and the share of the
-per-message cost each end of a transfer pays from the split runs. The
+of the one-device runs (within physical bounds), and from the split runs
+the share of the per-message cost each end of a transfer pays and the share
+of the time per byte that is host work (blocking the workers' compute). The
 calibration graphs are the shipped suite (--suite: convolutions, matmuls,
 embeddings, element-wise chains; `tfplace.models.calibration_suite`), or the
 GRAPHs given (graph files, any form `import_graph` reads, or benchmark model

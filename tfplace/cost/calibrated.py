@@ -13,6 +13,7 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
                                         "samples": 96}}},
         "launch_overhead_s": {"CPU": 2e-7},
         "transfer_overhead_s": {"CPU": 4e-5},
+        "transfer_byte_s": {"CPU": 2e-10},
         "links": {"loopback": {"latency_s": 6e-5, "bandwidth": 2e9}},
         "step_overhead_s": 3e-4,
         "run_overhead_s": {"/job:worker/replica:0/task:0/device:CPU:0": 1e-4,
@@ -25,7 +26,8 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   Every key but "format" is optional. Per device type: `device_rates` sets
   the devices' measured rates (`Device.matmul_flops`, `conv_flops`,
   `copy_bandwidth`), `launch_overhead_s` their per-op overhead,
-  `transfer_overhead_s` their host cost per transfer; `links` replaces
+  `transfer_overhead_s` their host cost per transfer, `transfer_byte_s`
+  their host cost per byte transferred; `links` replaces
   latency and bandwidth of links (and the default link) of that kind;
   `step_overhead_s` sets the cluster's fixed step cost, `run_overhead_s`
   (per device name) the step cost of each device used (`Device.
@@ -33,8 +35,11 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   `tfplace.cost.cluster.Cluster`).
 
   `op_types` holds, per device type and op type seen in calibration, the
-  op's time beyond the launch overhead as `fixed_s + scale * roofline`
-  (roofline: `AnalyticalCostModel.work_seconds` on the calibrated devices).
+  op's time beyond the launch overhead as `fixed_s + scale * roofline *
+  (roofline / ref_s) ** (exponent - 1)` (roofline: `AnalyticalCostModel.
+  work_seconds` on the calibrated devices; exponent 1, the default, is
+  plain proportional; below 1, larger ops of the type run closer to the
+  device's rate than small ones, as convolutions with few channels do).
   Ops of other types keep the analytical time, times `compute_scale` of
   their device type and `op_type_scale` of their op type (the older,
   whole-graph form of a calibration). Files written before a key existed
@@ -62,23 +67,49 @@ DEVICE_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth")
 @dataclasses.dataclass(frozen=True)
 class OpTypeCost:
   """The fitted time of one op type on one device type, beyond the launch
-  overhead: `fixed_s + scale * roofline seconds`.
+  overhead: `fixed_s + scale * r * (c / ref_s) ** (exponent - 1)`, r the
+  roofline seconds and c = r clipped to [`min_s`, `max_s`], the range the
+  type was calibrated on (beyond it the efficiency stays as at its edge).
 
   Attributes:
     fixed_s: seconds per execution whatever the size (>= 0).
-    scale: factor on the roofline time at the measured rates (> 0).
+    scale: factor on the roofline time at the measured rates, for an op of
+      `ref_s` roofline seconds (> 0).
     samples: op executions it was fitted on.
+    exponent: how the time grows with the roofline time (1: in proportion;
+      0.8: a 10x larger op takes 6.3x as long).
+    ref_s: the roofline seconds at which `scale` holds (> 0; with exponent
+      1 it does not matter).
+    min_s: the smallest roofline seconds calibrated (0: no limit).
+    max_s: the largest (inf: no limit).
   """
   fixed_s: float
   scale: float
   samples: int = 0
+  exponent: float = 1.0
+  ref_s: float = 1e-4
+  min_s: float = 0.0
+  max_s: float = float("inf")
 
   def __post_init__(self):
     _check_factors({"fixed_s": self.fixed_s}, "op_types", allow_zero=True)
-    _check_factors({"scale": self.scale}, "op_types", allow_zero=False)
+    _check_factors({"scale": self.scale, "exponent": self.exponent,
+                    "ref_s": self.ref_s}, "op_types", allow_zero=False)
     if int(self.samples) != self.samples or self.samples < 0:
       raise ClusterError(f"calibration op_types samples must be a whole "
                          f"number >= 0, got {self.samples!r}")
+
+  def seconds(self, roofline_s: np.ndarray) -> np.ndarray:
+    """The op's time beyond the launch overhead for roofline seconds
+    `roofline_s` (>= 0; inf where the device has no kernel stays inf)."""
+    r = np.asarray(roofline_s, dtype=np.float64)
+    if self.exponent == 1.0:
+      return self.fixed_s + self.scale * r
+    safe = np.clip(np.where((r > 0) & np.isfinite(r), r, self.ref_s),
+                   max(self.min_s, 1e-15), self.max_s)
+    return self.fixed_s + np.where(
+        r > 0, self.scale * r * (safe / self.ref_s) ** (self.exponent - 1.0),
+        0.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +131,7 @@ class Calibration:
       value.
     op_types: device type -> op type -> `OpTypeCost`.
     run_overhead_s: device name -> step cost when the device is used.
+    transfer_byte_s: device type -> host seconds per byte transferred.
   """
   compute_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)
   op_type_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -117,10 +149,13 @@ class Calibration:
       default_factory=dict)
   run_overhead_s: Mapping[str, float] = dataclasses.field(
       default_factory=dict)
+  transfer_byte_s: Mapping[str, float] = dataclasses.field(
+      default_factory=dict)
 
   def __post_init__(self):
     _check_factors(self.transfer_overhead_s, "transfer_overhead_s",
                    allow_zero=True)
+    _check_factors(self.transfer_byte_s, "transfer_byte_s", allow_zero=True)
     _check_factors(self.run_overhead_s, "run_overhead_s", allow_zero=True)
     _check_factors({"": self.step_overhead_s}, "step_overhead_s",
                    allow_zero=True)
@@ -146,11 +181,12 @@ class Calibration:
             "links": {k: {"latency_s": v.latency_s, "bandwidth": v.bandwidth}
                       for k, v in self.links.items()},
             "transfer_overhead_s": dict(self.transfer_overhead_s),
+            "transfer_byte_s": dict(self.transfer_byte_s),
             "step_overhead_s": self.step_overhead_s,
             "run_overhead_s": dict(self.run_overhead_s),
             "overlap_latency": self.overlap_latency,
             "device_rates": {t: dict(r) for t, r in self.device_rates.items()},
-            "op_types": {t: {k: dataclasses.asdict(v) for k, v in
+            "op_types": {t: {k: _op_type_dict(v) for k, v in
                              sorted(per_type.items())}
                          for t, per_type in self.op_types.items()},
             "notes": self.notes}
@@ -175,6 +211,8 @@ class Calibration:
                  links=links, notes=str(data.get("notes", "")),
                  transfer_overhead_s=_factors(data, "transfer_overhead_s",
                                               allow_zero=True),
+                 transfer_byte_s=_factors(data, "transfer_byte_s",
+                                          allow_zero=True),
                  step_overhead_s=float(data.get("step_overhead_s", 0.0)),
                  run_overhead_s=_factors(data, "run_overhead_s",
                                          allow_zero=True),
@@ -192,10 +230,25 @@ class Calibration:
     return cls.from_dict(read_json(path, "calibration", ClusterError))
 
 
+def _op_type_dict(cost: OpTypeCost) -> dict:
+  """An op type's JSON form; the size terms only where they are not the
+  plain proportional defaults (and never an infinite number)."""
+  out = dataclasses.asdict(cost)
+  defaults = OpTypeCost(0.0, 1.0)
+  for key in ("exponent", "ref_s", "min_s", "max_s"):
+    if out[key] == getattr(defaults, key):
+      del out[key]
+  return out
+
+
 def _op_types(data: dict) -> Dict[str, Dict[str, OpTypeCost]]:
   return {str(dtype): {str(t): OpTypeCost(float(v["fixed_s"]),
                                           float(v["scale"]),
-                                          int(v.get("samples", 0)))
+                                          int(v.get("samples", 0)),
+                                          float(v.get("exponent", 1.0)),
+                                          float(v.get("ref_s", 1e-4)),
+                                          float(v.get("min_s", 0.0)),
+                                          float(v.get("max_s", "inf")))
                        for t, v in per_type.items()}
           for dtype, per_type in data.items()}
 
@@ -246,6 +299,8 @@ def _calibrated_device(device, calibration: Calibration):
   if device.type in calibration.transfer_overhead_s:
     changes["transfer_overhead_s"] = calibration.transfer_overhead_s[
         device.type]
+  if device.type in calibration.transfer_byte_s:
+    changes["transfer_byte_s"] = calibration.transfer_byte_s[device.type]
   if device.name in calibration.run_overhead_s:
     changes["run_overhead_s"] = calibration.run_overhead_s[device.name]
   return dataclasses.replace(device, **changes) if changes else device
@@ -255,7 +310,7 @@ class CalibratedCostModel(CostModel):
   """The analytical model with a Calibration's per-op-type costs applied.
 
   An op of a type the calibration has seen on the device's type costs
-  `launch_overhead_s + fixed_s + scale * roofline`; any other op its
+  `launch_overhead_s + OpTypeCost.seconds(roofline)`; any other op its
   analytical time times `compute_scale` and `op_type_scale`. Apply
   `apply_calibration` to the cluster too, so the measured rates, links and
   overheads are used as well.
@@ -290,8 +345,8 @@ class CalibratedCostModel(CostModel):
       for op_type, rows in rows_of.items():
         fit = fits.get(op_type)
         if fit is not None:
-          seconds[rows, j] = (device.launch_overhead_s + fit.fixed_s
-                              + fit.scale * work[rows, j])
+          seconds[rows, j] = device.launch_overhead_s + fit.seconds(
+              work[rows, j])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,8 @@ JSON form (all numbers SI: seconds, bytes, bytes/s, FLOP/s):
          "peak_flops": 4.4e12, "memory_bandwidth": 2.4e11,
          "memory_bytes": 12e9, "launch_overhead_s": 1e-5, "slots": 1,
          "transfer_overhead_s": 0.0, "matmul_flops": 0.0, "conv_flops": 0.0,
-         "copy_bandwidth": 0.0, "run_overhead_s": 0.0}
+         "copy_bandwidth": 0.0, "run_overhead_s": 0.0,
+         "transfer_byte_s": 0.0}
       ],
       "links": [{"src": "...GPU:0", "dst": "...GPU:1", "latency_s": 1e-5,
                  "bandwidth": 8e9, "kind": "pcie"}],
@@ -23,7 +24,8 @@ reverse is listed too. Pairs with no link use `default_link`.
 optional and default to 0, `overlap_latency` (per cluster) to false (see
 `Device` and `Cluster`). `matmul_flops`, `conv_flops` and `copy_bandwidth`
 are measured rates (`tfplace.measurement.cluster_benchmark`), optional, 0
-when not measured; so is `run_overhead_s` (per device, default 0).
+when not measured; so are `run_overhead_s` and `transfer_byte_s` (per
+device, default 0).
 """
 
 import dataclasses
@@ -41,7 +43,7 @@ from tfplace.io_utils import read_json
 # Device fields holding measured rates (0: not measured).
 _MEASURED_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth")
 # Optional device fields left out of the JSON form when 0.
-_OMITTED_WHEN_ZERO = _MEASURED_RATES + ("run_overhead_s",)
+_OMITTED_WHEN_ZERO = _MEASURED_RATES + ("run_overhead_s", "transfer_byte_s")
 
 
 def _positive(value, what: str) -> float:
@@ -90,6 +92,11 @@ class Device:
       op of the step, on top of the cluster's `step_overhead_s` (the
       session master's call to run the device's part: an RPC to another
       worker, a local call on the master's own).
+    transfer_byte_s: host seconds per byte of a tensor the device sends to
+      or receives from another device, on top of `transfer_overhead_s`
+      (copying the tensor through the RPC layer on a worker whose cores
+      also compute); it blocks the device's compute like the per-message
+      cost.
   """
   name: str
   type: str
@@ -103,6 +110,7 @@ class Device:
   conv_flops: float = 0.0
   copy_bandwidth: float = 0.0
   run_overhead_s: float = 0.0
+  transfer_byte_s: float = 0.0
 
   def __post_init__(self):
     full = canonical_device(self.name)

@@ -27,7 +27,7 @@ from tfplace.measurement.batch import MeasureOutcome, measure_batch
 from tfplace.measurement.calibration_fit import (FitBounds,
                                                  calibrated_simulator,
                                                  calibration_from_benchmark,
-                                                 fit_message_share,
+                                                 fit_transfer_shares,
                                                  fit_op_types,
                                                  samples_from_timing)
 from tfplace.measurement.cluster_benchmark import (BenchmarkConfig,
@@ -163,7 +163,8 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   types fitted on the one-device runs' op records (multi-device runs are
   left out: gRPC work shares the workers' cores and inflates their op
   durations), and the share of the per-message cost each end pays, chosen
-  on the multi-device runs (`calibration_fit.fit_message_share`).
+  and of the time per byte the hosts spend, chosen on the multi-device runs
+  (`calibration_fit.fit_transfer_shares`).
 
   Raises:
     MeasureError: no one-device run succeeded.
@@ -187,12 +188,12 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
     raise MeasureError("no one-device calibration run succeeded"
                        + (f": {errors[0]}" if errors else ""))
   op_types = fit_op_types(samples, bounds)
-  share = fit_message_share(cluster, bench, op_types, split)
+  share, byte_share = fit_transfer_shares(cluster, bench, op_types, split)
   calibration = calibration_from_benchmark(
-      bench.with_message_share(share), cluster, op_types,
+      bench.with_message_share(share, byte_share), cluster, op_types,
       notes or f"fitted from {len(samples)} op records of "
       f"{', '.join(r.label for r in runs)} on {cluster.name}; per-message "
-      f"cost share {share:.2f}")
+      f"cost share {share:.2f}, per-byte host share {byte_share:.2f}")
   return calibration, len(samples)
 
 

@@ -117,6 +117,9 @@ class LinkBenchmark:
     bandwidth: bytes per second.
     hop_s: one hop of the ping-pong chain (a tiny op, the host cost at
       both ends and the latency).
+    host_byte_s: host seconds per byte each end pays (0 as measured: the
+      whole per-byte time is on the link; see
+      `ClusterBenchmark.with_message_share`).
   """
   src: str
   dst: str
@@ -124,6 +127,7 @@ class LinkBenchmark:
   latency_s: float
   bandwidth: float
   hop_s: float = 0.0
+  host_byte_s: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,16 +158,26 @@ class ClusterBenchmark:
       base = float(np.clip(base, 0.0, min(empty)))
     return base, {d.device: d.empty_step_s - base for d in self.devices}
 
-  def with_message_share(self, share: float) -> "ClusterBenchmark":
+  def with_message_share(self, share: float,
+                         byte_share: float = 0.0) -> "ClusterBenchmark":
     """The figures with `share` of each measured per-message cost charged
-    to each end, and the latency that keeps a ping-pong hop as measured.
+    to each end, and the latency that keeps a ping-pong hop as measured;
+    and `byte_share` of the measured time per byte spent by the hosts.
 
     The simulator charges a message's host cost to its sender and to its
     receiver's first consumer, so a chain of messages pays it twice; on a
     real worker part of the receiving work runs while the worker waits for
-    the message anyway. `tfplace.measurement.calibration_fit` picks the
-    share in [0.5, 1] that fits the calibration suite's split runs.
+    the message anyway. The measured time per byte (1 / bandwidth) is
+    split the same way: `byte_share` of it is host work (copies through
+    the RPC layer, on the cores that also compute), half charged to each
+    end (`host_byte_s`), the rest stays on the link (bandwidth /
+    (1 - byte_share)), so one transfer in a chain still takes the measured
+    time. `tfplace.measurement.calibration_fit` picks both shares (message
+    share in [0.5, 1], byte share in [0, 0.9]) on the calibration suite's
+    split runs.
     """
+    if not 0.0 <= byte_share < 1.0:
+      raise MeasureError(f"byte_share must be in [0, 1), got {byte_share}")
     tiny = {d.device: d.op_overhead_s for d in self.devices}
     links = []
     for l in self.links:
@@ -171,14 +185,17 @@ class ClusterBenchmark:
       hop_tiny = (tiny.get(l.src, 0.0) + tiny.get(l.dst, 0.0)) / 2
       latency = max(0.0, l.hop_s - hop_tiny - 2 * cost) if l.hop_s else (
           l.latency_s)
-      links.append(dataclasses.replace(l, message_overhead_s=cost,
-                                       latency_s=latency))
+      links.append(dataclasses.replace(
+          l, message_overhead_s=cost, latency_s=latency,
+          bandwidth=l.bandwidth / (1.0 - byte_share),
+          host_byte_s=byte_share / (2.0 * l.bandwidth)))
     return dataclasses.replace(self, links=tuple(links))
 
   def apply(self, cluster: Cluster) -> Cluster:
     """`cluster` with the measured figures (see the module docstring)."""
     by_name = {d.device: d for d in self.devices}
-    per_device = _median_message_cost(self.links)
+    per_device = _median_per_end(self.links, "message_overhead_s")
+    per_byte = _median_per_end(self.links, "host_byte_s")
     base, run = self.step_overheads()
     devices = []
     for d in cluster.devices:
@@ -191,7 +208,8 @@ class ClusterBenchmark:
           memory_bandwidth=m.copy_bandwidth, matmul_flops=m.matmul_flops,
           conv_flops=m.conv_flops, copy_bandwidth=m.copy_bandwidth,
           launch_overhead_s=m.op_overhead_s, run_overhead_s=run[d.name],
-          transfer_overhead_s=per_device.get(d.name, d.transfer_overhead_s)))
+          transfer_overhead_s=per_device.get(d.name, d.transfer_overhead_s),
+          transfer_byte_s=per_byte.get(d.name, d.transfer_byte_s)))
     names = set(cluster.device_names)
     links = tuple(Link(l.src, l.dst, l.latency_s, l.bandwidth,
                        cluster.default_link.kind)
@@ -245,12 +263,14 @@ class ClusterBenchmark:
     return result
 
 
-def _median_message_cost(links: Sequence[LinkBenchmark]) -> Dict[str, float]:
-  """Device -> median per-message cost over the pairs it is part of."""
+def _median_per_end(links: Sequence[LinkBenchmark],
+                    field: str) -> Dict[str, float]:
+  """Device -> median of a per-end host cost (`message_overhead_s`,
+  `host_byte_s`) over the pairs it is part of."""
   costs: Dict[str, List[float]] = {}
   for l in links:
     for end in (l.src, l.dst):
-      costs.setdefault(end, []).append(l.message_overhead_s)
+      costs.setdefault(end, []).append(getattr(l, field))
   return {d: float(np.median(c)) for d, c in costs.items()}
 
 
@@ -272,6 +292,7 @@ def check_physical(result: ClusterBenchmark) -> None:
     bad(f"{l.src}->{l.dst} bandwidth", l.bandwidth, False)
     bad(f"{l.src}->{l.dst} latency_s", l.latency_s, True)
     bad(f"{l.src}->{l.dst} message_overhead_s", l.message_overhead_s, True)
+    bad(f"{l.src}->{l.dst} host_byte_s", l.host_byte_s, True)
   bad("empty_step_s", result.empty_step_s, False)
 
 

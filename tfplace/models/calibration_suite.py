@@ -239,6 +239,7 @@ SUITES: Dict[str, List[Tuple[str, dict]]] = {
     "default": [
         ("calib_conv", dict(batch_size=4, image_size=16, channels=8)),
         ("calib_conv", dict(batch_size=8, image_size=32, channels=32)),
+        ("calib_conv", dict(batch_size=16, image_size=32, channels=64)),
         ("calib_matmul", dict(batch_size=16, widths=(64, 128, 32))),
         ("calib_matmul", dict(batch_size=64, widths=(512, 256, 1024))),
         ("calib_embedding", dict(batch_size=16, seq_len=8, dim=32)),

@@ -268,8 +268,8 @@ def run_one(dev_all, g, c, w, stop_on_oom, strict):
   if stop_on_oom and _over(w.peak, c.mem_cap):
     return np.inf, OOM, 0, 0.0
   nx = plan_transfers(g, w)
-  if any_positive(c.xfer_ovh):
-    add_transfer_overheads(g, w, nx, c.xfer_ovh)
+  if any_positive(c.xfer_ovh) or any_positive(c.xfer_byte):
+    add_transfer_overheads(g, w, nx, c.xfer_ovh, c.xfer_byte)
   first_ready(g, w)
   step, status, moved = _event_loop(g, c, w, stop_on_oom, strict)
   if status != OK:

@@ -16,6 +16,7 @@ structs):
     out_bytes [m], param_bytes [M] (every graph op's parameters are resident
     on its device whether or not it is simulated), lat, bw [D, D], mem_cap,
     slots, xfer_ovh [D] (host seconds per message sent or received),
+    xfer_byte [D] (host seconds per byte sent or received),
     step_ovh (seconds added to every step time), overlap_lat (latency does
     not hold the link).
   Work: the per-placement state (`new_work`), reused across a batch.
@@ -60,6 +61,7 @@ class KernelCluster(NamedTuple):
   mem_cap: np.ndarray
   slots: np.ndarray
   xfer_ovh: np.ndarray
+  xfer_byte: np.ndarray
   step_ovh: float
   overlap_lat: bool
 
@@ -196,13 +198,14 @@ def plan_transfers(g, w):
 
 
 @njit(cache=True)
-def add_transfer_overheads(g, w, nx, xfer_ovh):
+def add_transfer_overheads(g, w, nx, xfer_ovh, xfer_byte):
   """Charges the host cost of cross-device messages to the ops around them.
 
-  Transfer k of tensor t from device s to device d lengthens the producer's
-  execution by xfer_ovh[s] (serialization before the send) and the execution
-  of t's first consumer on d in topological order by xfer_ovh[d]
-  (deserialization before its compute): once per transfer, so a tensor read
+  Transfer k of tensor t (b bytes) from device s to device d lengthens the
+  producer's execution by xfer_ovh[s] + b * xfer_byte[s] (serialization
+  before the send) and the execution of t's first consumer on d in
+  topological order by xfer_ovh[d] + b * xfer_byte[d] (deserialization
+  before its compute): once per transfer, so a tensor read
   by several ops on one remote device is paid for once on each end. Control
   edges from op p to ops on another device d are one dummy message per
   (p, d), charged the same way (no link time).
@@ -215,9 +218,11 @@ def add_transfer_overheads(g, w, nx, xfer_ovh):
     if k >= 0 and (recv[k] < 0 or rank[cons[e]] < rank[recv[k]]):
       recv[k] = cons[e]
   for k in range(nx):
-    p = t_prod[w.x_tensor[k]]
-    dur[p] += xfer_ovh[dev[p]]
-    dur[recv[k]] += xfer_ovh[w.x_dst[k]]
+    t = w.x_tensor[k]
+    p = t_prod[t]
+    dur[p] += xfer_ovh[dev[p]] + g.t_bytes[t] * xfer_byte[dev[p]]
+    dur[recv[k]] += xfer_ovh[w.x_dst[k]] + g.t_bytes[t] * xfer_byte[
+        w.x_dst[k]]
   nd = xfer_ovh.shape[0]
   stamp = np.full(nd, -1, np.int64)
   first = np.zeros(nd, np.int64)

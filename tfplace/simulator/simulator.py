@@ -30,7 +30,9 @@ Semantics (one training step):
     transfer starts that much later) and the execution of the tensor's first
     consumer (topological order) on the destination by the receiver's
     overhead. A tensor read by several ops on one remote device is paid for
-    once per end. TF's graph partitioner turns a cross-device control edge
+    once per end. With `Device.transfer_byte_s` each end also pays that
+    many seconds per byte of the tensor (copies through the RPC layer).
+    TF's graph partitioner turns a cross-device control edge
     into a Send/Recv of a dummy tensor: control edges from one op to ops on
     another device cost one such message (host overhead on both ends, charged
     the same way; no link time, so with zero overheads a control edge only
@@ -166,6 +168,8 @@ class Simulator:
         slots=np.array([dv.slots for dv in devices], dtype=np.int64),
         xfer_ovh=np.array([dv.transfer_overhead_s for dv in devices],
                           dtype=np.float64),
+        xfer_byte=np.array([dv.transfer_byte_s for dv in devices],
+                           dtype=np.float64),
         step_ovh=float(cluster.step_overhead_s),
         overlap_lat=bool(cluster.overlap_latency))
 
