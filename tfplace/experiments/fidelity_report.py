@@ -44,7 +44,8 @@ def describe(calibration: Calibration) -> str:
   link_text = (f"link latency {format_seconds(link.latency_s)}, "
                f"{link.bandwidth / 1e9:.2f} GB/s" if link else "no link")
   return (f"calibration: launch {_per_type(calibration.launch_overhead_s)}, "
-          f"per transfer {_per_type(calibration.transfer_overhead_s)}, "
+          f"per transfer {_per_type(calibration.transfer_overhead_s)}"
+          f"{_per_megabyte(calibration.transfer_byte_s)}, "
           f"step {format_seconds(calibration.step_overhead_s)}, {link_text}, "
           f"{sum(len(v) for v in calibration.op_types.values())} op types "
           "fitted")
@@ -53,6 +54,15 @@ def describe(calibration: Calibration) -> str:
 def _per_type(values) -> str:
   return ", ".join(f"{k} {format_seconds(v)}"
                    for k, v in sorted(values.items())) or "-"
+
+
+def _per_megabyte(values) -> str:
+  """" + host cost per MB" where the calibration has one, else ""."""
+  costs = {k: v for k, v in values.items() if v > 0}
+  if not costs:
+    return ""
+  return " + " + ", ".join(f"{k} {format_seconds(v * 1e6)}"
+                           for k, v in sorted(costs.items())) + " per MB"
 
 
 def _pct(value: float) -> str:

@@ -211,7 +211,8 @@ def add_transfer_overheads(g, w, nx, xfer_ovh, xfer_byte):
   (p, d), charged the same way (no link time).
   """
   dev, dur, rank, cons, entry_x = w.dev, w.dur, g.rank, g.cons, w.entry_x
-  ctrl_ptr, ctrl_dst, t_prod = g.ctrl_ptr, g.ctrl_dst, g.t_prod
+  ctrl_ptr, ctrl_dst, t_prod, t_bytes = (g.ctrl_ptr, g.ctrl_dst, g.t_prod,
+                                         g.t_bytes)
   recv = np.full(nx, -1, np.int64)
   for e in range(cons.shape[0]):
     k = entry_x[e]
@@ -220,8 +221,8 @@ def add_transfer_overheads(g, w, nx, xfer_ovh, xfer_byte):
   for k in range(nx):
     t = w.x_tensor[k]
     p = t_prod[t]
-    dur[p] += xfer_ovh[dev[p]] + g.t_bytes[t] * xfer_byte[dev[p]]
-    dur[recv[k]] += xfer_ovh[w.x_dst[k]] + g.t_bytes[t] * xfer_byte[
+    dur[p] += xfer_ovh[dev[p]] + t_bytes[t] * xfer_byte[dev[p]]
+    dur[recv[k]] += xfer_ovh[w.x_dst[k]] + t_bytes[t] * xfer_byte[
         w.x_dst[k]]
   nd = xfer_ovh.shape[0]
   stamp = np.full(nd, -1, np.int64)
