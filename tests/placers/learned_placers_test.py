@@ -25,6 +25,11 @@ def test_registered_as_learned_with_options():
     get_placer("colocrl", "num_groups=3")
   with pytest.raises(PlacementError, match="resume needs a logdir"):
     get_placer("hierarchical", "resume=true")
+  assert get_placer("colocrl", "reexplore_after=7").options.reexplore_after == 7
+  with pytest.raises(PlacementError, match="reexplore_after must be >= 0"):
+    get_placer("colocrl", "reexplore_after=-1")
+  with pytest.raises(PlacementError, match="placeto does not re-explore"):
+    get_placer("placeto", "reexplore_after=5")
 
 
 @pytest.mark.parametrize("name", ["colocrl", "hierarchical"])

@@ -16,6 +16,7 @@ from tfplace.rl import builders
 from tfplace.rl.agents import AgentConfig
 from tfplace.rl.imitation import unit_logits
 from tfplace.rl.search import SearchConfig, run_search
+from tfplace.rl.search_loop import SearchLoop
 
 ENV = builders.EnvConfig(batch_size=32, hidden=8)
 EAGER = dict(progress=False, use_tf_function=False)  # Tiny: no tracing.
@@ -145,3 +146,38 @@ def test_ctrl_c_stops_with_the_best_so_far_and_a_checkpoint(two_groups,
   assert result.samples < 10_000 and np.isfinite(result.best_step_time_s)
   resumed = search(two_groups, logdir, result.samples + 32, resume=True)
   assert resumed.samples == result.samples + 32
+
+
+def test_reexplore_fits_the_policy_to_the_best_placement(two_groups):
+  # Start [0, 0] (20 s); the best so far becomes [1, 1] (2 s). Re-exploring
+  # puts keep = 1 - explore / units = 0.9 on each unit's best device and
+  # restarts the reward baseline at the best's reward (relative: 1 - 2/20).
+  setup = two_group_setup(two_groups)
+  loop = SearchLoop(setup, AgentConfig(lr=0.1), SearchConfig(
+      budget_s=10, max_samples=32, explore=0.2, **EAGER))
+  loop.start()
+  loop.keep_best(np.array([[1, 1]]), np.array([2.0]))
+  loop.stalled = 7
+  loop.reexplore()
+  np.testing.assert_allclose(device_1_probability(setup), 0.9, atol=1e-3)
+  assert float(loop.stats.mean.numpy()) == pytest.approx(0.9)
+  assert (loop.stalled, loop.reexplorations) == (0, 1)
+
+
+@pytest.mark.parametrize("patience,expected", [(0, 0), (3, 2)])
+def test_reexplore_after_batches_without_a_better_placement(
+    two_groups, patience, expected):
+  # Warm start at the right answer [1, 1] (2 s): nothing beats it, so every
+  # batch is a stalled one; 8 batches re-explore after batches 3 and 6.
+  setup = builders.colocrl_setup(two_groups, np.array([1, 1]), 2.0, ENV)
+  result = run_search(setup, AgentConfig(lr=0.1), SearchConfig(
+      budget_s=120, max_samples=256, reexplore_after=patience, **EAGER),
+                      seed=0)
+  assert result.reexplorations == expected
+  assert result.summary()["reexplorations"] == expected
+  assert result.best_devices.tolist() == [1, 1]
+
+
+def test_negative_reexplore_after_is_refused():
+  with pytest.raises(PlacementError, match="reexplore_after"):
+    SearchConfig(reexplore_after=-1)

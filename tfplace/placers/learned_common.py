@@ -45,6 +45,9 @@ COMMON_ATTRIBUTES = """
     explore: after imitation, units a sample changes, on average.
     replay_best: copies of the best placement so far replayed in every
       train batch (self-imitation); 0: off.
+    reexplore_after: train batches without a better placement after which
+      the policy is fitted again to the best placement so far (as the
+      imitation warm start, `explore` units changed per sample); 0: never.
     hidden: LSTM width of the seq2seq placer.
     bias_scale: speed of the per-unit logit biases relative to the network
       weights (Adam moves each by about lr per step).
@@ -72,6 +75,7 @@ class LearnedOptions:
   warm_start: str = "imitation"
   explore: float = 2.0
   replay_best: int = 4
+  reexplore_after: int = 40
   hidden: int = 64
   bias_scale: float = 30.0
   logdir: Optional[str] = None
@@ -93,6 +97,9 @@ class LearnedOptions:
     Budget(seconds=self.budget_s)  # Raises on a bad budget.
     if self.max_samples < 1 or self.batch_size < 1:
       raise PlacementError("max_samples and batch_size must be >= 1")
+    if self.reexplore_after < 0:
+      raise PlacementError(
+          f"option reexplore_after must be >= 0, got {self.reexplore_after}")
     if self.resume and not self.logdir:
       raise PlacementError("resume needs a logdir")
 
@@ -187,6 +194,7 @@ def search_config(options: LearnedOptions):
       budget_s=options.budget_s, max_samples=options.max_samples,
       warm_start=options.warm_start, explore=options.explore,
       replay_best=options.replay_best,
+      reexplore_after=options.reexplore_after,
       logdir=options.logdir, resume=options.resume, restart=options.restart,
       progress=options.progress)
 

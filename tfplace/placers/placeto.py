@@ -16,6 +16,7 @@ class PlacetoOptions(common.LearnedOptions):
   batch_size: int = 16
   memory_rule: str = "penalty"
   replay_best: int = 0
+  reexplore_after: int = 0
   hidden: int = 32
   reward_mode: str = "intermediate"
   schedule_features: bool = True
@@ -35,6 +36,9 @@ class PlacetoOptions(common.LearnedOptions):
       raise PlacementError("placeto replays no incumbent (replay_best=0): an "
                            "episode is a sequence of states to simulate, not "
                            "one action")
+    if self.reexplore_after:
+      raise PlacementError("placeto does not re-explore (reexplore_after=0): "
+                           "its policy has no per-unit target to refit")
     if self.rounds < 0 or self.num_chunks < 1 or self.hidden < 1:
       raise PlacementError("rounds must be >= 0, num_chunks and hidden >= 1")
 
@@ -43,7 +47,8 @@ PlacetoOptions.__doc__ = (
     "Options of the Placeto placer.\n\n  Attributes:" + common.COMMON_ATTRIBUTES
     + "\n      (placeto: the graph embedding's and the policy head's width;"
     "\n      lr none: 3e-2 for reinforce, 1e-2 for ppo; memory_rule"
-    "\n      penalty and replay_best 0 only; bias_scale unused.)"
+    "\n      penalty, replay_best 0 and reexplore_after 0 only; bias_scale"
+    "\n      unused.)"
     "\n    reward_mode: \"intermediate\" (each step is rewarded with the"
     "\n      improvement it made; the rewards of an episode sum to the final"
     "\n      improvement) or \"final\" (only the final placement's reward)."

@@ -41,6 +41,10 @@ class SearchConfig:
     replay_best: copies of the best placement so far added to every train
       batch with its reward (self-imitation: the policy keeps being pulled
       towards the incumbent; 0: off).
+    reexplore_after: batches without a better placement after which the
+      policy is fitted again to the best placement so far, as the warm start
+      fits the start placement, so that samples differ from it in about
+      `explore` units again (`SearchLoop.reexplore`); 0: never.
     logdir: where checkpoints and curves go (None: neither).
     resume: continue the checkpoint in `logdir`.
     restart: discard an incompatible or unreadable checkpoint in `logdir`.
@@ -60,6 +64,7 @@ class SearchConfig:
   warm_start: str = "imitation"
   explore: float = 2.0
   replay_best: int = 4
+  reexplore_after: int = 40
   logdir: Optional[str] = None
   resume: bool = False
   restart: bool = False
@@ -75,6 +80,9 @@ class SearchConfig:
                            f"one of {list(WARM_STARTS)}")
     if not self.budget_s > 0 or self.max_samples < 1:
       raise PlacementError("budget_s must be > 0 and max_samples >= 1")
+    if self.reexplore_after < 0:
+      raise PlacementError(
+          f"reexplore_after must be >= 0, got {self.reexplore_after}")
     if (self.resume or self.fine_tune) and not self.logdir:
       raise PlacementError("resume (and fine_tune) needs a logdir")
 
@@ -105,6 +113,8 @@ class LearnedResult:
     stopped_by: "time_s", "max_samples", "interrupted" or "stopped" (the
       evaluator stopped the search, e.g. a dead worker of a real cluster).
     curve: per train step of this run.
+    reexplorations: times this run fitted the policy again to its best
+      placement (`SearchConfig.reexplore_after`).
   """
   best_devices: np.ndarray
   best_step_time_s: float
@@ -117,13 +127,14 @@ class LearnedResult:
   resumed: bool
   stopped_by: str
   curve: Tuple[CurvePoint, ...]
+  reexplorations: int = 0
 
   def summary(self, start=None, points: int = 8) -> dict:
     """JSON-ready figures for placement metadata and tables: the keys of
     the search placers' `SearchResult.summary()` (step times, evaluations,
     seconds, interrupted), then the learned search's own (samples, train
-    steps, how it stopped, `points` points of its curve: samples, wall s,
-    best and mean step time).
+    steps, how it stopped, re-explorations, `points` points of its curve:
+    samples, wall s, best and mean step time).
 
     Args:
       start: the `StartPlacement` (its source is reported), or None.
@@ -142,7 +153,7 @@ class LearnedResult:
         "interrupted": self.stopped_by == "interrupted",
         "samples": self.samples, "samples_per_s": self.samples_per_s,
         "train_steps": self.train_steps, "stopped_by": self.stopped_by,
-        "resumed": self.resumed,
+        "resumed": self.resumed, "reexplorations": self.reexplorations,
         "curve": [[curve[i].samples, round(curve[i].wall_s, 2),
                    _finite(curve[i].best_step_time_s),
                    _finite(curve[i].mean_step_time_s)] for i in picks]}
@@ -270,4 +281,5 @@ def _result(loop: SearchLoop, stopped: str,
       samples=loop.samples, evaluations=int(state.evaluations.numpy()),
       train_steps=int(loop.agent.train_step_counter.numpy()),
       wall_time_s=total_s, samples_per_s=loop.samples / max(total_s, 1e-9),
-      resumed=loop.resumed, stopped_by=stopped, curve=tuple(curve))
+      resumed=loop.resumed, stopped_by=stopped, curve=tuple(curve),
+      reexplorations=loop.reexplorations)

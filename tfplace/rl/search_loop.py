@@ -4,7 +4,9 @@
 simulate them (one `simulate_batch` through the evaluator, which the
 `SearchRun` of `tfplace.rl.search` wraps to keep the best-so-far), add the
 incumbent's episode `replay_best` times (self-imitation), train the agent,
-and update the reward statistics and the checkpointed counters.
+and update the reward statistics and the checkpointed counters. After
+`reexplore_after` batches without a better placement, the policy is fitted
+again to the best placement so far (`reexplore`).
 """
 
 import os
@@ -36,6 +38,9 @@ class SearchLoop:
     spent_before_s, samples_before: what the budgets do not count (the
       resumed runs' time; with `fine_tune`, nothing before this run).
     best_action: the action of the best placement so far (for replay).
+    stalled: batches since the best placement so far last improved (this
+      run; not checkpointed).
+    reexplorations: times `reexplore` ran in this run.
   """
 
   def __init__(self, setup, agent_config, config):
@@ -64,6 +69,7 @@ class SearchLoop:
                            else float(self.state.elapsed_s.numpy()))
     self.samples_before = self.samples if config.fine_tune else 0
     self.best_action = None
+    self.stalled, self.reexplorations = 0, 0
     compiled = config.use_tf_function
     self.policy = py_tf_eager_policy.PyTFEagerPolicy(
         self.agent.collect_policy, use_tf_function=compiled)
@@ -99,12 +105,31 @@ class SearchLoop:
     self.keep_best(devices[None], np.array([setup.start_step_time_s]))
     self.stats.start_at(self._reward(setup.start_step_time_s))
     if self.config.warm_start == "imitation":
-      observation = tf.nest.map_structure(lambda x: x[0],
-                                          env.reset().observation)
-      p = imitation.imitate(setup.actor_net, observation,
-                            env.codec.encode(devices), self.config.explore)
+      p = self._imitate(env.codec.encode(devices))
       logging.info("imitation warm start: target probability %.4f", p)
     return devices, float(setup.start_step_time_s)
+
+  def _imitate(self, action) -> float:
+    """Fits the policy's output biases to `action`, `explore` units changed
+    per sample on average (`imitation.imitate`)."""
+    observation = tf.nest.map_structure(lambda x: x[0],
+                                        self.env.reset().observation)
+    return imitation.imitate(self.setup.actor_net, observation, action,
+                             self.config.explore)
+
+  def reexplore(self) -> None:
+    """Restarts the descent from the best placement so far: the policy is
+    fitted to it as the warm start fits the start placement (samples differ
+    from it in about `explore` units again), and the reward baseline restarts
+    at its reward. The incumbent replay makes a policy collapse onto the
+    best placement; once it has, its samples repeat it and the search
+    stalls."""
+    self._imitate(self.best_action)
+    self.stats.start_at(self._reward(self.best_step_time_s))
+    self.stalled = 0
+    self.reexplorations += 1
+    logging.info("re-exploring from the best placement so far (%.6g s)",
+                 self.best_step_time_s)
 
   def _rescore_best(self, devices: np.ndarray) -> None:
     """The restored best evaluated with this run's evaluator; the reward
@@ -130,6 +155,10 @@ class SearchLoop:
     evaluations = self.env.evaluator.num_evaluations
     self.state.evaluations.assign_add(evaluations - self._counted)
     self._counted = evaluations
+    self.stalled += 1
+    patience = self.config.reexplore_after
+    if patience and self.stalled >= patience:
+      self.reexplore()
     finite = times[np.isfinite(times)]
     return float(loss), float(finite.mean()) if len(finite) else np.inf
 
@@ -141,6 +170,7 @@ class SearchLoop:
     i = int(np.argmin(step_times))
     if not step_times[i] < self.best_step_time_s:
       return
+    self.stalled = 0
     self.state.best_devices.assign(np.asarray(devices[i], np.int32))
     self.state.best_step_time_s.assign(float(step_times[i]))
     sampled = actions is not None and np.array_equal(
