@@ -292,11 +292,11 @@ def fit_transfer_shares(cluster: Cluster, bench: ClusterBenchmark,
   if not split_runs:
     return 1.0, 0.0
   # The op costs do not depend on the shares: computed once per graph.
-  base = apply_calibration(cluster, calibration_from_benchmark(
-      bench, cluster, op_types))
-  costs = {id(g): CalibratedCostModel(calibration_from_benchmark(
-      bench, cluster, op_types)).op_costs(g, base)
-           for g, _, _ in split_runs}
+  plain = calibration_from_benchmark(bench, cluster, op_types)
+  base = apply_calibration(cluster, plain)
+  graphs = {id(g): g for g, _, _ in split_runs}
+  costs = {k: CalibratedCostModel(plain).op_costs(g, base)
+           for k, g in graphs.items()}
   best = None
   for share in shares:
     for byte_share in byte_shares:
