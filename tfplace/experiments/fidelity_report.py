@@ -57,7 +57,7 @@ def _per_type(values) -> str:
 
 
 def _per_megabyte(values) -> str:
-  """" + host cost per MB" where the calibration has one, else ""."""
+  """The host cost per MB transferred, as a suffix (empty without one)."""
   costs = {k: v for k, v in values.items() if v > 0}
   if not costs:
     return ""

@@ -416,13 +416,9 @@ def start_placement(problem, init: str,
       another graph or cluster, or one that splits a colocation group.
   """
   from tfplace.placers import registry  # Not at import: registry loads us.
-  from tfplace.placers.base import PlacerKind
   if init == "best_heuristic":
-    names = registry.list_placers(PlacerKind.HEURISTIC)
-    runs = [_try_placer(problem, name, seed) for name in names]
-    runs = [r for r in runs if r is not None]
-    if not runs:
-      raise PlacementError("no heuristic placer could place this graph")
+    runs = [_start_from(problem, placement, name)
+            for name, placement in heuristic_placements(problem, seed)]
     best = min(runs, key=lambda r: r.step_time_s)
     return dataclasses.replace(
         best, source=f"{best.source} (best of {len(runs)} heuristics)")
@@ -436,21 +432,37 @@ def start_placement(problem, init: str,
       f"got {init!r} (placers: {', '.join(registry.list_placers())})")
 
 
-def _try_placer(problem, name: str, seed) -> Optional[StartPlacement]:
+def heuristic_placements(problem, seed: Optional[int] = None) -> list:
+  """(name, placement) of every heuristic placer that can place `problem`
+  (those that fail are logged and skipped).
+
+  Raises:
+    PlacementError: none could.
+  """
   from tfplace.placers import registry  # Not at import: registry loads us.
-  try:
-    placement = registry.get_placer(name).place(problem, seed=seed)
-    return _start_from(problem, placement, name)
-  except PlacementError as e:
-    logging.info("start placement: %s failed: %s", name, e)
-    return None
+  from tfplace.placers.base import PlacerKind
+  out = []
+  for name in registry.list_placers(PlacerKind.HEURISTIC):
+    try:
+      out.append((name, registry.get_placer(name).place(problem, seed=seed)))
+    except PlacementError as e:
+      logging.info("heuristic %s failed: %s", name, e)
+  if not out:
+    raise PlacementError("no heuristic placer could place this graph")
+  return out
+
+
+def group_devices(problem, placement) -> np.ndarray:
+  """int32 [G]: the device of each colocation group of `placement` (a
+  placement of `problem`'s graph and cluster, validated here)."""
+  placement.validate(problem.graph, problem.cluster)
+  ops = placement.to_array(problem.graph, problem.cluster)
+  return np.array([ops[m[0]] for m in problem.groups.members], np.int32)
 
 
 def _start_from(problem, placement, source: str) -> StartPlacement:
   """The group devices of a placement of `problem`, and its step time."""
-  placement.validate(problem.graph, problem.cluster)
-  ops = placement.to_array(problem.graph, problem.cluster)
-  devices = np.array([ops[m[0]] for m in problem.groups.members], np.int32)
+  devices = group_devices(problem, placement)
   step = float(problem.simulate_groups(devices[None, :])[0])
   return StartPlacement(devices, step, source)
 

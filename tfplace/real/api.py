@@ -13,12 +13,10 @@ from tfplace.cost.cluster import Cluster
 from tfplace.graph.op_graph import OpGraph
 from tfplace.placement import Placement
 from tfplace.placers.base import PlacerKind
-from tfplace.placers.problem import PlacementProblem
 from tfplace.placers.registry import get_placer
 from tfplace.real.fine_tune import RealRewardSettings, fine_tune
 from tfplace.real.learned_fine_tune import check_learned
-from tfplace.real.target import (calibration_of, check_target, resolve_target,
-                                 target_cluster)
+from tfplace.real.target import checked_problem
 from tfplace.real.verify import VerifySettings, verify_problem
 
 
@@ -53,10 +51,7 @@ def place_on_target(graph: OpGraph, target, placer: str = "local_search",
   placer_obj = get_placer(placer, options)
   if real_reward is not None and placer_obj.kind == PlacerKind.LEARNED:
     check_learned(placer_obj)  # Before any work.
-  cluster = cluster or target_cluster(target)
-  resolved = resolve_target(target)
-  check_target(resolved, cluster, calibration_of(cost_model))
-  problem = PlacementProblem.build(graph, cluster, cost_model)
+  problem, resolved = checked_problem(graph, target, cluster, cost_model)
   if verify is not None:
     placement = verify_problem(problem, placer_obj, resolved, verify, seed,
                                feeds=feeds, feed_options=feed_options

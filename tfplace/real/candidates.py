@@ -13,14 +13,11 @@ import dataclasses
 import math
 from typing import List, Optional, Tuple
 
-from absl import logging
-
 from tfplace import pipeline
-from tfplace.errors import PlacementError
 from tfplace.placement import Placement
 from tfplace.placers.base import Placer, PlacerKind
 from tfplace.placers.problem import PlacementProblem
-from tfplace.placers.registry import get_placer, list_placers
+from tfplace.placers.search_support import heuristic_placements
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,17 +60,9 @@ def _predicted(problem: PlacementProblem, placement: Placement,
 def heuristic_candidates(problem: PlacementProblem,
                          seed: Optional[int] = None) -> List[Candidate]:
   """Every heuristic placer's placement, fastest on the simulator first
-  (those that fail are skipped)."""
-  out = []
-  for name in list_placers(PlacerKind.HEURISTIC):
-    try:
-      placement = get_placer(name).place(problem, seed=seed)
-      out.append(_predicted(problem, placement.with_metadata(placer=name),
-                            name))
-    except PlacementError as e:
-      logging.info("heuristic %s failed: %s", name, e)
-  if not out:
-    raise PlacementError("no heuristic placer could place this graph")
+  (those that fail are skipped; `search_support.heuristic_placements`)."""
+  out = [_predicted(problem, placement.with_metadata(placer=name), name)
+         for name, placement in heuristic_placements(problem, seed)]
   return sorted(out, key=lambda c: c.predicted_s)
 
 

@@ -31,7 +31,8 @@ from tfplace.placers.cross_entropy import CrossEntropyConfig, cross_entropy
 from tfplace.placers.local_search import LocalSearchConfig, local_search
 from tfplace.placers.problem import PlacementProblem
 from tfplace.placers.search_placer import project
-from tfplace.placers.search_support import Budget, SearchResult, SearchSpace
+from tfplace.placers.search_support import (Budget, SearchResult, SearchSpace,
+                                           group_devices)
 from tfplace.real.interleaved import measure_interleaved
 from tfplace.real.measured_evaluator import (MeasuredEvaluator,
                                              MeasuredSettings, drift)
@@ -105,14 +106,6 @@ class FineTuneResult:
             "measured": self.measured, "remembered": self.remembered,
             "failed": self.failed, "drift": round(self.drift, 4),
             "seconds": round(self.seconds, 2), "search": dict(self.search)}
-
-
-def group_devices(problem: PlacementProblem, placement: Placement
-                  ) -> np.ndarray:
-  """int32 [G]: the device of each colocation group of `placement`."""
-  placement.validate(problem.graph, problem.cluster)
-  ops = placement.to_array(problem.graph, problem.cluster)
-  return np.array([ops[m[0]] for m in problem.groups.members], np.int32)
 
 
 def fine_tune(problem: PlacementProblem, start: Placement, target: Target,

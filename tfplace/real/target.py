@@ -24,6 +24,7 @@ from tfplace.measurement.health import dead_tasks
 from tfplace.measurement.local_cluster import (check_reachable,
                                                cluster_from_target,
                                                workers_for)
+from tfplace.placers.problem import PlacementProblem
 
 LOCAL_PREFIX = "/job:localhost/replica:0/task:0/device:CPU:"
 
@@ -139,6 +140,22 @@ def target_cluster(target) -> Cluster:
     return cluster_from_target(target)
   raise PlacementError("real runs in this process need the cluster to place "
                        "on (cluster=...)")
+
+
+def checked_problem(graph, target, cluster: Optional[Cluster] = None,
+                    cost_model=None):
+  """(PlacementProblem, Target): the target resolved and checked
+  (`check_target`, with the cost model's calibration) before the problem
+  of `graph` on `cluster` (default: the target's) is built.
+
+  Raises:
+    MeasureError, ClusterError, PlacementError: see `resolve_target`,
+      `check_target` and `target_cluster`.
+  """
+  cluster = cluster or target_cluster(target)
+  resolved = resolve_target(target)
+  check_target(resolved, cluster, calibration_of(cost_model))
+  return PlacementProblem.build(graph, cluster, cost_model), resolved
 
 
 def calibration_of(cost_model) -> Optional["calibrated.Calibration"]:

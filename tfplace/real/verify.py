@@ -38,8 +38,7 @@ from tfplace.placers.search_support import KEEP_TOP
 from tfplace.real.candidates import candidate_set
 from tfplace.real.interleaved import measure_interleaved
 from tfplace.real.rank_report import VerifyReport, build_report, with_duel
-from tfplace.real.target import (Target, calibration_of, check_target,
-                                 resolve_target, target_cluster)
+from tfplace.real.target import Target, checked_problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,10 +111,7 @@ def verify_top_k(graph: OpGraph, target, placer: str = "local_search",
   """
   settings = dataclasses.replace(settings or VerifySettings(), top_k=top_k)
   placer_obj = get_placer(placer, options)
-  cluster = cluster or target_cluster(target)
-  resolved = resolve_target(target)
-  check_target(resolved, cluster, calibration_of(cost_model))
-  problem = PlacementProblem.build(graph, cluster, cost_model)
+  problem, resolved = checked_problem(graph, target, cluster, cost_model)
   return verify_problem(problem, placer_obj, resolved, settings, seed,
                         feeds=feeds, feed_options=feed_options)
 
