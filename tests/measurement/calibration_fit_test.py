@@ -70,29 +70,6 @@ def test_fit_recovers_factors_from_noisy_samples_per_type():
   assert fits["GPU"]["MatMul"].scale == pytest.approx(1.0, rel=0.02)
 
 
-def test_fit_recovers_a_size_exponent_and_keeps_it_in_range():
-  # Small ops of the type run further below the rate: t = 2 w (w/1e-5)^-0.2.
-  samples = [OpSample("Conv2D", "CPU", w, 2.0 * w * (w / 1e-5) ** -0.2)
-             for w in WORKS]
-  free = FitBounds(min_exponent=0.5, max_exponent=1.2)
-  assert fit.fit_op_type(samples).exponent == 1.0  # off by default
-  got = fit.fit_op_type(samples, free)
-  assert got.exponent == pytest.approx(0.8, abs=0.02)
-  assert (got.min_s, got.max_s) == pytest.approx((WORKS[0], WORKS[-1]))
-  inside = WORKS[5]
-  assert got.seconds(inside) == pytest.approx(
-      2.0 * inside * (inside / 1e-5) ** -0.2, rel=0.05)
-  # Beyond the calibrated sizes the efficiency stays as at the largest.
-  edge = (got.seconds(WORKS[-1]) - got.fixed_s) / WORKS[-1]
-  assert got.seconds(10 * WORKS[-1]) == pytest.approx(
-      got.fixed_s + 10 * WORKS[-1] * edge)
-  assert got.seconds(0.0) == pytest.approx(got.fixed_s)
-  assert np.isinf(got.seconds(np.inf))
-  # One size: nothing tells the exponent, the prior keeps 1.
-  flat = fit.fit_op_type([OpSample("Relu", "CPU", 2e-6, 5e-6)] * 5, free)
-  assert flat.exponent == pytest.approx(1.0, abs=0.01)
-
-
 def test_one_size_goes_to_the_fixed_part_when_slower_than_the_roofline():
   # One size only: fixed and scale cannot be told apart; the prior keeps
   # scale 1 and the fixed part takes the rest.
@@ -109,7 +86,6 @@ def _in_bounds(got, bounds, samples):
   assert 0.0 <= got.fixed_s <= bounds.max_fixed_s
   assert got.fixed_s <= max(0.0, small.mean()) + 1e-15
   assert bounds.min_scale <= got.scale <= bounds.max_scale
-  assert bounds.min_exponent <= got.exponent <= bounds.max_exponent
   assert np.isfinite(got.fixed_s) and np.isfinite(got.scale)
 
 

@@ -35,11 +35,8 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   `tfplace.cost.cluster.Cluster`).
 
   `op_types` holds, per device type and op type seen in calibration, the
-  op's time beyond the launch overhead as `fixed_s + scale * roofline *
-  (roofline / ref_s) ** (exponent - 1)` (roofline: `AnalyticalCostModel.
-  work_seconds` on the calibrated devices; exponent 1, the default, is
-  plain proportional; below 1, larger ops of the type run closer to the
-  device's rate than small ones, as convolutions with few channels do).
+  op's time beyond the launch overhead as `fixed_s + scale * roofline`
+  (roofline: `AnalyticalCostModel.work_seconds` on the calibrated devices).
   Ops of other types keep the analytical time, times `compute_scale` of
   their device type and `op_type_scale` of their op type (the older,
   whole-graph form of a calibration). Files written before a key existed
@@ -67,49 +64,28 @@ DEVICE_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth")
 @dataclasses.dataclass(frozen=True)
 class OpTypeCost:
   """The fitted time of one op type on one device type, beyond the launch
-  overhead: `fixed_s + scale * r * (c / ref_s) ** (exponent - 1)`, r the
-  roofline seconds and c = r clipped to [`min_s`, `max_s`], the range the
-  type was calibrated on (beyond it the efficiency stays as at its edge).
+  overhead: `fixed_s + scale * roofline seconds`.
 
   Attributes:
     fixed_s: seconds per execution whatever the size (>= 0).
-    scale: factor on the roofline time at the measured rates, for an op of
-      `ref_s` roofline seconds (> 0).
+    scale: factor on the roofline time at the measured rates (> 0).
     samples: op executions it was fitted on.
-    exponent: how the time grows with the roofline time (1: in proportion;
-      0.8: a 10x larger op takes 6.3x as long).
-    ref_s: the roofline seconds at which `scale` holds (> 0; with exponent
-      1 it does not matter).
-    min_s: the smallest roofline seconds calibrated (0: no limit).
-    max_s: the largest (inf: no limit).
   """
   fixed_s: float
   scale: float
   samples: int = 0
-  exponent: float = 1.0
-  ref_s: float = 1e-4
-  min_s: float = 0.0
-  max_s: float = float("inf")
 
   def __post_init__(self):
     _check_factors({"fixed_s": self.fixed_s}, "op_types", allow_zero=True)
-    _check_factors({"scale": self.scale, "exponent": self.exponent,
-                    "ref_s": self.ref_s}, "op_types", allow_zero=False)
+    _check_factors({"scale": self.scale}, "op_types", allow_zero=False)
     if int(self.samples) != self.samples or self.samples < 0:
       raise ClusterError(f"calibration op_types samples must be a whole "
                          f"number >= 0, got {self.samples!r}")
 
   def seconds(self, roofline_s: np.ndarray) -> np.ndarray:
     """The op's time beyond the launch overhead for roofline seconds
-    `roofline_s` (>= 0; inf where the device has no kernel stays inf)."""
-    r = np.asarray(roofline_s, dtype=np.float64)
-    if self.exponent == 1.0:
-      return self.fixed_s + self.scale * r
-    safe = np.clip(np.where((r > 0) & np.isfinite(r), r, self.ref_s),
-                   max(self.min_s, 1e-15), self.max_s)
-    return self.fixed_s + np.where(
-        r > 0, self.scale * r * (safe / self.ref_s) ** (self.exponent - 1.0),
-        0.0)
+    `roofline_s`."""
+    return self.fixed_s + self.scale * np.asarray(roofline_s, np.float64)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +162,7 @@ class Calibration:
             "run_overhead_s": dict(self.run_overhead_s),
             "overlap_latency": self.overlap_latency,
             "device_rates": {t: dict(r) for t, r in self.device_rates.items()},
-            "op_types": {t: {k: _op_type_dict(v) for k, v in
+            "op_types": {t: {k: dataclasses.asdict(v) for k, v in
                              sorted(per_type.items())}
                          for t, per_type in self.op_types.items()},
             "notes": self.notes}
@@ -230,25 +206,10 @@ class Calibration:
     return cls.from_dict(read_json(path, "calibration", ClusterError))
 
 
-def _op_type_dict(cost: OpTypeCost) -> dict:
-  """An op type's JSON form; the size terms only where they are not the
-  plain proportional defaults (and never an infinite number)."""
-  out = dataclasses.asdict(cost)
-  defaults = OpTypeCost(0.0, 1.0)
-  for key in ("exponent", "ref_s", "min_s", "max_s"):
-    if out[key] == getattr(defaults, key):
-      del out[key]
-  return out
-
-
 def _op_types(data: dict) -> Dict[str, Dict[str, OpTypeCost]]:
   return {str(dtype): {str(t): OpTypeCost(float(v["fixed_s"]),
                                           float(v["scale"]),
-                                          int(v.get("samples", 0)),
-                                          float(v.get("exponent", 1.0)),
-                                          float(v.get("ref_s", 1e-4)),
-                                          float(v.get("min_s", 0.0)),
-                                          float(v.get("max_s", "inf")))
+                                          int(v.get("samples", 0)))
                        for t, v in per_type.items()}
           for dtype, per_type in data.items()}
 

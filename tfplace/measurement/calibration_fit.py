@@ -6,12 +6,9 @@ overhead, the per-message host cost, link latency and bandwidth and the
 empty step come from `tfplace.measurement.cluster_benchmark`. What is fitted
 is per op type and device type: the op's time beyond the launch overhead,
 
-    fixed_s + scale * roofline_s * (roofline_s / ref_s) ** (exponent - 1)
+    fixed_s + scale * roofline_s
 
-(`roofline_s`: `AnalyticalCostModel.work_seconds` at the measured rates;
-`ref_s` the type's median roofline; the exponent, 1 unless `FitBounds`
-frees it, e.g. to [0.5, 1.2], pulled to 1, lets small ops of a type run
-further below the rate than large ones),
+(`roofline_s`: `AnalyticalCostModel.work_seconds` at the measured rates),
 from the op durations of traced one-device steps (`StepTiming.op_records`)
 less the tracer's cost per op (`DeviceBenchmark.traced_op_s`). Each fit is a
 robust (soft-L1) least squares on log ratios (predicted + r) / (measured +
@@ -79,14 +76,6 @@ class FitBounds:
     max_scale: the slowest (heavy per-element work: random numbers,
       transcendental functions, small inefficient kernels).
     prior_weight: weight of the prior `scale = 1`, relative to one sample.
-    min_exponent: the least the time of an op type may grow with its
-      roofline (`OpTypeCost.exponent`: small ops of a type run further
-      below the device's rate than large ones). Default 1 = max_exponent:
-      the exponent is off (fitting it within [0.5, 1.2] did not predict
-      other graphs better on the 2-worker CPU cluster: WORKSPACE_NOTES.md).
-    max_exponent: the most (above 1: large ops fall out of the caches).
-    exponent_prior_weight: weight of the prior `exponent = 1`, relative to
-      one sample (an op type measured at one size keeps exponent 1).
     resolution_s: the tracer's time resolution, added to predicted and
       measured times in the log ratios (differences far below it count
       little).
@@ -96,9 +85,6 @@ class FitBounds:
   max_scale: float = 1000.0
   prior_weight: float = 0.3
   resolution_s: float = 1e-6
-  min_exponent: float = 1.0
-  max_exponent: float = 1.0
-  exponent_prior_weight: float = 1.0
 
 
 def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
@@ -133,8 +119,7 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
 
 def fit_op_type(samples: Sequence[OpSample],
                 bounds: FitBounds = FitBounds()) -> OpTypeCost:
-  """Fits `OpTypeCost` (`fixed_s + scale * w * (w / ref_s) ** (exponent -
-  1)`, ref_s the median work) to the samples of one op type.
+  """Fits `fixed_s + scale * work_s` to the samples of one op type.
 
   Raises:
     MeasureError: no samples.
@@ -146,45 +131,34 @@ def fit_op_type(samples: Sequence[OpSample],
   m = np.array([s.measured_s for s in samples], dtype=np.float64)
   hi_fixed = min(bounds.max_fixed_s, _typical_small(w, m))
   eps = bounds.resolution_s
-  ref = float(np.median(w[w > 0])) if np.any(w > 0) else 1e-4
-  # Unknowns: the fixed part in units of `unit`, log(scale) and the
-  # exponent: all of order 1, whatever the magnitudes.
+  # Unknowns: the fixed part in units of `unit`, and log(scale): both of
+  # order 1, whatever the magnitudes.
   unit = max(hi_fixed, bounds.resolution_s)
   lo_u, hi_u = np.log(bounds.min_scale), np.log(bounds.max_scale)
-  rel = np.where(w > 0, w / ref, 1.0)
 
   def residuals(p):
-    pred = p[0] * unit + np.exp(p[1]) * w * rel ** (p[2] - 1.0)
-    return np.concatenate([np.log((pred + eps) / (m + eps)),
-                           [bounds.prior_weight * p[1],
-                            bounds.exponent_prior_weight * (p[2] - 1.0)]])
+    pred = p[0] * unit + np.exp(p[1]) * w
+    return np.append(np.log((pred + eps) / (m + eps)),
+                     bounds.prior_weight * p[1])
 
   ratio = m[w > 0] / w[w > 0]
   guesses = [(0.5 * hi_fixed / unit, 0.0),
              (0.0, float(np.log(np.median(ratio))) if ratio.size and
               np.median(ratio) > 0 else 0.0)]
-  lower = [0.0, lo_u, bounds.min_exponent]
-  # min_exponent == max_exponent fixes it (1: plain proportional).
-  upper = [max(hi_fixed / unit, 1e-12), hi_u,
-           max(bounds.max_exponent, bounds.min_exponent + 1e-9)]
   best = None
   for f0, u0 in guesses:
-    x0 = np.clip([f0, u0, 1.0], lower, upper)
-    fit = optimize.least_squares(residuals, x0, bounds=(lower, upper),
-                                 loss="soft_l1", f_scale=0.5)
+    x0 = [float(np.clip(f0, 0.0, hi_fixed / unit)),
+          float(np.clip(u0, lo_u, hi_u))]
+    fit = optimize.least_squares(
+        residuals, x0, bounds=([0.0, lo_u], [max(hi_fixed / unit, 1e-12),
+                                             hi_u]),
+        loss="soft_l1", f_scale=0.5)
     if best is None or fit.cost < best.cost:
       best = fit
   fixed = float(np.clip(best.x[0] * unit, 0.0, hi_fixed))
   scale = float(np.clip(np.exp(best.x[1]), bounds.min_scale,
                         bounds.max_scale))
-  exponent = float(np.clip(best.x[2], bounds.min_exponent,
-                           max(bounds.min_exponent, bounds.max_exponent)))
-  positive = w[w > 0]
-  return OpTypeCost(fixed_s=fixed, scale=scale, samples=len(samples),
-                    exponent=exponent, ref_s=ref,
-                    min_s=float(positive.min()) if positive.size else 0.0,
-                    max_s=float(positive.max()) if positive.size else
-                    float("inf"))
+  return OpTypeCost(fixed_s=fixed, scale=scale, samples=len(samples))
 
 
 def _typical_small(work: np.ndarray, measured: np.ndarray) -> float:
