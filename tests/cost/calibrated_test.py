@@ -138,7 +138,7 @@ def _new_calibration():
       launch_overhead_s={"CPU": 1e-6}, transfer_overhead_s={"CPU": 5e-5},
       step_overhead_s=3e-4, run_overhead_s={w0: 1e-4},
       links={"loopback": LinkSpec(2e-5, 2e9, "loopback")},
-      overlap_latency=True,
+      overlap_latency=True, rendezvous_transfers=True,
       op_types={"CPU": {"MatMul": OpTypeCost(2e-6, 1.5, 10),
                         "Conv2D": OpTypeCost(0.0, 0.5, 4),
                         "Identity": OpTypeCost(3e-7, 1.0, 30)}})
@@ -151,6 +151,7 @@ def test_fitted_op_types_cost_launch_plus_fixed_plus_scaled_roofline():
   assert cluster.devices[0].run_overhead_s == 1e-4
   assert cluster.devices[1].run_overhead_s == 0.0
   assert cluster.devices[1].launch_overhead_s == 1e-6
+  assert cluster.rendezvous_transfers and cluster.overlap_latency
   s = CalibratedCostModel(cal, UNIT).op_costs(_typed_graph(), cluster).compute_s
   # MatMul: 1 us + 2 us + 1.5 x (2e9 / 4e9); Conv2D at the conv rate;
   # Identity: launch + fixed; Cumsum (unseen): analytical, matmul rate.
@@ -173,6 +174,7 @@ def test_new_calibration_round_trips_and_old_files_still_load(tmp_path):
   loaded = Calibration.load(str(old))
   assert loaded.op_types == {} and loaded.device_rates == {}
   assert loaded.run_overhead_s == {}
+  assert not loaded.rendezvous_transfers
 
 
 @pytest.mark.parametrize("data", [
@@ -182,6 +184,7 @@ def test_new_calibration_round_trips_and_old_files_still_load(tmp_path):
     {"op_types": {"CPU": {"MatMul": {"fixed_s": 1e-6, "scale": 0.0}}}},
     {"op_types": {"CPU": {"MatMul": {"scale": 1.0}}}},
     {"run_overhead_s": {"/cpu:0": float("nan")}},
+    {"rendezvous_transfers": "yes"},
 ])
 def test_malformed_new_fields_raise(data):
   with pytest.raises(ClusterError):

@@ -1,6 +1,8 @@
 """Tests for the calibration fits (tfplace.measurement.calibration_fit) and
 the link fit (comm_benchmark)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -183,6 +185,20 @@ def test_samples_subtract_the_tracer_and_skip_foreign_ops():
   assert samples[0].work_s > 0
 
 
+def _simulated_split_runs(graph, cluster, bench, op_types, share,
+                          byte_share):
+  truth = fit.calibration_from_benchmark(
+      bench.with_message_share(share, byte_share), cluster, op_types)
+  sim = fit.calibrated_simulator(graph, cluster, truth)
+  rng = np.random.default_rng(0)
+  runs = []
+  for _ in range(4):
+    ids = rng.integers(0, 2, graph.num_colocation_groups)[graph.group_of]
+    ids = ids.astype(np.int32)
+    runs.append((graph, ids, sim.simulate(ids).step_time_s))
+  return runs
+
+
 def test_message_and_byte_shares_recovered_from_simulated_runs():
   from tfplace.measurement.local_cluster import make_worker_cluster
   from tfplace.models.registry import build_model
@@ -190,18 +206,17 @@ def test_message_and_byte_shares_recovered_from_simulated_runs():
   # message's host cost, so both shares show in the step times.
   graph = build_model("mlp_towers", num_towers=2, hidden=256, batch_size=64,
                       input_size=256, num_layers=1)
-  cluster = make_worker_cluster(2)
+  cluster = dataclasses.replace(make_worker_cluster(2),
+                                rendezvous_transfers=False)
   bench = _bench()
   op_types = {"CPU": {"MatMul": OpTypeCost(2e-6, 1.0, 4)}}
-  rng = np.random.default_rng(0)
-  truth = fit.calibration_from_benchmark(bench.with_message_share(0.7, 0.4),
-                                         cluster, op_types)
-  sim = fit.calibrated_simulator(graph, cluster, truth)
-  runs = []
-  for _ in range(4):
-    ids = rng.integers(0, 2, graph.num_colocation_groups)[graph.group_of]
-    ids = ids.astype(np.int32)
-    runs.append((graph, ids, sim.simulate(ids).step_time_s))
+  runs = _simulated_split_runs(graph, cluster, bench, op_types, 0.7, 0.4)
   assert fit.fit_transfer_shares(cluster, bench, op_types, runs) == (
       pytest.approx((0.7, 0.4)))
+  # One-core workers: rendezvous transfers, and no byte share to fit.
+  cluster = make_worker_cluster(2)
+  assert cluster.rendezvous_transfers
+  runs = _simulated_split_runs(graph, cluster, bench, op_types, 0.7, 0.0)
+  assert fit.fit_transfer_shares(cluster, bench, op_types, runs) == (
+      pytest.approx((0.7, 0.0)))
   assert fit.fit_transfer_shares(cluster, bench, op_types, []) == (1.0, 0.0)

@@ -1,4 +1,5 @@
-"""Transfer host overheads and the fixed step overhead, worked by hand."""
+"""Transfer host overheads, rendezvous transfers and the fixed step
+overhead, worked by hand."""
 
 import dataclasses
 import json
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
+from tfplace.cost.analytical import AnalyticalCostModel
 from tfplace.cost.cluster import Cluster, Device
 from tfplace.simulator.lower_bound import lower_bound
 from tfplace.cost.op_costs import OpCosts
@@ -14,6 +16,7 @@ from tfplace.cost.presets import cpu_cluster
 from tfplace.simulator.simulator import Simulator
 from tfplace.errors import ClusterError
 from tfplace.graph.op_graph import Edge, Op, OpGraph
+from tfplace.models.registry import build_model
 
 
 def make_graph(num_ops, edges, num_outputs=1):
@@ -259,3 +262,91 @@ def test_measured_device_fields_round_trip_and_stay_out_when_zero():
   assert Cluster.from_dict(data) == m
   with pytest.raises(ClusterError):
     dataclasses.replace(c.devices[0], conv_flops=-1.0)
+
+
+# ---- rendezvous transfers (`Cluster.rendezvous_transfers`): a transfer
+# holds a slot on both its devices while it moves its bytes.
+
+def starts(result):
+  return [op.start_s for op in sorted(result.schedule, key=lambda s: s.op)]
+
+def link(rendezvous, latency_s=0.0, bandwidth=100.0, **kwargs):
+  return dataclasses.replace(cpu_cluster(2, latency_s=latency_s,
+                                         bandwidth=bandwidth),
+                             rendezvous_transfers=rendezvous, **kwargs)
+
+
+def test_the_senders_next_op_goes_first_then_the_transfer_holds_both():
+  # op0 -> op1 (local), op0 -> op2 (remote); 1000 B over 0.5 s + 100 B/s.
+  # op1, ready when op0 ends, runs first (1-2 s); then the transfer holds
+  # both devices 2-12 s and arrives at 12.5 s; op2 runs 12.5-13.5 s.
+  g = make_graph(3, [(0, 1, 1000, 0), (0, 2, 1000, 0)])
+  costs = make_costs([1.0, 1.0, 1.0], 2)
+  r = run(g, link(True, latency_s=0.5), costs, [0, 0, 1])
+  (t,) = r.transfers
+  assert (t.start_s, t.end_s) == pytest.approx((2.0, 12.5))
+  np.testing.assert_allclose(starts(r), [0.0, 1.0, 12.5])
+  assert r.step_time_s == pytest.approx(13.5)
+  np.testing.assert_allclose(r.device_busy_s, [12.0, 11.0])
+  # Without: the transfer starts when op0 ends, 1-11.5 s.
+  r = run(g, link(False, latency_s=0.5), costs, [0, 0, 1])
+  assert r.step_time_s == pytest.approx(12.5)
+
+
+def test_a_busy_receiver_delays_the_transfer_and_the_sender_keeps_a_slot():
+  # op0 (1 s, device 0) sends 100 B (1 s) to op2 (1 s, device 1); op1 (5 s,
+  # device 1) runs from 0; op3 then op4 (1 s each, device 0) follow op0.
+  # Without rendezvous: transfer 1-2, op3 1-2, op4 2-3, op2 5-6: 6 s.
+  # With: op3 goes first (1-2); then the transfer waits for device 1 and
+  # device 0 keeps its slot for it, so op4 waits too; the transfer runs
+  # 5-6, then op2 and op4 6-7: 7 s.
+  g = make_graph(5, [(0, 2, 100, 0), (0, 3, 100, 0), (3, 4, 100, 0)])
+  costs = make_costs([1.0, 5.0, 1.0, 1.0, 1.0], 2)
+  ids = [0, 1, 1, 0, 0]
+  r = run(g, link(False), costs, ids)
+  assert r.step_time_s == pytest.approx(6.0)
+  np.testing.assert_allclose(starts(r), [0.0, 0.0, 5.0, 1.0, 2.0])
+  r = run(g, link(True), costs, ids)
+  (t,) = r.transfers
+  assert (t.start_s, t.end_s) == pytest.approx((5.0, 6.0))
+  np.testing.assert_allclose(starts(r), [0.0, 0.0, 6.0, 1.0, 6.0])
+  assert r.step_time_s == pytest.approx(7.0)
+
+
+def test_transfers_start_oldest_first_when_their_ends_are_free():
+  # Two 100 B tensors from op0 (device 0) to device 1 (two outputs): each
+  # holds both devices 1 s, one after the other: 1-2 and 2-3. op1's input
+  # arrives at 2 s, but the second transfer holds device 1 until 3 s: op1
+  # runs 3-4, op2 4-5.
+  g = make_graph(3, [(0, 1, 100, 0), (0, 2, 100, 1)], num_outputs=2)
+  r = run(g, link(True), make_costs([1.0, 1.0, 1.0], 2), [0, 1, 1])
+  times = sorted(x for t in r.transfers for x in (t.start_s, t.end_s))
+  assert times == pytest.approx([1.0, 2.0, 2.0, 3.0])
+  np.testing.assert_allclose(starts(r), [0.0, 3.0, 4.0])
+  assert r.step_time_s == pytest.approx(5.0)
+
+
+def test_no_transfer_no_change_and_the_bound_holds():
+  g = build_model("small_cnn")
+  base = cpu_cluster(2)
+  sim = Simulator(g, base, AnalyticalCostModel().op_costs(g, base))
+  rdv = sim.with_cluster(dataclasses.replace(base, rendezvous_transfers=True))
+  rng = np.random.default_rng(0)
+  ids = rng.integers(0, 2, size=(16, g.num_ops)).astype(np.int32)
+  ids[0] = 0
+  plain, held = sim.simulate_batch(ids), rdv.simulate_batch(ids)
+  assert held[0] == plain[0]
+  assert np.all(held[1:] != plain[1:])
+  single = [rdv.simulate(row).step_time_s for row in ids]
+  np.testing.assert_allclose(held, single)
+  assert np.all(held >= lower_bound(g, rdv.cluster, rdv.costs) - 1e-12)
+
+
+def test_cluster_json_round_trip():
+  c = link(True)
+  assert Cluster.from_dict(json.loads(c.to_json())).rendezvous_transfers
+  old = json.loads(link(False).to_json())
+  del old["rendezvous_transfers"]
+  assert not Cluster.from_dict(old).rendezvous_transfers
+  with pytest.raises(ClusterError, match="rendezvous_transfers"):
+    link("yes")

@@ -18,7 +18,7 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
         "step_overhead_s": 3e-4,
         "run_overhead_s": {"/job:worker/replica:0/task:0/device:CPU:0": 1e-4,
                            "/job:worker/replica:0/task:1/device:CPU:0": 4e-4},
-        "overlap_latency": true,
+        "overlap_latency": true, "rendezvous_transfers": true,
         "compute_scale": {}, "op_type_scale": {},
         "notes": "calibration suite 'default' on local_servers"
       }
@@ -31,8 +31,9 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   latency and bandwidth of links (and the default link) of that kind;
   `step_overhead_s` sets the cluster's fixed step cost, `run_overhead_s`
   (per device name) the step cost of each device used (`Device.
-  run_overhead_s`), and `overlap_latency` its link model (see
-  `tfplace.cost.cluster.Cluster`).
+  run_overhead_s`), and `overlap_latency` and `rendezvous_transfers` its
+  transfer model, the one the calibration was fitted with (see
+  `tfplace.cost.cluster.Cluster`; both false when absent).
 
   `op_types` holds, per device type and op type seen in calibration, the
   op's time beyond the launch overhead as `fixed_s + scale * roofline`
@@ -103,6 +104,8 @@ class Calibration:
     transfer_overhead_s: device type -> host seconds per transfer.
     step_overhead_s: fixed seconds per step.
     overlap_latency: the cluster's link model.
+    rendezvous_transfers: whether a transfer holds both devices' slots
+      (`Cluster.rendezvous_transfers`).
     device_rates: device type -> measured rate name (`DEVICE_RATES`) ->
       value.
     op_types: device type -> op type -> `OpTypeCost`.
@@ -127,6 +130,7 @@ class Calibration:
       default_factory=dict)
   transfer_byte_s: Mapping[str, float] = dataclasses.field(
       default_factory=dict)
+  rendezvous_transfers: bool = False
 
   def __post_init__(self):
     _check_factors(self.transfer_overhead_s, "transfer_overhead_s",
@@ -135,9 +139,10 @@ class Calibration:
     _check_factors(self.run_overhead_s, "run_overhead_s", allow_zero=True)
     _check_factors({"": self.step_overhead_s}, "step_overhead_s",
                    allow_zero=True)
-    if not isinstance(self.overlap_latency, bool):
-      raise ClusterError("calibration overlap_latency must be true or false, "
-                         f"got {self.overlap_latency!r}")
+    for name in ("overlap_latency", "rendezvous_transfers"):
+      if not isinstance(getattr(self, name), bool):
+        raise ClusterError(f"calibration {name} must be true or false, "
+                           f"got {getattr(self, name)!r}")
     for dtype, rates in self.device_rates.items():
       unknown = set(rates) - set(DEVICE_RATES)
       if unknown:
@@ -161,6 +166,7 @@ class Calibration:
             "step_overhead_s": self.step_overhead_s,
             "run_overhead_s": dict(self.run_overhead_s),
             "overlap_latency": self.overlap_latency,
+            "rendezvous_transfers": self.rendezvous_transfers,
             "device_rates": {t: dict(r) for t, r in self.device_rates.items()},
             "op_types": {t: {k: dataclasses.asdict(v) for k, v in
                              sorted(per_type.items())}
@@ -193,6 +199,7 @@ class Calibration:
                  run_overhead_s=_factors(data, "run_overhead_s",
                                          allow_zero=True),
                  overlap_latency=data.get("overlap_latency", False),
+                 rendezvous_transfers=data.get("rendezvous_transfers", False),
                  device_rates={str(t): {str(k): float(v)
                                         for k, v in rates.items()}
                                for t, rates in data.get("device_rates",
@@ -250,7 +257,9 @@ def apply_calibration(cluster: Cluster, calibration: Calibration) -> Cluster:
   return dataclasses.replace(cluster, devices=devices, links=links,
                              default_link=default,
                              step_overhead_s=calibration.step_overhead_s,
-                             overlap_latency=calibration.overlap_latency)
+                             overlap_latency=calibration.overlap_latency,
+                             rendezvous_transfers=(
+                                 calibration.rendezvous_transfers))
 
 
 def _calibrated_device(device, calibration: Calibration):

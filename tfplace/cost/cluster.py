@@ -15,14 +15,15 @@ JSON form (all numbers SI: seconds, bytes, bytes/s, FLOP/s):
       "links": [{"src": "...GPU:0", "dst": "...GPU:1", "latency_s": 1e-5,
                  "bandwidth": 8e9, "kind": "pcie"}],
       "default_link": {"latency_s": 1e-5, "bandwidth": 8e9, "kind": "pcie"},
-      "step_overhead_s": 0.0, "overlap_latency": false
+      "step_overhead_s": 0.0, "overlap_latency": false,
+      "rendezvous_transfers": false
     }
 
 Links are directed; a link listed once applies to both directions unless the
 reverse is listed too. Pairs with no link use `default_link`.
 `transfer_overhead_s` (per device) and `step_overhead_s` (per cluster) are
-optional and default to 0, `overlap_latency` (per cluster) to false (see
-`Device` and `Cluster`). `matmul_flops`, `conv_flops` and `copy_bandwidth`
+optional and default to 0, `overlap_latency` and `rendezvous_transfers`
+(per cluster) to false (see `Device` and `Cluster`). `matmul_flops`, `conv_flops` and `copy_bandwidth`
 are measured rates (`tfplace.measurement.cluster_benchmark`), optional, 0
 when not measured; so are `run_overhead_s` and `transfer_byte_s` (per
 device, default 0).
@@ -173,6 +174,10 @@ class Cluster:
       the link for bytes / bandwidth only and arrives `latency` later, so
       the latencies of queued transfers overlap (many RPCs in flight, as in
       TF's gRPC runtime).
+    rendezvous_transfers: True: a transfer also holds a slot of both its
+      devices while it moves its bytes, and waits for both to be free (a
+      worker whose cores serialize and parse the tensor: TF's gRPC runtime
+      on CPU workers). False (default): transfers need only their link.
   """
   name: str
   devices: Tuple[Device, ...]
@@ -180,6 +185,7 @@ class Cluster:
   default_link: LinkSpec = LinkSpec(latency_s=1e-5, bandwidth=8e9)
   step_overhead_s: float = 0.0
   overlap_latency: bool = False
+  rendezvous_transfers: bool = False
 
   def __post_init__(self):
     object.__setattr__(self, "devices", tuple(self.devices))
@@ -189,6 +195,8 @@ class Cluster:
     object.__setattr__(self, "step_overhead_s", _non_negative(
         self.step_overhead_s, f"cluster {self.name!r}: step_overhead_s"))
     _flag(self.overlap_latency, f"cluster {self.name!r}: overlap_latency")
+    _flag(self.rendezvous_transfers,
+          f"cluster {self.name!r}: rendezvous_transfers")
     names = [d.name for d in self.devices]
     if len(set(names)) != len(names):
       raise ClusterError(f"cluster {self.name!r} lists a device twice")
@@ -255,6 +263,7 @@ class Cluster:
         "default_link": dataclasses.asdict(self.default_link),
         "step_overhead_s": self.step_overhead_s,
         "overlap_latency": self.overlap_latency,
+        "rendezvous_transfers": self.rendezvous_transfers,
     }
 
   def to_json(self) -> str:
@@ -279,7 +288,9 @@ class Cluster:
         step_overhead_s=_non_negative(data.get("step_overhead_s", 0.0),
                                       "step_overhead_s"),
         overlap_latency=_flag(data.get("overlap_latency", False),
-                              "overlap_latency"))
+                              "overlap_latency"),
+        rendezvous_transfers=_flag(data.get("rendezvous_transfers", False),
+                                   "rendezvous_transfers"))
 
   @classmethod
   def from_json_file(cls, path: str) -> "Cluster":

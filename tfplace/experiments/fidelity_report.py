@@ -46,7 +46,8 @@ def describe(calibration: Calibration) -> str:
   return (f"calibration: launch {_per_type(calibration.launch_overhead_s)}, "
           f"per transfer {_per_type(calibration.transfer_overhead_s)}"
           f"{_per_megabyte(calibration.transfer_byte_s)}, "
-          f"step {format_seconds(calibration.step_overhead_s)}, {link_text}, "
+          f"step {format_seconds(calibration.step_overhead_s)}, {link_text}"
+          f"{' (rendezvous)' if calibration.rendezvous_transfers else ''}, "
           f"{sum(len(v) for v in calibration.op_types.values())} op types "
           "fitted")
 

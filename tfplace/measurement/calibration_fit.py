@@ -22,7 +22,9 @@ median work: so it cannot absorb the compute of larger ones) nor
 What is fitted about transfers is two shares of measured figures, chosen on
 the suite's split runs (`fit_transfer_shares`): how much of the measured
 per-message cost each end pays, and how much of the measured time per byte
-is host work (it blocks the workers' compute) rather than link time.
+is host work (it blocks the workers' compute) rather than link time; on a
+cluster with rendezvous transfers (one-core TF server workers) a transfer
+holds both workers for its measured time per byte, so only the first.
 
 Step times never enter the fit: they judge it (`calibration_runs` reports
 the in-sample error of every calibration run).
@@ -229,7 +231,8 @@ def calibration_from_benchmark(
                        for t, ds in by_type.items()},
       links=links, step_overhead_s=measured.step_overhead_s,
       run_overhead_s={d.name: d.run_overhead_s for d in measured.devices},
-      overlap_latency=measured.overlap_latency, device_rates=rates,
+      overlap_latency=measured.overlap_latency,
+      rendezvous_transfers=measured.rendezvous_transfers, device_rates=rates,
       op_types={t: dict(v) for t, v in (op_types or {}).items()},
       notes=notes)
 
@@ -257,7 +260,9 @@ def fit_transfer_shares(cluster: Cluster, bench: ClusterBenchmark,
     op_types: the fitted op types.
     split_runs: (graph, device ids [M], measured step seconds) per run.
     shares: the message-share candidates, within the physical range [0.5, 1].
-    byte_shares: the byte-share candidates, within [0, 1).
+    byte_shares: the byte-share candidates, within [0, 1); only 0 when the
+      cluster has rendezvous transfers (the time a transfer holds both
+      workers already is their work per byte).
 
   Returns:
     (message share, byte share); (1.0, 0.0) when there are no runs to judge
@@ -265,6 +270,8 @@ def fit_transfer_shares(cluster: Cluster, bench: ClusterBenchmark,
   """
   if not split_runs:
     return 1.0, 0.0
+  if cluster.rendezvous_transfers:
+    byte_shares = (0.0,)
   # The op costs do not depend on the shares: computed once per graph.
   plain = calibration_from_benchmark(bench, cluster, op_types)
   base = apply_calibration(cluster, plain)

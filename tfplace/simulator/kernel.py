@@ -138,6 +138,66 @@ def _over(peak, mem_cap):
 
 
 @njit(cache=True)
+def _start_transfers(lo, hi, mark, ev_size, now, g, c, w):
+  """Starts the queued rendezvous transfers w.xq[lo:hi] whose link and both
+  ends are free, in queue order; returns (event count, bytes sent).
+
+  A rendezvous transfer holds its link and a slot on both its devices for
+  bytes / bandwidth (the cores that serialize and parse the tensor), then
+  frees them (event key m + C + k) and arrives `lat` later (key m + k). It
+  is queued when its producer ends, and the producer's device first starts
+  its next ready op: the event loop calls this for the transfers queued
+  before `now` before it starts ready ops, with `mark` (one that cannot
+  start keeps a slot of each end, `w.waiting`, so neither end starts an op
+  or a later transfer on it, and it starts when what runs there ends), and
+  for those queued at `now` after, on the slots still free (they keep none
+  yet). Every op and transfer ends, so no transfer waits forever.
+  """
+  m, nx_max = g.ops.shape[0], g.cons.shape[0]
+  t_prod, t_bytes, dev, x_tensor, x_dst = (g.t_prod, g.t_bytes, w.dev,
+                                           w.x_tensor, w.x_dst)
+  xq, held, waiting, free = w.xq, w.x_held, w.waiting, w.free
+  bw, lat, link_free, mem, peak = c.bw, c.lat, w.link_free, w.mem, w.peak
+  sent = 0.0
+  for q in range(lo, hi):
+    k = xq[q]
+    if k < 0:
+      continue
+    t = x_tensor[k]
+    s, d = dev[t_prod[t]], x_dst[k]
+    if held[k]:  # It may take a kept slot; others only the rest.
+      blocked = free[s] == 0 or free[d] == 0
+    else:
+      blocked = free[s] <= waiting[s] or free[d] <= waiting[d]
+    if blocked or link_free[s, d] > now:
+      if mark and not held[k]:
+        held[k] = True
+        waiting[s] += 1
+        waiting[d] += 1
+      continue
+    xq[q] = -1
+    free[s] -= 1
+    free[d] -= 1
+    if held[k]:
+      waiting[s] -= 1
+      waiting[d] -= 1
+    hold = t_bytes[t] / bw[s, d]
+    end = now + lat[s, d] + hold
+    link_free[s, d] = now + hold if c.overlap_lat else end
+    w.x_start[k] = now
+    w.x_end[k] = end
+    w.busy[s] += hold
+    w.busy[d] += hold
+    mem[d] += t_bytes[t]
+    if mem[d] > peak[d]:
+      peak[d] = mem[d]
+    sent += t_bytes[t]
+    ev_size = heap_push(w.ev_t, w.ev_k, ev_size, now + hold, m + nx_max + k)
+    ev_size = heap_push(w.ev_t, w.ev_k, ev_size, end, m + k)
+  return ev_size, sent
+
+
+@njit(cache=True)
 def _event_loop(g, c, w, stop_on_oom, strict):
   """Runs the events of one placement; returns (makespan, status, bytes
   moved).
@@ -149,6 +209,8 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   an op ends (its transfers are queued on their links, FIFO; it drops its
   references to the tensors it read; its successors wait for one op fewer).
   With `overlap_lat` a transfer holds its link for bytes / bandwidth only.
+  With `rendezvous` a transfer instead also holds a slot on both its
+  devices (`_start_transfers`): the sender's next ready op goes first.
   """
   m = g.ops.shape[0]
   # Every array in a local: numba reference-counts each attribute read.
@@ -164,11 +226,28 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   x_dst, x_tensor, x_start, x_end = w.x_dst, w.x_tensor, w.x_start, w.x_end
   start_t, end_t, link_free = w.start, w.end, w.link_free
   done, ev_size, moved, step, now = 0, 0, 0.0, 0.0, 0.0
+  # Rendezvous queue w.xq: [head, seen) started or keeping slots, [seen,
+  # fresh) queued before `now`, not yet looked at, [fresh, tail) at `now`.
+  xq, waiting, rendezvous = w.xq, w.waiting, c.rendezvous
+  nx_max, xq_head, xq_seen, xq_fresh, xq_tail = cons.shape[0], 0, 0, 0, 0
   while True:
+    if xq_head < xq_fresh:  # Rendezvous: transfers queued earlier go first.
+      open_ends = 0
+      for d in range(free.shape[0]):
+        open_ends += free[d] > 0
+      # A start needs two devices with a free slot; else only mark.
+      lo = xq_head if open_ends > 1 else xq_seen
+      ev_size, sent = _start_transfers(lo, xq_fresh, True, ev_size, now, g,
+                                       c, w)
+      moved += sent
+      xq_seen = xq_fresh
+      while xq_head < xq_fresh and xq[xq_head] < 0:
+        xq_head += 1
     for d in range(free.shape[0]):  # Start ready ops.
       if free[d] > 0 and rq_ptr[UNSORTED, d]:
         _sort_pending(d, rq, rq_ptr)
-      while free[d] > 0 and rq_ptr[HEAD, d] < rq_ptr[TAIL, d]:
+      kept = waiting[d]  # Slots kept for rendezvous transfers.
+      while free[d] > kept and rq_ptr[HEAD, d] < rq_ptr[TAIL, d]:
         i = topo[rq[rq_ptr[HEAD, d]]]
         rq_ptr[HEAD, d] += 1
         free[d] -= 1
@@ -181,13 +260,24 @@ def _event_loop(g, c, w, stop_on_oom, strict):
         if mem[d] > peak[d]:
           peak[d] = mem[d]
         ev_size = heap_push(ev_t, ev_k, ev_size, end_t[i], i)
+    if xq_fresh < xq_tail:  # Then those queued now, on slots still free.
+      ev_size, sent = _start_transfers(xq_fresh, xq_tail, False, ev_size, now,
+                                       g, c, w)
+      moved += sent
     if ev_size == 0:
       break
+    if rendezvous and ev_t[0] > now:
+      xq_fresh = xq_tail  # Queued before the new time.
     now = ev_t[0]
     while ev_size > 0 and ev_t[0] == now:
       _, key, ev_size = heap_pop(ev_t, ev_k, ev_size)
       if key >= m:  # Transfer key - m arrived.
         k = key - m
+        if k >= nx_max:  # Rendezvous transfer k - C frees its ends.
+          k -= nx_max
+          free[dev[t_prod[x_tensor[k]]]] += 1
+          free[x_dst[k]] += 1
+          continue
         t = x_tensor[k]
         p = t_prod[t]
         src_ref[p] -= 1
@@ -206,6 +296,10 @@ def _event_loop(g, c, w, stop_on_oom, strict):
       free[s] += 1
       sent = 0.0
       for k in range(x_first[key], x_first[key] + x_count[key]):
+        if rendezvous:  # Queued (see `_start_transfers`).
+          xq[xq_tail] = k
+          xq_tail += 1
+          continue
         d = x_dst[k]
         nbytes = t_bytes[x_tensor[k]]
         start = max(now, link_free[s, d])

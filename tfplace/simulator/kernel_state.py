@@ -18,7 +18,8 @@ structs):
     slots, xfer_ovh [D] (host seconds per message sent or received),
     xfer_byte [D] (host seconds per byte sent or received),
     step_ovh (seconds added to every step time), overlap_lat (latency does
-    not hold the link).
+    not hold the link), rendezvous (a transfer holds a slot on both ends
+    while it moves its bytes).
   Work: the per-placement state (`new_work`), reused across a batch.
 
 Functions read every array into a local first: numba reference-counts each
@@ -64,11 +65,15 @@ class KernelCluster(NamedTuple):
   xfer_byte: np.ndarray
   step_ovh: float
   overlap_lat: bool
+  rendezvous: bool
 
 
 class Work(NamedTuple):
   """Per-placement state. Results: start/end [m] (op times), busy/peak [D],
   x_tensor/x_dst/x_start/x_end [C] (the first K entries are the transfers).
+  Rendezvous transfers (`kernel._start_transfers`): xq [C] (transfers in
+  the order their producers ended; -1 once started), x_held [C] (it keeps
+  a slot of each end) and waiting [D] (slots kept).
   """
   dev: np.ndarray
   dur: np.ndarray
@@ -97,6 +102,9 @@ class Work(NamedTuple):
   link_free: np.ndarray
   stamp: np.ndarray
   slot: np.ndarray
+  xq: np.ndarray
+  x_held: np.ndarray
+  waiting: np.ndarray
 
 
 @njit(cache=True)
@@ -108,11 +116,12 @@ def new_work(num_ops, num_entries, num_devices):
       np.empty(m, np.int64), np.empty(c, np.int64), np.empty(c, np.int64),
       np.empty(c, np.int64), np.empty(m, np.int64), np.empty(m, np.int64),
       np.zeros(c, np.int64), np.zeros(c, np.int64), np.zeros(c),
-      np.zeros(c), np.zeros(m), np.zeros(m), np.empty(m + c + 1),
-      np.empty(m + c + 1, np.int64), np.empty(m, np.int64),
+      np.zeros(c), np.zeros(m), np.zeros(m), np.empty(m + 2 * c + 1),
+      np.empty(m + 2 * c + 1, np.int64), np.empty(m, np.int64),
       np.empty((4, d), np.int64), np.empty(d), np.empty(d), np.zeros(d),
       np.zeros(d), np.empty(d, np.int64), np.empty((d, d)),
-      np.empty(d, np.int64), np.empty(d, np.int64))
+      np.empty(d, np.int64), np.empty(d, np.int64), np.empty(c, np.int64),
+      np.zeros(c, np.bool_), np.zeros(d, np.int64))
 
 
 # Rows of `Work.rq_ptr` [4, D], the ready queues (see `kernel`): head, tail,
@@ -149,6 +158,9 @@ def init_state(dev_all, g, c, w):
   w.rq_time[:] = 0.0
   w.free[:] = c.slots
   w.link_free[:] = 0.0
+  if c.rendezvous:
+    w.waiting[:] = 0
+    w.x_held[:] = False
   return kernels
 
 

@@ -13,6 +13,11 @@ Semantics (one training step):
     `Cluster.overlap_latency` a transfer holds its link for
     `bytes / bandwidth` only and arrives `latency` after that (many RPCs in
     flight at once, as in TF's gRPC runtime).
+  * With `Cluster.rendezvous_transfers` (one-core TF server workers) a
+    transfer also needs a slot on both its devices, which it holds for
+    `bytes / bandwidth`: the sender's next ready op starts first, then the
+    transfer waits until both ends (and its link) are free; a device with a
+    transfer waiting for it starts no op on the slot the transfer keeps.
   * Memory per device: parameters (`OpCosts.param_bytes`) are resident all
     step. An op's outputs (`OpCosts.output_bytes`) are allocated when it
     starts and freed when its last local consumer has finished and all its
@@ -171,7 +176,8 @@ class Simulator:
         xfer_byte=np.array([dv.transfer_byte_s for dv in devices],
                            dtype=np.float64),
         step_ovh=float(cluster.step_overhead_s),
-        overlap_lat=bool(cluster.overlap_latency))
+        overlap_lat=bool(cluster.overlap_latency),
+        rendezvous=bool(cluster.rendezvous_transfers))
 
   def _check_ids(self, ids: np.ndarray) -> np.ndarray:
     ids = np.ascontiguousarray(ids, dtype=np.int32)
