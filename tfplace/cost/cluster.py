@@ -23,10 +23,10 @@ Links are directed; a link listed once applies to both directions unless the
 reverse is listed too. Pairs with no link use `default_link`.
 `transfer_overhead_s` (per device) and `step_overhead_s` (per cluster) are
 optional and default to 0, `overlap_latency` and `rendezvous_transfers`
-(per cluster) to false (see `Device` and `Cluster`). `matmul_flops`, `conv_flops` and `copy_bandwidth`
-are measured rates (`tfplace.measurement.cluster_benchmark`), optional, 0
-when not measured; so are `run_overhead_s` and `transfer_byte_s` (per
-device, default 0).
+(per cluster) to false (see `Device` and `Cluster`). `matmul_flops`,
+`conv_flops` and `copy_bandwidth` are measured rates
+(`tfplace.measurement.cluster_benchmark`), optional, 0 when not measured;
+so are `run_overhead_s` and `transfer_byte_s` (per device, default 0).
 """
 
 import dataclasses
@@ -175,9 +175,10 @@ class Cluster:
       the latencies of queued transfers overlap (many RPCs in flight, as in
       TF's gRPC runtime).
     rendezvous_transfers: True: a transfer also holds a slot of both its
-      devices while it moves its bytes, and waits for both to be free (a
-      worker whose cores serialize and parse the tensor: TF's gRPC runtime
-      on CPU workers). False (default): transfers need only their link.
+      devices while it moves its bytes; it starts after the sender's next
+      ready op, once both are free (TF's gRPC runtime on one-core CPU
+      workers serializes and parses tensors on the cores that compute).
+      False (default): transfers need only their link.
   """
   name: str
   devices: Tuple[Device, ...]
