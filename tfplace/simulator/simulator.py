@@ -18,6 +18,7 @@ Semantics (one training step):
     `bytes / bandwidth`: the sender's next ready op starts first, then the
     transfer waits until both ends (and its link) are free; a device with a
     transfer waiting for it starts no op on the slot the transfer keeps.
+    Both devices' busy times include the hold.
   * Memory per device: parameters (`OpCosts.param_bytes`) are resident all
     step. An op's outputs (`OpCosts.output_bytes`) are allocated when it
     starts and freed when its last local consumer has finished and all its
