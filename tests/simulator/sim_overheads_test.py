@@ -270,6 +270,7 @@ def test_measured_device_fields_round_trip_and_stay_out_when_zero():
 def starts(result):
   return [op.start_s for op in sorted(result.schedule, key=lambda s: s.op)]
 
+
 def link(rendezvous, latency_s=0.0, bandwidth=100.0, **kwargs):
   return dataclasses.replace(cpu_cluster(2, latency_s=latency_s,
                                          bandwidth=bandwidth),
