@@ -247,7 +247,7 @@ def fit_transfer_shares(cluster: Cluster, bench: ClusterBenchmark,
                         op_types: Mapping[str, Mapping[str, OpTypeCost]],
                         split_runs: Sequence[tuple],
                         shares: Sequence[float] = MESSAGE_SHARES,
-                        byte_shares: Sequence[float] = BYTE_SHARES
+                        byte_shares: Optional[Sequence[float]] = None
                         ) -> Tuple[float, float]:
   """The share of the measured per-message cost each end pays and the share
   of the measured time per byte the hosts spend
@@ -260,9 +260,10 @@ def fit_transfer_shares(cluster: Cluster, bench: ClusterBenchmark,
     op_types: the fitted op types.
     split_runs: (graph, device ids [M], measured step seconds) per run.
     shares: the message-share candidates, within the physical range [0.5, 1].
-    byte_shares: the byte-share candidates, within [0, 1); only 0 when the
-      cluster has rendezvous transfers (the time a transfer holds both
-      workers already is their work per byte).
+    byte_shares: the byte-share candidates, within [0, 1); default
+      `BYTE_SHARES`, or only 0 when the cluster has rendezvous transfers
+      (the time a transfer holds both workers already is their work per
+      byte).
 
   Returns:
     (message share, byte share); (1.0, 0.0) when there are no runs to judge
@@ -270,8 +271,8 @@ def fit_transfer_shares(cluster: Cluster, bench: ClusterBenchmark,
   """
   if not split_runs:
     return 1.0, 0.0
-  if cluster.rendezvous_transfers:
-    byte_shares = (0.0,)
+  if byte_shares is None:
+    byte_shares = (0.0,) if cluster.rendezvous_transfers else BYTE_SHARES
   # The op costs do not depend on the shares: computed once per graph.
   plain = calibration_from_benchmark(bench, cluster, op_types)
   base = apply_calibration(cluster, plain)
