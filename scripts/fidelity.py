@@ -12,7 +12,13 @@ whether the placement predicted best is within 5 % of the measured best,
 the uncalibrated prediction's error (measured cluster, analytical costs) and
 the share of predicted op time on op types the calibration never saw, each
 against its target. Measure it alone on the machine: other load moves the
-step times by more than the targets.
+step times by more than the targets. The calibration's figures are the
+medians of three cluster benchmarks spread over the suite's runs; after
+each judged graph the cluster is benchmarked again (--probe_drift) and the
+matrix prints how far the machine moved since calibration (time ratios of
+the compute rates, the per-message cost and the empty step). --rounds R
+measures every batch R times in rotated orders and keeps each placement's
+median round (slower: R times the runs).
 
 Without --cross: the per-graph check, each graph calibrated on its own
 one-device and split runs and judged on its other placements (the baselines
@@ -79,6 +85,13 @@ _NUM_RANDOM = flags.DEFINE_integer(
 _STEPS = flags.DEFINE_integer(
     "steps", 10, "timed steps per placement (with 5, the median error was "
     "~1.5x higher: see WORKSPACE_NOTES.md)")
+_ROUNDS = flags.DEFINE_integer(
+    "rounds", 1, "times each batch of placements is measured, in rotated "
+    "orders; each placement's median round is kept")
+_PROBE_DRIFT = flags.DEFINE_bool(
+    "probe_drift", True, "--cross: benchmark the cluster again after each "
+    "graph's runs and print how the machine changed since calibration "
+    "(~6 s per graph on 2 workers)")
 _CACHE = flags.DEFINE_string("cache_dir", None, "measurement cache directory")
 _JSON = flags.DEFINE_bool("json", False, "end with a JSON summary line")
 _PLACEHOLDERS = flags.DEFINE_bool(
@@ -118,7 +131,9 @@ def _cross(cluster, config, graphs):
            calibration_suite.suite(_SUITE.value)]
   cross = fidelity.run_cross(graphs, cluster, config, suite,
                              num_random=_NUM_RANDOM.value or 0,
-                             cache_dir=_CACHE.value)
+                             cache_dir=_CACHE.value,
+                             probe_drift=_PROBE_DRIFT.value,
+                             rounds=_ROUNDS.value)
   print(cross.calibration_report.benchmark.describe() + "\n")
   for report in cross.reports:
     print(fidelity_report.markdown_table(report))
@@ -143,7 +158,7 @@ def _per_graph(cluster, config, graphs):
     report = fidelity.run_fidelity(
         graph, cluster, config, bench=bench,
         num_random=16 if _NUM_RANDOM.value is None else _NUM_RANDOM.value,
-        cache_dir=_CACHE.value)
+        cache_dir=_CACHE.value, rounds=_ROUNDS.value)
     print(fidelity_report.markdown_table(report))
     if _CALIBRATION_OUT.value:
       path = os.path.join(_CALIBRATION_OUT.value,

@@ -81,3 +81,45 @@ def test_placeholder_graph_batch_states_its_inputs(tmp_path):
   p = Placement({op.name: CPU % 0 for op in plain.ops})
   assert placement_key(plain, p, config) == placement_key(
       plain, p, config, resolve_inputs(plain))
+
+
+def test_rounds_keep_each_placements_median_round(graph, monkeypatch):
+  from tfplace.measurement import batch
+  from tfplace.measurement.batch import MeasureOutcome, measure_rounds
+  from tfplace.measurement.timing import StepTiming
+  placements = [Placement({op.name: CPU % 0 for op in graph.ops}),
+                Placement({op.name: CPU % 1 for op in graph.ops}),
+                Placement({op.name: CPU % 2 for op in graph.ops})]
+  # Placement i in round r takes times[i][r] seconds (None: fails).
+  times = [[3.0, 1.0, 2.0], [5.0, None, 4.0], [None, None, None]]
+  calls = []
+
+  def fake_batch(g, ps, config=None, *, cache_dir=None, **kwargs):
+    r = len(calls)
+    calls.append(([placements.index(p) for p in ps], cache_dir))
+    out = []
+    for p in ps:
+      t = times[placements.index(p)][r]
+      out.append(MeasureOutcome(f"k{r}", None, f"failed in round {r}")
+                 if t is None else MeasureOutcome(
+                     f"k{r}", StepTiming(t, t, t, 0.0, 0.0, (t,))))
+    return out
+
+  monkeypatch.setattr(batch, "measure_batch", fake_batch)
+  outcomes = measure_rounds(graph, placements, rounds=3, cache_dir="/c",
+                            progress=False)
+  # Rotated, reversed every other round; round r > 0 caches apart.
+  assert calls == [([0, 1, 2], "/c"), ([0, 2, 1], "/c/round1"),
+                   ([2, 0, 1], "/c/round2")]
+  assert outcomes[0].timing.median_step_time_s == 2.0
+  assert outcomes[0].placement_key == "k2"
+  # Two good rounds: the lower median.
+  assert outcomes[1].timing.median_step_time_s == 4.0
+  assert not outcomes[2].ok and outcomes[2].error == "failed in round 0"
+  calls.clear()
+  assert measure_rounds(graph, placements[:1], rounds=1,
+                        progress=False)[0].timing.median_step_time_s == 3.0
+  assert calls == [([0], None)]
+  for bad in (0, 1.5):
+    with pytest.raises(Exception, match="rounds must be an integer"):
+      measure_rounds(graph, placements, rounds=bad, progress=False)

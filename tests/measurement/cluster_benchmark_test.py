@@ -4,6 +4,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import pytest
 import tfplace  # noqa: F401
 from tfplace.cost.cluster import Cluster
 from tfplace.errors import MeasureError
+from tfplace.measurement import cluster_benchmark
 from tfplace.measurement.cluster_benchmark import (BenchmarkConfig,
                                                    ClusterBenchmark,
                                                    DeviceBenchmark,
@@ -151,3 +153,127 @@ def test_apply_leaves_unmeasured_devices_alone():
   assert out.devices[0].copy_bandwidth == 1e10
   assert np.isfinite(out.link_latency).all()
   assert dataclasses.replace(bench, links=()).apply(cluster).links == ()
+
+
+class _DriftingRunner(cluster_benchmark._Runner):
+  """A runner whose machine slows by `drift` seconds per run: fetch "a"
+  costs 10 ms, "b" 4 ms, plus the drift so far."""
+
+  def __init__(self, drift):
+    super().__init__(session=None, config=MeasureConfig(steps=10, warmup=1))
+    self.drift = drift
+    self.calls = 0
+
+  def _run(self, fetch, trace=False):
+    self.calls += 1
+    base = {"a": 0.010, "b": 0.004}[fetch[0]]
+    return base + self.drift * self.calls, None
+
+
+def test_paired_differences_cancel_a_drifting_machine():
+  # Per run the machine slows by 1 ms (a tenth of "a"'s cost); in each
+  # back-to-back pair the later run pays 1 ms more, and the order
+  # alternates, so the median pair difference stays 6 ms (+-1 ms), while
+  # the difference of two medians taken one after the other is off by the
+  # drift over a whole batch of runs.
+  runner = _DriftingRunner(drift=1e-3)
+  paired = runner.median_difference(["a"], ["b"])
+  runs = cluster_benchmark.PAIRED_RUNS_FACTOR * 20
+  assert runner.calls == 2 * (runs + 1)
+  assert abs(paired - 0.006) <= 1e-3 + 1e-12
+  runner = _DriftingRunner(drift=1e-3)
+  a = runner.median(["a"])
+  b = runner.median(["b"])
+  assert abs((a - b) - 0.006) > 0.01
+  # No drift: exact.
+  assert _DriftingRunner(drift=0.0).median_difference(
+      ["a"], ["b"]) == pytest.approx(0.006)
+
+
+def test_machine_drift_is_later_over_earlier_time():
+  from tfplace.measurement.machine_drift import machine_drift
+  device = DeviceBenchmark("/d:0", 1e11, 2e11, 5e10, 1e-7, 4e-7, 5e-4)
+  link = LinkBenchmark("/d:0", "/d:1", 5e-5, 6e-5, 1e9)
+  earlier = ClusterBenchmark((device,), (link,), 1e-3)
+  later = ClusterBenchmark(
+      (dataclasses.replace(device, matmul_flops=0.8e11, conv_flops=1.6e11),),
+      (dataclasses.replace(link, message_overhead_s=7.5e-5),), 0.9e-3)
+  drift = machine_drift(earlier, later)
+  # Rates down 20 %: the same work takes 1.25x as long.
+  assert drift.compute == pytest.approx(1.25)
+  assert drift.message == pytest.approx(1.5)
+  assert drift.empty_step == pytest.approx(0.9)
+  assert drift.largest() == pytest.approx(1.5)
+  assert drift.describe() == ("compute x1.25, per message x1.50, empty step "
+                              "x0.90")
+  same = machine_drift(earlier, earlier)
+  assert (same.compute, same.message, same.empty_step) == (1.0, 1.0, 1.0)
+
+
+def _scaled_bench(scale: float) -> ClusterBenchmark:
+  devices = tuple(DeviceBenchmark(f"/d:{i}", 1e11 * scale, 2e11, 5e10,
+                                  1e-7 * scale, 4e-7, 5e-4 * scale)
+                  for i in range(2))
+  links = (LinkBenchmark("/d:0", "/d:1", 5e-5 * scale, 6e-5, 1e9, 2e-4),
+           LinkBenchmark("/d:1", "/d:0", 4e-5 * scale, 6e-5, 1e9, 2e-4))
+  return ClusterBenchmark(devices, links, 1e-3 * scale)
+
+
+def test_median_benchmark_takes_each_figure_s_median():
+  # One benchmark caught a burst of load (scale 3): the median ignores it.
+  median = cluster_benchmark.median_benchmark(
+      [_scaled_bench(1.0), _scaled_bench(3.0), _scaled_bench(1.2)])
+  assert [d.device for d in median.devices] == ["/d:0", "/d:1"]
+  assert median.devices[1].matmul_flops == pytest.approx(1.2e11)
+  assert median.devices[0].empty_step_s == pytest.approx(6e-4)
+  assert median.devices[0].conv_flops == 2e11
+  assert (median.links[1].src, median.links[1].dst) == ("/d:1", "/d:0")
+  assert median.links[1].message_overhead_s == pytest.approx(4.8e-5)
+  assert median.empty_step_s == pytest.approx(1.2e-3)
+  one = _scaled_bench(2.0)
+  assert cluster_benchmark.median_benchmark([one]) == one
+  with pytest.raises(MeasureError, match="at least one"):
+    cluster_benchmark.median_benchmark([])
+  full = _scaled_bench(1.0)
+  other = dataclasses.replace(full, links=full.links[:1])
+  with pytest.raises(MeasureError, match="different devices or links"):
+    cluster_benchmark.median_benchmark([_scaled_bench(1.0), other])
+
+
+def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
+  from tfplace.measurement import calibration_runs
+  events = []
+  scales = iter([1.0, 3.0, 1.2])
+
+  def fake_benchmark(*args, **kwargs):
+    events.append("bench")
+    return _scaled_bench(next(scales))
+
+  def fake_suite(graphs, *args, **kwargs):
+    events.append(graphs[0].name)
+    assert kwargs["rounds"] == 2
+    return [calibration_runs.GraphRuns("x", graphs[0], (), ())]
+
+  def fake_report(cluster, bench, runs, bounds):
+    return bench, [r.label for r in runs]
+
+  monkeypatch.setattr(calibration_runs, "benchmark_cluster", fake_benchmark)
+  monkeypatch.setattr(calibration_runs, "measure_suite", fake_suite)
+  monkeypatch.setattr(calibration_runs, "report_from_runs", fake_report)
+  graphs = [types.SimpleNamespace(name=n) for n in "abcab"]
+  bench, labels = calibration_runs.calibrate_on_cluster(
+      graphs, None, None, rounds=2, bench_repeats=3)
+  # Before the first graph, after round(5 / 2) = 2 graphs and after all.
+  assert events == ["bench", "a", "b", "bench", "c", "a", "b", "bench"]
+  assert bench == cluster_benchmark.median_benchmark(
+      [_scaled_bench(1.0), _scaled_bench(3.0), _scaled_bench(1.2)])
+  # Labels count repeats over the whole suite, not per share.
+  assert labels == ["a", "b", "c", "a#1", "b#1"]
+  events.clear()
+  given = _scaled_bench(5.0)
+  bench, _ = calibration_runs.calibrate_on_cluster(
+      graphs[:2], None, None, bench=given, rounds=2)
+  assert events == ["a", "b"] and bench == given
+  with pytest.raises(MeasureError, match="bench_repeats"):
+    calibration_runs.calibrate_on_cluster(graphs, None, None,
+                                          bench_repeats=0)

@@ -5,15 +5,17 @@ usage: tfplace calibrate [GRAPH ...]
          --out calibration.json [--suite default] [--steps 10] [--warmup 2]
          [--json]
 
-On the cluster's TF servers it first runs the microbenchmarks of
+On the cluster's TF servers it runs the microbenchmarks of
 `tfplace.measurement.cluster_benchmark` (per device: matmul and convolution
 FLOP/s, copy bandwidth, per-op and empty-step overheads; per pair of
-devices: per-message cost, latency, bandwidth), then measures the
-calibration graphs (each on every device alone, split in halves, and one
-random split) and fits, per op type, its time from the traced op durations
-of the one-device runs (within physical bounds), and from the split runs
-the share of the per-message cost each end of a transfer pays and the share
-of the time per byte that is host work (blocking the workers' compute). The
+devices: per-message cost, latency, bandwidth) three times, before, amid
+and after the calibration graphs' runs, and keeps each figure's median; it
+measures the calibration graphs (each on every device alone, split in
+halves, and one random split) and fits, per op type, its time from the
+traced op durations of the one-device runs (within physical bounds), and
+from the split runs the share of the per-message cost each end of a
+transfer pays and the share of the time per byte that is host work
+(blocking the workers' compute). The
 calibration graphs are the shipped suite (--suite: convolutions, matmuls,
 embeddings, element-wise chains; `tfplace.models.calibration_suite`), or the
 GRAPHs given (graph files, any form `import_graph` reads, or benchmark model

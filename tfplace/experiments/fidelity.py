@@ -32,7 +32,7 @@ from tfplace.cost.cluster import Cluster
 from tfplace.experiments.compare_placers import (BASELINE_PLACERS,
                                                   compare_placers)
 from tfplace.graph.op_graph import OpGraph
-from tfplace.measurement.batch import measure_batch
+from tfplace.measurement.batch import measure_rounds
 from tfplace.measurement.calibration_fit import calibrated_simulator
 from tfplace.measurement.calibration_runs import (CalibrationReport,
                                                   GraphRuns, PredictedRun,
@@ -45,6 +45,7 @@ from tfplace.measurement.cluster_benchmark import (ClusterBenchmark,
                                                    benchmark_cluster)
 from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.feeds import resolve_inputs
+from tfplace.measurement.machine_drift import MachineDrift, machine_drift
 from tfplace.measurement.timing import InputSource
 from tfplace.placement import Placement
 from tfplace.simulator.simulator import Simulator
@@ -82,6 +83,8 @@ class FidelityReport:
       placement) on op types the calibration has not seen.
     inputs: where the graph's inputs came from in every run (synthetic,
       the user's, or an in-graph pipeline; empty: the graph makes its own).
+    drift: how the machine changed from the calibration's benchmark to a
+      benchmark right after this graph's runs (None: not probed).
   """
   graph_name: str
   num_ops: int
@@ -98,6 +101,7 @@ class FidelityReport:
   measured_best: str = ""
   uncalibrated_share: float = math.nan
   inputs: Tuple[InputSource, ...] = ()
+  drift: Optional[MachineDrift] = None
 
 
 def baseline_placements(graph: OpGraph, cluster: Cluster,
@@ -220,7 +224,7 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, config: MeasureConfig, *,
                  bench: Optional[ClusterBenchmark] = None,
                  num_random: int = 16, cache_dir: Optional[str] = None,
                  seed: int = 0, feeds=None,
-                 feed_options=None) -> FidelityReport:
+                 feed_options=None, rounds: int = 1) -> FidelityReport:
   """Measures and predicts the baseline and random placements of a graph.
 
   Args:
@@ -237,6 +241,8 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, config: MeasureConfig, *,
     seed: seed of the random placements.
     feeds: values for the graph's placeholders (see `measure_batch`).
     feed_options: how synthetic input values are made.
+    rounds: times the batch is measured, in rotated orders; each
+      placement's median round is kept (`measure_rounds`).
   """
   inputs = resolve_inputs(graph, feeds, feed_options)
   if bench is None:
@@ -253,8 +259,9 @@ def run_fidelity(graph: OpGraph, cluster: Cluster, config: MeasureConfig, *,
   # machine that slows down or speeds up mid-way biases neither side.
   order = interleave(len(calib_set), len(labelled))
   everything = list(calib_set) + list(labelled)
-  measured = measure_batch(graph, [everything[i][1] for i in order], config,
-                           cluster=cluster, cache_dir=cache_dir, feeds=inputs)
+  measured = measure_rounds(graph, [everything[i][1] for i in order], config,
+                            rounds=rounds, cluster=cluster,
+                            cache_dir=cache_dir, feeds=inputs)
   by_index = dict(zip(order, measured))
   outcomes = [by_index[len(calib_set) + j] for j in range(len(labelled))]
   fitted = None
@@ -284,19 +291,31 @@ def run_cross(graphs: Sequence[OpGraph], cluster: Cluster,
               config: MeasureConfig, calibration_graphs: Sequence[OpGraph],
               *, num_random: int = 0, cache_dir: Optional[str] = None,
               seed: int = 0, progress: bool = True,
-              feed_options=None) -> CrossReport:
+              feed_options=None, probe_drift: bool = True,
+              rounds: int = 1) -> CrossReport:
   """Calibrates once on `calibration_graphs`, then `run_fidelity` on each
   of `graphs` with that calibration (synthetic values for placeholders,
-  made as `feed_options` says)."""
-  bench = benchmark_cluster(cluster, config, progress=progress)
+  made as `feed_options` says), each batch (the suite's and the judged
+  graphs') measured `rounds` times. With `probe_drift`, the cluster is
+  benchmarked again after each graph's runs and the change from the
+  calibration's (median) benchmark kept in its report
+  (`FidelityReport.drift`): the part of the error the calibration could not
+  know of."""
   report = calibrate_on_cluster(calibration_graphs, cluster, config,
-                                bench=bench, cache_dir=cache_dir,
-                                progress=progress, feed_options=feed_options)
-  reports = tuple(
-      run_fidelity(g, cluster, config, calibration=report.calibration,
-                   bench=bench, num_random=num_random, cache_dir=cache_dir,
-                   seed=seed, feed_options=feed_options) for g in graphs)
-  return CrossReport(report, reports)
+                                cache_dir=cache_dir, progress=progress,
+                                feed_options=feed_options, rounds=rounds)
+  bench = report.benchmark
+  reports = []
+  for g in graphs:
+    judged = run_fidelity(g, cluster, config, calibration=report.calibration,
+                          bench=bench, num_random=num_random,
+                          cache_dir=cache_dir, seed=seed,
+                          feed_options=feed_options, rounds=rounds)
+    if probe_drift:
+      judged = dataclasses.replace(judged, drift=machine_drift(
+          bench, benchmark_cluster(cluster, config, progress=False)))
+    reports.append(judged)
+  return CrossReport(report, tuple(reports))
 
 
 def interleave(num_a: int, num_b: int) -> List[int]:

@@ -80,8 +80,8 @@ def cross_matrix(cross: CrossReport) -> str:
   lines = ["| graph | placements | median abs error | Spearman | "
            "predicted best (measured best) | regret | uncalibrated error | "
            "uncalibrated pred/meas | uncalibrated Spearman | unseen op "
-           "time | targets met |",
-           "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+           "time | machine drift | targets met |",
+           "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|"]
   all_ok = True
   for r in cross.reports:
     ok = targets_met(r)
@@ -94,6 +94,7 @@ def cross_matrix(cross: CrossReport) -> str:
         f"{_pct(r.uncalibrated_median_abs_rel_error)} | "
         f"{r.uncalibrated_median_ratio:.2f} | "
         f"{r.uncalibrated_spearman:.3f} | {_pct(r.uncalibrated_share)} | "
+        f"{r.drift.describe() if r.drift else 'not probed'} | "
         f"{'all' if not failed else 'not ' + ', '.join(failed)} |")
   fit = cross.calibration_report
   lines += ["", f"calibrated once on {', '.join(fit.graph_names)} "
@@ -106,6 +107,10 @@ def cross_matrix(cross: CrossReport) -> str:
             f"{TARGET_BEST_REGRET * 100:.0f} % of the measured best, "
             f"uncalibrated within {TARGET_UNCALIBRATED_RATIO:.0f}x: "
             f"{'all met' if all_ok else 'NOT all met'}"]
+  if any(r.drift for r in cross.reports):
+    lines += ["", "machine drift: time ratios of a cluster benchmark right "
+              "after the graph's runs to the calibration's (> 1: the "
+              "machine was slower than when calibrated)"]
   return "\n".join(lines) + "\n"
 
 
@@ -136,6 +141,7 @@ def cross_json(cross: CrossReport) -> dict:
       "uncalibrated_spearman": num(r.uncalibrated_spearman),
       "uncalibrated_share": num(r.uncalibrated_share),
       "placements": sum(1 for x in r.rows if x.measured_s),
+      "drift": r.drift.to_dict() if r.drift else None,
       "targets_met": targets_met(r)} for r in cross.reports},
       "calibration": {
           "graphs": list(cross.calibration_report.graph_names),

@@ -4,7 +4,7 @@
 microbenchmarks (`cluster_benchmark.benchmark_cluster`), then for each
 calibration graph (the shipped suite, `tfplace.models.calibration_suite`, or
 graphs the caller chooses) its `suite_placements` measured with
-`measure_batch`, the per-op-type fit of `calibration_fit` on the op
+`measure_rounds`, the per-op-type fit of `calibration_fit` on the op
 records of the one-device runs, and the fitted simulator's in-sample error
 on every run. `tfplace.experiments.fidelity` judges the result on other
 graphs.
@@ -23,7 +23,7 @@ from tfplace.cost.calibrated import Calibration, apply_calibration
 from tfplace.cost.cluster import Cluster
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
-from tfplace.measurement.batch import MeasureOutcome, measure_batch
+from tfplace.measurement.batch import MeasureOutcome, measure_rounds
 from tfplace.measurement.calibration_fit import (FitBounds,
                                                  calibrated_simulator,
                                                  calibration_from_benchmark,
@@ -32,7 +32,8 @@ from tfplace.measurement.calibration_fit import (FitBounds,
                                                  samples_from_timing)
 from tfplace.measurement.cluster_benchmark import (BenchmarkConfig,
                                                    ClusterBenchmark,
-                                                   benchmark_cluster)
+                                                   benchmark_cluster,
+                                                   median_benchmark)
 from tfplace.measurement.config import MeasureConfig
 from tfplace.placement import Placement
 
@@ -233,8 +234,9 @@ def graph_labels(graphs: Sequence[OpGraph]) -> List[str]:
 def measure_suite(graphs: Sequence[OpGraph], cluster: Cluster,
                   config: MeasureConfig, *, cache_dir: Optional[str] = None,
                   progress: bool = True, feeds: Optional[Sequence] = None,
-                  feed_options=None) -> List[GraphRuns]:
-  """Measures `suite_placements` of every graph.
+                  feed_options=None, rounds: int = 1) -> List[GraphRuns]:
+  """Measures `suite_placements` of every graph, each batch `rounds` times
+  (`measure_rounds`: each placement's median round is kept).
 
   Args:
     graphs: the calibration graphs.
@@ -250,10 +252,10 @@ def measure_suite(graphs: Sequence[OpGraph], cluster: Cluster,
   out = []
   for label, graph, fed in zip(graph_labels(graphs), graphs, feeds):
     placements = suite_placements(graph, cluster)
-    outcomes = measure_batch(graph, [p for _, p in placements], config,
-                             cluster=cluster, cache_dir=cache_dir,
-                             progress=progress, feeds=fed,
-                             feed_options=feed_options)
+    outcomes = measure_rounds(graph, [p for _, p in placements], config,
+                              rounds=rounds, cluster=cluster,
+                              cache_dir=cache_dir, progress=progress,
+                              feeds=fed, feed_options=feed_options)
     out.append(GraphRuns(label, graph, tuple(placements), tuple(outcomes)))
   return out
 
@@ -266,8 +268,15 @@ def calibrate_on_cluster(graphs: Sequence[OpGraph], cluster: Cluster,
                          cache_dir: Optional[str] = None,
                          progress: bool = True,
                          feeds: Optional[Sequence] = None,
-                         feed_options=None) -> CalibrationReport:
+                         feed_options=None, rounds: int = 1,
+                         bench_repeats: int = 3) -> CalibrationReport:
   """Benchmarks the cluster, measures the calibration graphs, fits.
+
+  Without a given `bench`, the cluster is benchmarked `bench_repeats` times
+  spread over the calibration (before the first graph, then after equal
+  shares of the graphs) and the figures' medians are used
+  (`median_benchmark`): a burst of other load on a shared machine during
+  one benchmark moves the per-message cost 1.5-2x.
 
   Args:
     graphs: the calibration graphs (the suite: `tfplace.models.
@@ -277,13 +286,15 @@ def calibrate_on_cluster(graphs: Sequence[OpGraph], cluster: Cluster,
     config: the servers' session target, warmup and timed steps per
       placement (the median is used), deadlines per placement.
     bench: the cluster's microbenchmarks if already measured (None: run
-      them now).
+      them now, `bench_repeats` times).
     bench_config: their sizes.
     bounds: the bounds of the per-op-type fit.
     cache_dir: measurement cache directory.
     progress: show tqdm bars.
     feeds: per graph, values for its placeholders (see `measure_suite`).
     feed_options: how synthetic input values are made.
+    rounds: times each graph's runs are measured (`measure_suite`).
+    bench_repeats: benchmarks whose median is used (>= 1).
 
   Returns:
     The calibration, the microbenchmarks and the in-sample error.
@@ -294,9 +305,24 @@ def calibrate_on_cluster(graphs: Sequence[OpGraph], cluster: Cluster,
   """
   if not graphs:
     raise MeasureError("calibration needs at least one graph")
-  if bench is None:
-    bench = benchmark_cluster(cluster, config, bench_config, progress)
-  runs = measure_suite(graphs, cluster, config, cache_dir=cache_dir,
-                       progress=progress, feeds=feeds,
-                       feed_options=feed_options)
-  return report_from_runs(cluster, bench, runs, bounds)
+  if int(bench_repeats) != bench_repeats or bench_repeats < 1:
+    raise MeasureError(f"bench_repeats must be an integer >= 1, got "
+                       f"{bench_repeats!r}")
+  feeds = list(feeds) if feeds is not None else [None] * len(graphs)
+  # Counts of measured graphs after which the cluster is benchmarked again.
+  again = set() if bench is not None else {
+      max(1, round(len(graphs) * k / (bench_repeats - 1)))
+      for k in range(1, bench_repeats)}
+  benches = [bench] if bench is not None else [
+      benchmark_cluster(cluster, config, bench_config, progress)]
+  runs = []
+  for i, (label, graph, fed) in enumerate(zip(graph_labels(graphs), graphs,
+                                              feeds)):
+    measured, = measure_suite([graph], cluster, config, cache_dir=cache_dir,
+                              progress=progress, feeds=[fed],
+                              feed_options=feed_options, rounds=rounds)
+    runs.append(dataclasses.replace(measured, label=label))
+    if i + 1 in again:
+      benches.append(benchmark_cluster(cluster, config, bench_config,
+                                       progress=False))
+  return report_from_runs(cluster, median_benchmark(benches), runs, bounds)

@@ -4,7 +4,13 @@ links really do, so that the simulator starts from measurements, not guesses.
 One session on the cluster's target runs small graphs, each pinned to its
 devices (`BenchmarkConfig` sizes them); step times are medians of 2 x
 `MeasureConfig.steps` runs (at least `MIN_RUNS`) after warmup, op durations
-come from three FULL_TRACE runs. Per device:
+come from three FULL_TRACE runs. Figures that are differences of two step
+times (per op, per message, per hop, per byte) are medians of back-to-back
+pairs of the two graphs' steps, their order alternating
+(`PAIRED_RUNS_FACTOR` times more runs): on this 2-core machine that cut
+the spread of the per-message cost over ten repeats (interquartile range
+over median) from 25-46 % to 7-25 %. `median_benchmark` takes each
+figure's median over several benchmarks. Per device:
 
 * dense matmul FLOP/s and 3x3 convolution FLOP/s (traced durations of a
   chain of large ops), copy bandwidth (an element-wise add on tensors
@@ -56,6 +62,9 @@ from tfplace.units import format_bytes, format_seconds
 FORMAT = "tfplace.cluster_benchmark/1"
 # The fewest timed runs behind each median (the graphs are small and fast).
 MIN_RUNS = 10
+# Paired differences (per-op, per-message, per-hop and per-byte costs) take
+# this many times more runs: they are small differences of noisy steps.
+PAIRED_RUNS_FACTOR = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,6 +272,40 @@ class ClusterBenchmark:
     return result
 
 
+def median_benchmark(benches: Sequence[ClusterBenchmark]) -> ClusterBenchmark:
+  """Figure by figure, the median of several benchmarks of one cluster
+  (devices and links matched by position): one benchmark is a few seconds
+  of a shared machine, and a burst of other load in them would otherwise
+  set the calibration's overheads for good.
+
+  Raises:
+    MeasureError: no benchmarks, or benchmarks of different clusters.
+  """
+  if not benches:
+    raise MeasureError("median_benchmark needs at least one benchmark")
+  first = benches[0]
+  for b in benches[1:]:
+    if ([d.device for d in b.devices] != [d.device for d in first.devices]
+        or [(l.src, l.dst) for l in b.links]
+        != [(l.src, l.dst) for l in first.links]):
+      raise MeasureError("median_benchmark: the benchmarks measured "
+                         "different devices or links")
+
+  def median_of(items):
+    fields = {f.name: (statistics.median(getattr(x, f.name) for x in items)
+                       if f.type is float else
+                       getattr(items[0], f.name))
+              for f in dataclasses.fields(items[0])}
+    return dataclasses.replace(items[0], **fields)
+
+  return ClusterBenchmark(
+      devices=tuple(median_of([b.devices[i] for b in benches])
+                    for i in range(len(first.devices))),
+      links=tuple(median_of([b.links[i] for b in benches])
+                  for i in range(len(first.links))),
+      empty_step_s=statistics.median(b.empty_step_s for b in benches))
+
+
 def _median_per_end(links: Sequence[LinkBenchmark],
                     field: str) -> Dict[str, float]:
   """Device -> median of a per-end host cost (`message_overhead_s`,
@@ -367,6 +410,27 @@ class _Runner:
     runs = max(MIN_RUNS, 2 * self.config.steps)
     return statistics.median(self._run(fetch)[0] for _ in range(runs))
 
+  def median_difference(self, fetch_a: Sequence[str],
+                        fetch_b: Sequence[str]) -> float:
+    """Median over `PAIRED_RUNS_FACTOR` x 2 x `config.steps` (at least
+    `MIN_RUNS`) back-to-back pairs of (seconds of a - seconds of b), each
+    pair's order alternating: the machine's drift cancels within a pair,
+    so the difference is far steadier than a difference of two medians."""
+    for _ in range(max(1, self.config.warmup)):
+      self._run(fetch_a)
+      self._run(fetch_b)
+    runs = PAIRED_RUNS_FACTOR * max(MIN_RUNS, 2 * self.config.steps)
+    deltas = []
+    for k in range(runs):
+      if k % 2:
+        b = self._run(fetch_b)[0]
+        a = self._run(fetch_a)[0]
+      else:
+        a = self._run(fetch_a)[0]
+        b = self._run(fetch_b)[0]
+      deltas.append(a - b)
+    return statistics.median(deltas)
+
   def durations(self, fetch: Sequence[str], ops: Sequence[str],
                 runs: int = 3) -> List[List[float]]:
     """Traced durations (seconds) of `ops`, one list per FULL_TRACE run."""
@@ -387,7 +451,7 @@ def _benchmark_device(runner: "_Runner", name: str,
                       g) -> DeviceBenchmark:
   """The figures of one device from its part of the graph."""
   empty = runner.median(g.empty)
-  tiny = runner.median(g.tiny)
+  tiny = empty + runner.median_difference(g.tiny, g.empty)
   # Per traced run the mean (durations are whole microseconds), then the
   # smallest: the tracer's cost only grows when something else runs.
   traced_tiny = min(statistics.mean(run) for run in
@@ -415,10 +479,10 @@ def _tick(seconds: float) -> float:
 def _benchmark_link(runner: "_Runner", a: str, b: str, g,
                     tiny_s: float) -> LinkBenchmark:
   """The figures of a -> b; `tiny_s`: the untraced time of a tiny op."""
-  fan = (runner.median(g.fanout_many) - runner.median(g.fanout_one)) / (
+  fan = runner.median_difference(g.fanout_many, g.fanout_one) / (
       g.messages - 1)
-  hop = (runner.median(g.pingpong_long) - runner.median(g.pingpong_short)
-         ) / (g.long_hops - g.short_hops)
+  hop = runner.median_difference(g.pingpong_long, g.pingpong_short) / (
+      g.long_hops - g.short_hops)
   message = max(0.0, fan - tiny_s)
   latency = max(0.0, hop - tiny_s - 2 * message)
   return LinkBenchmark(src=a, dst=b, message_overhead_s=message,
@@ -435,7 +499,7 @@ def _bandwidth_slope(runner: _Runner, g) -> float:
   sizes, deltas = [], []
   for nbytes, (split, local) in g.transfers.items():
     sizes.append(float(nbytes))
-    deltas.append(runner.median(split) - runner.median(local))
+    deltas.append(runner.median_difference(split, local))
   n, t = np.array(sizes), np.array(deltas)
   slope = float(np.polyfit(n, t, 1)[0]) if len(n) > 1 else 0.0
   if not slope > 0:

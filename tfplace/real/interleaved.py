@@ -23,7 +23,7 @@ from absl import logging
 from tqdm.auto import tqdm
 
 from tfplace.graph.op_graph import OpGraph
-from tfplace.measurement.batch import measure_batch
+from tfplace.measurement.batch import measure_batch, round_order
 from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.feeds import resolve_inputs
 from tfplace.placement import Placement
@@ -65,13 +65,6 @@ class InterleavedTimes:
 def _nanmedian(values: np.ndarray) -> float:
   values = values[np.isfinite(values)]
   return float(np.median(values)) if len(values) else math.nan
-
-
-def round_order(count: int, round_index: int) -> list:
-  """The order of round `round_index`: rotated by it, reversed if odd."""
-  shift = round_index % max(count, 1)
-  order = list(range(shift, count)) + list(range(shift))
-  return order[::-1] if round_index % 2 else order
 
 
 def measure_interleaved(graph: OpGraph, placements: Sequence[Placement],
