@@ -87,7 +87,7 @@ _STEPS = flags.DEFINE_integer(
     "~1.5x higher: see WORKSPACE_NOTES.md)")
 _ROUNDS = flags.DEFINE_integer(
     "rounds", 1, "times each batch of placements is measured, in rotated "
-    "orders; each placement's median round is kept")
+    "orders; each placement's median round is kept", lower_bound=1)
 _PROBE_DRIFT = flags.DEFINE_bool(
     "probe_drift", True, "--cross: benchmark the cluster again after each "
     "graph's runs and print how the machine changed since calibration "

@@ -289,14 +289,15 @@ def median_benchmark(benches: Sequence[ClusterBenchmark]) -> ClusterBenchmark:
         or [(l.src, l.dst) for l in b.links]
         != [(l.src, l.dst) for l in first.links]):
       raise MeasureError("median_benchmark: the benchmarks measured "
-                         "different devices or links")
+                         "different devices or links; combine only "
+                         "benchmarks of one cluster")
 
   def median_of(items):
-    fields = {f.name: (statistics.median(getattr(x, f.name) for x in items)
-                       if f.type is float else
-                       getattr(items[0], f.name))
-              for f in dataclasses.fields(items[0])}
-    return dataclasses.replace(items[0], **fields)
+    """`items[0]` with each float field the median over `items`."""
+    return dataclasses.replace(items[0], **{
+        f.name: statistics.median(getattr(x, f.name) for x in items)
+        for f in dataclasses.fields(items[0])
+        if isinstance(getattr(items[0], f.name), float)})
 
   return ClusterBenchmark(
       devices=tuple(median_of([b.devices[i] for b in benches])
@@ -451,7 +452,7 @@ def _benchmark_device(runner: "_Runner", name: str,
                       g) -> DeviceBenchmark:
   """The figures of one device from its part of the graph."""
   empty = runner.median(g.empty)
-  tiny = empty + runner.median_difference(g.tiny, g.empty)
+  per_op = runner.median_difference(g.tiny, g.empty) / len(g.tiny_ops)
   # Per traced run the mean (durations are whole microseconds), then the
   # smallest: the tracer's cost only grows when something else runs.
   traced_tiny = min(statistics.mean(run) for run in
@@ -463,7 +464,7 @@ def _benchmark_device(runner: "_Runner", name: str,
       device=name, matmul_flops=g.matmul_flops / _tick(matmul),
       conv_flops=g.conv_flops / _tick(conv),
       copy_bandwidth=g.copy_bytes / _tick(copy),
-      op_overhead_s=max(0.0, (tiny - empty) / len(g.tiny_ops)),
+      op_overhead_s=max(0.0, per_op),
       traced_op_s=traced_tiny, empty_step_s=empty)
 
 

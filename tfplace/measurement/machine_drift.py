@@ -30,12 +30,6 @@ class MachineDrift:
   message: float
   empty_step: float
 
-  def largest(self) -> float:
-    """The largest change, as a factor >= 1 either way."""
-    return float(max(max(r, 1.0 / r) for r in
-                     (self.compute, self.message, self.empty_step)
-                     if r > 0))
-
   def describe(self) -> str:
     """E.g. "compute x1.02, per message x1.31, empty step x0.95"."""
     return (f"compute x{self.compute:.2f}, per message x{self.message:.2f}, "
