@@ -113,14 +113,14 @@ def test_cross_matrix_checks_the_targets():
   assert data["graphs"]["good"]["targets_met"]["best"] is True
   assert data["graphs"]["good"]["drift"] is None
   from tfplace.measurement.machine_drift import MachineDrift
-  drifted = dataclasses.replace(good, drift=MachineDrift(1.1, 1.3, 0.9))
+  drifted = dataclasses.replace(good, drift=MachineDrift(1.1, 1.2, 1.3, 0.9))
   text = fidelity_report.cross_matrix(fidelity.CrossReport(fit, (drifted,)))
-  assert ("| compute x1.10, per message x1.30, empty step x0.90 | all |"
-          in text)
+  assert ("| compute x1.10, per op x1.20, per message x1.30, empty step "
+          "x0.90 | all |" in text)
   assert "machine drift: time ratios" in text
   data = fidelity_report.cross_json(fidelity.CrossReport(fit, (drifted,)))
   assert data["graphs"]["good"]["drift"] == {
-      "compute": 1.1, "message": 1.3, "empty_step": 0.9}
+      "compute": 1.1, "per_op": 1.2, "message": 1.3, "empty_step": 0.9}
 
 
 def test_interleave_spreads_the_short_list():

@@ -196,17 +196,20 @@ def test_machine_drift_is_later_over_earlier_time():
   link = LinkBenchmark("/d:0", "/d:1", 5e-5, 6e-5, 1e9)
   earlier = ClusterBenchmark((device,), (link,), 1e-3)
   later = ClusterBenchmark(
-      (dataclasses.replace(device, matmul_flops=0.8e11, conv_flops=1.6e11),),
+      (dataclasses.replace(device, matmul_flops=0.8e11, conv_flops=1.6e11,
+                           op_overhead_s=1.2e-7),),
       (dataclasses.replace(link, message_overhead_s=7.5e-5),), 0.9e-3)
   drift = machine_drift(earlier, later)
   # Rates down 20 %: the same work takes 1.25x as long.
   assert drift.compute == pytest.approx(1.25)
+  assert drift.per_op == pytest.approx(1.2)
   assert drift.message == pytest.approx(1.5)
   assert drift.empty_step == pytest.approx(0.9)
-  assert drift.describe() == ("compute x1.25, per message x1.50, empty step "
-                              "x0.90")
+  assert drift.describe() == ("compute x1.25, per op x1.20, per message "
+                              "x1.50, empty step x0.90")
   same = machine_drift(earlier, earlier)
-  assert (same.compute, same.message, same.empty_step) == (1.0, 1.0, 1.0)
+  assert (same.compute, same.per_op, same.message, same.empty_step) == (
+      1.0, 1.0, 1.0, 1.0)
 
 
 def _scaled_bench(scale: float) -> ClusterBenchmark:
