@@ -23,6 +23,7 @@ The suite is for calibration only: the graphs a calibration is judged on
 """
 
 import dataclasses
+import functools
 from typing import Dict, List, Tuple
 
 import tensorflow as tf
@@ -31,6 +32,9 @@ from tfplace.errors import GraphImportError
 from tfplace.models import common
 
 _V1 = tf.compat.v1
+
+# x @ weights + bias with a BiasAdd op, in the variable scope given.
+_dense = functools.partial(common.dense, bias_add=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,11 +109,6 @@ class CalibElementwiseConfig:
   seed: int = 1
 
 
-def _dense(x: tf.Tensor, units: int, scope: str) -> tf.Tensor:
-  with _V1.variable_scope(scope):
-    w = common.variable("weights", [x.shape[-1], units])
-    b = common.variable("bias", [units], constant=0.0)
-    return tf.nn.bias_add(tf.matmul(x, w), b)
 
 
 def _conv(x: tf.Tensor, channels: int, kernel: int, stride: int,

@@ -122,6 +122,35 @@ def variable(name: str, shape: Sequence[int], stddev: Optional[float] = None,
                           trainable=trainable, use_resource=True)
 
 
+def dense(x: tf.Tensor, units: int, scope: str, *, bias_add: bool = False,
+          flatten: bool = False,
+          activation: Optional[Callable[[tf.Tensor], tf.Tensor]] = None
+          ) -> tf.Tensor:
+  """A fully connected layer, `activation(x @ weights + bias)`, its
+  variables and ops in the variable scope `scope`.
+
+  Args:
+    x: input [batch, in] ([..., in] with `flatten`).
+    units: output width.
+    scope: variable scope (and name scope) of the layer.
+    bias_add: add the bias with a BiasAdd op (else AddV2).
+    flatten: reshape x to [-1, in] for the MatMul and the result back to
+      [..., units].
+    activation: applied last, inside the scope (None: linear).
+  """
+  with _V1.variable_scope(scope):
+    weights = variable("weights", [x.shape[-1], units])
+    bias = variable("bias", [units], constant=0.0)
+    shape = x.shape.as_list()
+    if flatten:
+      x = tf.reshape(x, [-1, shape[-1]])
+    y = tf.matmul(x, weights)
+    y = tf.nn.bias_add(y, bias) if bias_add else y + bias
+    if flatten:
+      y = tf.reshape(y, shape[:-1] + [units])
+    return activation(y) if activation is not None else y
+
+
 def synthetic_tokens(shape: Sequence[int], vocab: int, seed: int,
                      name: str, placeholder: bool = False) -> tf.Tensor:
   """Seeded in-graph int32 token ids in [0, vocab), or an int32 placeholder

@@ -47,26 +47,21 @@ class RandomDagConfig:
   seed: int = 1
 
 
-def _dense(x: tf.Tensor, units: int, scope: str) -> tf.Tensor:
-  with _V1.variable_scope(scope):
-    w = common.variable("weights", [x.shape[-1], units])
-    b = common.variable("bias", [units], constant=0.0)
-    return tf.matmul(x, w) + b
 
 
 def _block(kind: str, x: tf.Tensor, hidden: int) -> tf.Tensor:
   if kind == "dense_relu":
-    return tf.nn.relu(_dense(x, hidden, "dense"))
+    return tf.nn.relu(common.dense(x, hidden, "dense"))
   if kind == "tanh":
     return tf.tanh(x)
   if kind == "gate":
-    return x * tf.sigmoid(_dense(x, hidden, "gate"))
+    return x * tf.sigmoid(common.dense(x, hidden, "gate"))
   if kind == "norm":
     mean = tf.reduce_mean(x, axis=-1, keepdims=True)
     var = tf.reduce_mean(tf.math.squared_difference(x, mean), axis=-1,
                          keepdims=True)
     return (x - mean) * tf.math.rsqrt(var + 1e-6)
-  return x + tf.tanh(_dense(x, hidden, "residual"))
+  return x + tf.tanh(common.dense(x, hidden, "residual"))
 
 
 def _node(inputs: List[tf.Tensor], rng: np.random.Generator,
@@ -77,7 +72,7 @@ def _node(inputs: List[tf.Tensor], rng: np.random.Generator,
     elif rng.random() < 0.5:
       x = tf.add_n(inputs)
     else:
-      x = _dense(tf.concat(inputs, axis=1), hidden, "combine")
+      x = common.dense(tf.concat(inputs, axis=1), hidden, "combine")
     return _block(BLOCKS[int(rng.integers(len(BLOCKS)))], x, hidden)
 
 

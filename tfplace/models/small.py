@@ -86,12 +86,6 @@ class SmallCnnConfig:
   placeholder_inputs: bool = False
 
 
-def _dense(x: tf.Tensor, units: int, scope: str, relu: bool = True):
-  with _V1.variable_scope(scope):
-    weights = common.variable("weights", [x.shape[-1], units])
-    bias = common.variable("bias", [units], constant=0.0)
-    y = tf.matmul(x, weights) + bias
-    return tf.nn.relu(y) if relu else y
 
 
 def _inputs(config) -> tf.Tensor:
@@ -107,18 +101,19 @@ def _towers_loss(config: MlpTowersConfig) -> tf.Tensor:
     with _V1.variable_scope(f"tower_{k}"):
       y = x
       for i in range(config.num_layers):
-        y = _dense(y, config.hidden, f"layer_{i}")
+        y = common.dense(y, config.hidden, f"layer_{i}",
+                         activation=tf.nn.relu)
       outputs.append(y)
   with _V1.variable_scope("head"):
-    y = _dense(tf.add_n(outputs), 1, "out", relu=False)
+    y = common.dense(tf.add_n(outputs), 1, "out")
     return tf.reduce_mean(tf.square(y - 1.0))
 
 
 def _chain_loss(config: ChainMlpConfig) -> tf.Tensor:
   y = _inputs(config)
   for i in range(config.num_layers):
-    y = _dense(y, config.hidden, f"layer_{i}")
-  y = _dense(y, 1, "head", relu=False)
+    y = common.dense(y, config.hidden, f"layer_{i}", activation=tf.nn.relu)
+  y = common.dense(y, 1, "head")
   return tf.reduce_mean(tf.square(y - 1.0))
 
 
@@ -135,7 +130,7 @@ def _cnn_loss(config: SmallCnnConfig) -> tf.Tensor:
       kernel = common.variable("weights", [3, 3, x.shape[-1], channels])
       x = tf.nn.relu(tf.nn.conv2d(x, kernel, strides=2, padding="SAME"))
   flat = tf.reshape(x, [config.batch_size, -1])
-  logits = _dense(flat, config.num_classes, "dense", relu=False)
+  logits = common.dense(flat, config.num_classes, "dense")
   return common.mean_xent(logits, labels)
 
 

@@ -11,6 +11,7 @@ Name scopes: ``embedding/``, ``layer_<k>/attention/``, ``layer_<k>/ffn/``,
 """
 
 import dataclasses
+import functools
 
 import tensorflow as tf
 
@@ -18,6 +19,10 @@ from tfplace.errors import GraphImportError
 from tfplace.models import common
 
 _V1 = tf.compat.v1
+
+# x [..., in] @ weights + bias over the last axis (MatMul, BiasAdd), in the
+# variable scope given.
+_dense = functools.partial(common.dense, bias_add=True, flatten=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,15 +55,6 @@ class TransformerConfig:
   seed: int = 1
 
 
-def _dense(x: tf.Tensor, units: int, scope: str) -> tf.Tensor:
-  """x [..., in] @ W + b over the last axis (reshaped to 2-D for MatMul)."""
-  with _V1.variable_scope(scope):
-    w = common.variable("weights", [x.shape[-1], units])
-    b = common.variable("bias", [units], constant=0.0)
-    shape = x.shape.as_list()
-    flat = tf.reshape(x, [-1, shape[-1]])
-    y = tf.nn.bias_add(tf.matmul(flat, w), b)
-    return tf.reshape(y, shape[:-1] + [units])
 
 
 def layer_norm(x: tf.Tensor, scope: str) -> tf.Tensor:
