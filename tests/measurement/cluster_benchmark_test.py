@@ -251,16 +251,16 @@ def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
     events.append("bench")
     return _scaled_bench(next(scales))
 
-  def fake_suite(graphs, *args, **kwargs):
-    events.append(graphs[0].name)
+  def fake_measure(label, graph, *args, **kwargs):
+    events.append(graph.name)
     assert kwargs["rounds"] == 2
-    return [calibration_runs.GraphRuns("x", graphs[0], (), ())]
+    return calibration_runs.GraphRuns(label, graph, (), ())
 
   def fake_report(cluster, bench, runs, bounds):
     return bench, [r.label for r in runs]
 
   monkeypatch.setattr(calibration_runs, "benchmark_cluster", fake_benchmark)
-  monkeypatch.setattr(calibration_runs, "measure_suite", fake_suite)
+  monkeypatch.setattr(calibration_runs, "_measure_graph", fake_measure)
   monkeypatch.setattr(calibration_runs, "report_from_runs", fake_report)
   graphs = [types.SimpleNamespace(name=n) for n in "abcab"]
   bench, labels = calibration_runs.calibrate_on_cluster(

@@ -249,15 +249,19 @@ def measure_suite(graphs: Sequence[OpGraph], cluster: Cluster,
     feed_options: how synthetic input values are made.
   """
   feeds = list(feeds) if feeds is not None else [None] * len(graphs)
-  out = []
-  for label, graph, fed in zip(graph_labels(graphs), graphs, feeds):
-    placements = suite_placements(graph, cluster)
-    outcomes = measure_rounds(graph, [p for _, p in placements], config,
-                              rounds=rounds, cluster=cluster,
-                              cache_dir=cache_dir, progress=progress,
-                              feeds=fed, feed_options=feed_options)
-    out.append(GraphRuns(label, graph, tuple(placements), tuple(outcomes)))
-  return out
+  return [_measure_graph(label, graph, cluster, config, cache_dir=cache_dir,
+                         progress=progress, feeds=fed,
+                         feed_options=feed_options, rounds=rounds)
+          for label, graph, fed in zip(graph_labels(graphs), graphs, feeds)]
+
+
+def _measure_graph(label: str, graph: OpGraph, cluster: Cluster,
+                   config: MeasureConfig, **measure_args) -> GraphRuns:
+  """The `suite_placements` of one graph, measured (`measure_rounds`)."""
+  placements = suite_placements(graph, cluster)
+  outcomes = measure_rounds(graph, [p for _, p in placements], config,
+                            cluster=cluster, **measure_args)
+  return GraphRuns(label, graph, tuple(placements), tuple(outcomes))
 
 
 def calibrate_on_cluster(graphs: Sequence[OpGraph], cluster: Cluster,
@@ -318,10 +322,10 @@ def calibrate_on_cluster(graphs: Sequence[OpGraph], cluster: Cluster,
   runs = []
   for i, (label, graph, fed) in enumerate(zip(graph_labels(graphs), graphs,
                                               feeds)):
-    measured, = measure_suite([graph], cluster, config, cache_dir=cache_dir,
-                              progress=progress, feeds=[fed],
-                              feed_options=feed_options, rounds=rounds)
-    runs.append(dataclasses.replace(measured, label=label))
+    runs.append(_measure_graph(label, graph, cluster, config,
+                               cache_dir=cache_dir, progress=progress,
+                               feeds=fed, feed_options=feed_options,
+                               rounds=rounds))
     if i + 1 in again:
       benches.append(benchmark_cluster(cluster, config, bench_config,
                                        progress=False))
