@@ -74,3 +74,35 @@ def test_measured_rates_replace_the_efficiency_scaled_figures():
   assert work[2] == pytest.approx([4e6 / 7e8, 4e6 / 8e9])
   costs = AnalyticalCostModel().op_costs(graph, cluster).compute_s
   np.testing.assert_allclose(costs, work)  # no launch overhead here
+
+
+def test_narrow_convolutions_leave_vector_lanes_idle():
+  from tfplace.cost.cluster import Cluster
+  # Output channels last (NHWC): 4, 16 and 64; a filter gradient [3,3,8,4].
+  ops = [Op("narrow", "Conv2D", output_shapes=((8, 16, 16, 4),),
+            output_bytes=(0,), flops=1e9),
+         Op("full", "Conv2DBackpropInput", output_shapes=((8, 16, 16, 16),),
+            output_bytes=(0,), flops=1e9),
+         Op("wide", "Conv2D", output_shapes=((8, 16, 16, 64),),
+            output_bytes=(0,), flops=1e9),
+         Op("filter", "Conv2DBackpropFilter", output_shapes=((3, 3, 8, 4),),
+            output_bytes=(0,), flops=1e9),
+         Op("depthwise", "DepthwiseConv2dNative",
+            output_shapes=((8, 16, 16, 4),), output_bytes=(0,), flops=1e9),
+         Op("mm", "MatMul", output_shapes=((8, 4),), output_bytes=(0,),
+            flops=1e9)]
+  graph = OpGraph(ops, [], graph_def=None)
+  unmeasured = Device("/cpu:0", "CPU", 1e10, 1e9, 1e12, launch_overhead_s=0.0,
+                      matmul_flops=2e9, conv_flops=1e9)
+  lanes = Device("/cpu:1", "CPU", 1e10, 1e9, 1e12, launch_overhead_s=0.0,
+                 matmul_flops=2e9, conv_flops=1e9, conv_lanes=16.0)
+  work = AnalyticalCostModel().work_seconds(graph, Cluster("c", (unmeasured,
+                                                                 lanes)))
+  # 4 of 16 lanes busy: 4x the time; 16 or more channels: the full rate.
+  np.testing.assert_allclose(work[:, 1], [4.0, 1.0, 1.0, 4.0, 1.0, 0.5])
+  np.testing.assert_allclose(work[:, 0], [1.0, 1.0, 1.0, 1.0, 1.0, 0.5])
+  costs = AnalyticalCostModel().op_costs(graph, Cluster("c", (lanes,)))
+  np.testing.assert_allclose(costs.compute_s[:, 0], work[:, 1])
+  # Without any measured lanes the costs are the old ones, bit for bit.
+  alone = AnalyticalCostModel().work_seconds(graph, Cluster("c", (unmeasured,)))
+  assert np.array_equal(alone[:, 0], work[:, 0])

@@ -30,6 +30,9 @@ def _check_physical(bench: ClusterBenchmark, names):
   for d in bench.devices:
     assert 1e8 < d.matmul_flops < 1e14
     assert 1e8 < d.conv_flops < 1e14
+    # Between the narrow convolutions' 2 output channels and the full ones'
+    # (16 in SMALL, 64 by default).
+    assert 2 <= d.conv_lanes <= 64
     assert 1e8 < d.copy_bandwidth < 1e13
     assert 0 <= d.op_overhead_s < 1e-3 and 0 <= d.traced_op_s < 1e-3
     assert 0 < d.empty_step_s < 1.0
@@ -72,6 +75,7 @@ def test_local_cluster_measures_its_workers_and_keeps_the_figures(tmp_path):
   for d, m in zip(measured.devices, bench.devices):
     assert d.matmul_flops == m.matmul_flops
     assert d.launch_overhead_s == m.op_overhead_s
+    assert d.conv_lanes == m.conv_lanes > 0
   assert measured.overlap_latency and len(measured.links) == 2
   # The state file of `tfplace cluster up` holds the measured cluster, and
   # --cluster STATE reads it back.
@@ -279,3 +283,30 @@ def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
   with pytest.raises(MeasureError, match="bench_repeats"):
     calibration_runs.calibrate_on_cluster(graphs, None, None,
                                           bench_repeats=0)
+
+
+def test_conv_lanes_reach_the_cluster_and_the_calibration():
+  from tfplace.cost.calibrated import apply_calibration
+  from tfplace.measurement.calibration_fit import calibration_from_benchmark
+  plain = make_worker_cluster(2)
+  bench = _bench()
+  bench = dataclasses.replace(bench, devices=tuple(
+      dataclasses.replace(d, conv_lanes=lanes)
+      for d, lanes in zip(bench.devices, (15.0, 17.0))))
+  assert [d.conv_lanes for d in bench.apply(plain).devices] == [15.0, 17.0]
+  assert "conv lanes 15.0" in bench.describe()
+  calibration = calibration_from_benchmark(bench, plain)
+  assert calibration.device_rates["CPU"]["conv_lanes"] == 16.0
+  assert [d.conv_lanes for d in apply_calibration(
+      plain, calibration).devices] == [16.0, 16.0]
+  # A benchmark file written before the lanes were measured: none, and the
+  # cluster's convolutions keep their old costs.
+  data = json.loads(json.dumps(bench.to_dict()))
+  for d in data["devices"]:
+    del d["conv_lanes"]
+  old = ClusterBenchmark.from_dict(data)
+  assert [d.conv_lanes for d in old.devices] == [0.0, 0.0]
+  assert "conv lanes" not in old.describe()
+  assert "conv_lanes" not in calibration_from_benchmark(
+      old, plain).device_rates["CPU"]
+  assert "conv_lanes" not in old.apply(plain).to_dict()["devices"][0]

@@ -9,7 +9,7 @@ usage: tfplace cluster up [--workers 2] [--cores_per_worker 1]
 
 `up` starts detached `tf.distribute.Server` processes on 127.0.0.1, each
 pinned to its own core(s), measures them (matmul and convolution FLOP/s,
-copy bandwidth, per-op and empty-step overheads per worker; per-message
+the convolutions' vector lanes, copy bandwidth, per-op and empty-step overheads per worker; per-message
 cost, latency and bandwidth per pair: `tfplace.measurement.
 cluster_benchmark`; --nobenchmark skips it), prints the figures and writes
 pids, ports, profiler ports and the measured cluster to the state file;

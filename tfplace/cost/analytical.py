@@ -8,7 +8,12 @@ with bytes_moved = input bytes + output bytes. On a device with measured rates
 (`Device.matmul_flops`, `conv_flops`, `copy_bandwidth`; see
 `tfplace.measurement.cluster_benchmark`) those replace the efficiency-scaled
 datasheet figures: convolutions (`CONV_OP_TYPES`) run at `conv_flops`, other
-ops at `matmul_flops`, memory traffic at `copy_bandwidth`. A device with `slots` = k runs
+ops at `matmul_flops`, memory traffic at `copy_bandwidth`; a convolution whose
+output has fewer channels (its innermost dimension, NHWC) than the device's
+measured `conv_lanes` runs at channels / conv_lanes of `conv_flops` (its
+kernel vectorizes along those channels: measured here, a 3x3 convolution
+with 2, 4, 8 or 16 output channels takes the same time; from 16 on the time
+grows with the channels). A device with `slots` = k runs
 k ops at once and shares its peak among them, so each op gets 1/k of it
 (total throughput stays the device's peak). The time is inf where the device
 type has no kernel for the op. Trivial ops (NoOp, Const, Identity, variable
@@ -23,7 +28,7 @@ loop's trip count), summed, plus the op's own launch overhead. Its memory
 """
 
 import dataclasses
-from typing import FrozenSet, Mapping, Sequence
+from typing import FrozenSet, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -47,6 +52,11 @@ CONV_OP_TYPES = frozenset({
     "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2", "_FusedConv2D",
     "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
     "DepthwiseConv2dNativeBackpropFilter",
+})
+# Convolutions whose kernels vectorize along their output's channels, so
+# that fewer than `Device.conv_lanes` of them leave vector lanes idle.
+NARROW_CHANNEL_OP_TYPES = frozenset({
+    "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "_FusedConv2D",
 })
 
 
@@ -86,7 +96,8 @@ class AnalyticalCostModel(CostModel):
     bodies = [i for i, op in enumerate(graph.ops) if op.body is not None]
     flops[bodies] = 0.0  # The op itself only launches its bodies.
     moved[bodies] = 0.0
-    seconds = self._seconds(graph.op_types, flops, moved, cluster)
+    seconds = self._seconds(graph.op_types, flops, moved, cluster,
+                            _output_channels(graph, cluster))
     for i in bodies:
       seconds[i] += self._body_seconds(graph.ops[i].body, cluster)
     seconds[~kernel_mask(graph, cluster)] = np.inf
@@ -102,31 +113,43 @@ class AnalyticalCostModel(CostModel):
     bodies = [i for i, op in enumerate(graph.ops) if op.body is not None]
     flops[bodies] = 0.0
     moved[bodies] = 0.0
-    work = self._work(graph.op_types, flops, moved, cluster)
+    work = self._work(graph.op_types, flops, moved, cluster,
+                      _output_channels(graph, cluster))
     for i in bodies:
       work[i] += self._body_seconds(graph.ops[i].body, cluster)
     return work
 
   def _seconds(self, op_types: Sequence[str], flops: np.ndarray,
-               moved: np.ndarray, cluster: Cluster) -> np.ndarray:
-    """Roofline seconds [N, D] of one execution of N ops on every device."""
+               moved: np.ndarray, cluster: Cluster,
+               channels: Optional[np.ndarray] = None) -> np.ndarray:
+    """Roofline seconds [N, D] of one execution of N ops on every device
+    (`channels`: see `_work`)."""
     cfg = self.config
     overhead = np.array([d.launch_overhead_s for d in cluster.devices])
     trivial = np.array([t in cfg.trivial_op_types for t in op_types],
                        dtype=bool)
     over = np.where(trivial[:, None], cfg.trivial_overhead_factor, 1.0)
-    return (self._work(op_types, flops, moved, cluster)
+    return (self._work(op_types, flops, moved, cluster, channels)
             + over * overhead[None, :])
 
   def _work(self, op_types: Sequence[str], flops: np.ndarray,
-            moved: np.ndarray, cluster: Cluster) -> np.ndarray:
-    """Seconds [N, D] of the roofline work alone (0 for trivial ops)."""
+            moved: np.ndarray, cluster: Cluster,
+            channels: Optional[np.ndarray] = None) -> np.ndarray:
+    """Seconds [N, D] of the roofline work alone (0 for trivial ops).
+    `channels`: each op's output channels ([N], 0: unknown), None when no
+    device has `conv_lanes`."""
     cfg = self.config
     flop_rate, conv_rate, bandwidth = self._rates(cluster)
     conv = np.array([t in CONV_OP_TYPES for t in op_types], dtype=bool)
     rate = np.where(conv[:, None], conv_rate[None, :], flop_rate[None, :])
-    compute = np.maximum(flops[:, None] / rate,
-                         moved[:, None] / bandwidth[None, :])
+    flop_seconds = flops[:, None] / rate
+    if channels is not None:
+      narrow = np.array([t in NARROW_CHANNEL_OP_TYPES for t in op_types],
+                        dtype=bool) & (channels > 0)
+      lanes = np.array([d.conv_lanes for d in cluster.devices])
+      flop_seconds[narrow] *= np.maximum(
+          1.0, lanes[None, :] / channels[narrow, None])
+    compute = np.maximum(flop_seconds, moved[:, None] / bandwidth[None, :])
     scale = np.array([cfg.op_type_scale.get(t, 1.0) for t in op_types])
     compute *= scale[:, None]
     trivial = np.array([t in cfg.trivial_op_types for t in op_types],
@@ -164,3 +187,15 @@ class AnalyticalCostModel(CostModel):
         np.array([r.bytes_moved for r in rows], dtype=np.float64), cluster)
     executions = np.array([r.executions for r in rows])
     return executions @ per_run
+
+
+def _output_channels(graph: OpGraph, cluster: Cluster
+                     ) -> Optional[np.ndarray]:
+  """Each op's output channels (the innermost dimension of its first
+  output; 0 without one), or None when no device of `cluster` has a
+  measured `conv_lanes` (then the channels change nothing)."""
+  if not any(d.conv_lanes > 0 for d in cluster.devices):
+    return None
+  return np.array([op.output_shapes[0][-1] if op.output_shapes
+                   and op.output_shapes[0] else 0 for op in graph.ops],
+                  dtype=np.float64)

@@ -8,7 +8,7 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
       {
         "format": "tfplace.calibration/1",
         "device_rates": {"CPU": {"matmul_flops": 6e10, "conv_flops": 3e10,
-                                 "copy_bandwidth": 9e9}},
+                                 "copy_bandwidth": 9e9, "conv_lanes": 16}},
         "op_types": {"CPU": {"MatMul": {"fixed_s": 3e-6, "scale": 1.4,
                                         "samples": 96}}},
         "launch_overhead_s": {"CPU": 2e-7},
@@ -25,7 +25,7 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
 
   Every key but "format" is optional. Per device type: `device_rates` sets
   the devices' measured rates (`Device.matmul_flops`, `conv_flops`,
-  `copy_bandwidth`), `launch_overhead_s` their per-op overhead,
+  `copy_bandwidth`, `conv_lanes`), `launch_overhead_s` their per-op overhead,
   `transfer_overhead_s` their host cost per transfer, `transfer_byte_s`
   their host cost per byte transferred; `links` replaces
   latency and bandwidth of links (and the default link) of that kind;
@@ -58,8 +58,9 @@ from tfplace.graph.op_graph import OpGraph
 from tfplace.io_utils import atomic_write, read_json
 
 FORMAT = "tfplace.calibration/1"
-# The measured device rates a calibration may set (`Device` fields).
-DEVICE_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth")
+# The measured device rates a calibration may set (`Device` fields; the
+# convolution lanes too, measured with them).
+DEVICE_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth", "conv_lanes")
 
 
 @dataclasses.dataclass(frozen=True)

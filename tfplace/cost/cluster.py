@@ -10,7 +10,7 @@ JSON form (all numbers SI: seconds, bytes, bytes/s, FLOP/s):
          "memory_bytes": 12e9, "launch_overhead_s": 1e-5, "slots": 1,
          "transfer_overhead_s": 0.0, "matmul_flops": 0.0, "conv_flops": 0.0,
          "copy_bandwidth": 0.0, "run_overhead_s": 0.0,
-         "transfer_byte_s": 0.0}
+         "transfer_byte_s": 0.0, "conv_lanes": 0.0}
       ],
       "links": [{"src": "...GPU:0", "dst": "...GPU:1", "latency_s": 1e-5,
                  "bandwidth": 8e9, "kind": "pcie"}],
@@ -26,7 +26,8 @@ optional and default to 0, `overlap_latency` and `rendezvous_transfers`
 (per cluster) to false (see `Device` and `Cluster`). `matmul_flops`,
 `conv_flops` and `copy_bandwidth` are measured rates
 (`tfplace.measurement.cluster_benchmark`), optional, 0 when not measured;
-so are `run_overhead_s` and `transfer_byte_s` (per device, default 0).
+so are `conv_lanes`, `run_overhead_s` and `transfer_byte_s` (per device,
+default 0).
 """
 
 import dataclasses
@@ -44,7 +45,8 @@ from tfplace.io_utils import read_json
 # Device fields holding measured rates (0: not measured).
 _MEASURED_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth")
 # Optional device fields left out of the JSON form when 0.
-_OMITTED_WHEN_ZERO = _MEASURED_RATES + ("run_overhead_s", "transfer_byte_s")
+_OMITTED_WHEN_ZERO = _MEASURED_RATES + ("conv_lanes", "run_overhead_s",
+                                        "transfer_byte_s")
 
 
 def _positive(value, what: str) -> float:
@@ -98,6 +100,10 @@ class Device:
       (copying the tensor through the RPC layer on a worker whose cores
       also compute); it blocks the device's compute like the per-message
       cost.
+    conv_lanes: output channels a convolution needs to reach `conv_flops`
+      (measured: the width of the vector unit its kernels fill along the
+      channels, 16 float32 lanes with AVX-512); one with fewer runs at
+      channels / conv_lanes of the rate (0: not measured, no such loss).
   """
   name: str
   type: str
@@ -112,6 +118,7 @@ class Device:
   copy_bandwidth: float = 0.0
   run_overhead_s: float = 0.0
   transfer_byte_s: float = 0.0
+  conv_lanes: float = 0.0
 
   def __post_init__(self):
     full = canonical_device(self.name)

@@ -15,6 +15,11 @@ figure's median over several benchmarks. Per device:
 * dense matmul FLOP/s and 3x3 convolution FLOP/s (traced durations of a
   chain of large ops), copy bandwidth (an element-wise add on tensors
   larger than the caches: bytes read + written per second);
+* on CPUs, the convolution lanes: the same convolutions with 2 output
+  channels instead of 64; a kernel that vectorizes along the output
+  channels takes as long for 2 as for a full vector of them, so lanes =
+  64 x their time / the full convolutions' time (~16 here: AVX-512,
+  float32);
 * the per-op overhead: a chain of tiny scalar ops, (its step time - an
   empty step's) / ops; and the tracer's cost per op (the tiny ops' traced
   duration), which the per-op fit subtracts from traced durations;
@@ -52,6 +57,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tfplace.cost.cluster import Cluster, Link
+from tfplace.device_names import device_type_of
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import StepFetches
 from tfplace.measurement.config import MeasureConfig
@@ -75,6 +81,8 @@ class BenchmarkConfig:
     matmul_size: n of the n x n x n matmuls.
     conv_shape: (batch, height = width, channels) of the 3x3 convolutions
       (channels in = out).
+    narrow_channels: output channels of the narrow convolutions (the same
+      input) that measure `DeviceBenchmark.conv_lanes`.
     copy_elements: float32 elements of the element-wise add (keep it above
       the caches: 16M elements = 64 MB per tensor).
     chain_ops: ops of each chain (large ops, tiny ops).
@@ -84,6 +92,7 @@ class BenchmarkConfig:
   """
   matmul_size: int = 384
   conv_shape: Tuple[int, int, int] = (4, 32, 64)
+  narrow_channels: int = 2
   copy_elements: int = 1 << 24
   chain_ops: int = 3
   tiny_ops: int = 1000
@@ -104,6 +113,10 @@ class DeviceBenchmark:
       included): the launch overhead.
     traced_op_s: the traced duration of a tiny op (what tracing adds).
     empty_step_s: a step that fetches a scalar made on this device.
+    conv_lanes: output channels a convolution needs to run at `conv_flops`
+      (the full convolutions' channels x the narrow ones' time / theirs,
+      within [`narrow_channels`, channels]); 0: not measured (accelerators,
+      and files written before it was).
   """
   device: str
   matmul_flops: float
@@ -112,6 +125,7 @@ class DeviceBenchmark:
   op_overhead_s: float
   traced_op_s: float
   empty_step_s: float
+  conv_lanes: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,6 +231,7 @@ class ClusterBenchmark:
           memory_bandwidth=m.copy_bandwidth, matmul_flops=m.matmul_flops,
           conv_flops=m.conv_flops, copy_bandwidth=m.copy_bandwidth,
           launch_overhead_s=m.op_overhead_s, run_overhead_s=run[d.name],
+          conv_lanes=m.conv_lanes,
           transfer_overhead_s=per_device.get(d.name, d.transfer_overhead_s),
           transfer_byte_s=per_byte.get(d.name, d.transfer_byte_s)))
     names = set(cluster.device_names)
@@ -236,7 +251,8 @@ class ClusterBenchmark:
           f"{format_bytes(d.copy_bandwidth)}/s, per op "
           f"{format_seconds(d.op_overhead_s)} (traced "
           f"{format_seconds(d.traced_op_s)}), empty step "
-          f"{format_seconds(d.empty_step_s)}")
+          f"{format_seconds(d.empty_step_s)}"
+          + (f", conv lanes {d.conv_lanes:.1f}" if d.conv_lanes else ""))
     for l in self.links:
       lines.append(
           f"{l.src} -> {l.dst}: per message "
@@ -332,6 +348,7 @@ def check_physical(result: ClusterBenchmark) -> None:
       bad(f"{d.device} {field}", getattr(d, field), False)
     bad(f"{d.device} op_overhead_s", d.op_overhead_s, True)
     bad(f"{d.device} traced_op_s", d.traced_op_s, True)
+    bad(f"{d.device} conv_lanes", d.conv_lanes, True)
   for l in result.links:
     bad(f"{l.src}->{l.dst} bandwidth", l.bandwidth, False)
     bad(f"{l.src}->{l.dst} latency_s", l.latency_s, True)
@@ -459,13 +476,25 @@ def _benchmark_device(runner: "_Runner", name: str,
                     runner.durations(g.tiny, g.tiny_ops))
   matmul = _median_of_runs(runner.durations(g.matmul, g.matmul_ops))
   conv = _median_of_runs(runner.durations(g.conv, g.conv_ops))
+  lanes = 0.0
+  if device_type_of(name) == "CPU":
+    # The narrow convolutions take as long as `lanes` output channels
+    # would: lanes = channels x their time / the full convolutions' time,
+    # within [narrow channels, channels]. Not on accelerators: there
+    # convolutions this small are bound by the kernel launch, and the
+    # ratio would measure that.
+    narrow = _median_of_runs(runner.durations(g.narrow, g.narrow_ops))
+    channels = g.narrow_channels * g.conv_flops / g.narrow_flops
+    lanes = float(np.clip(channels * _tick(narrow) / _tick(conv),
+                          g.narrow_channels, channels))
   copy = _median_of_runs(runner.durations(g.copy, g.copy_ops))
   return DeviceBenchmark(
       device=name, matmul_flops=g.matmul_flops / _tick(matmul),
       conv_flops=g.conv_flops / _tick(conv),
       copy_bandwidth=g.copy_bytes / _tick(copy),
       op_overhead_s=max(0.0, per_op),
-      traced_op_s=traced_tiny, empty_step_s=empty)
+      traced_op_s=traced_tiny, empty_step_s=empty,
+      conv_lanes=lanes)
 
 
 def _median_of_runs(runs: List[List[float]]) -> float:

@@ -21,6 +21,9 @@ class DeviceGraphs:
       as `empty`; its ops).
     matmul, matmul_ops, matmul_flops: the matmul chain, FLOPs per matmul.
     conv, conv_ops, conv_flops: the convolution chain, FLOPs per conv.
+    narrow, narrow_ops, narrow_flops, narrow_channels: the same
+      convolutions with `narrow_channels` output channels (independent ops
+      on the chain's input), FLOPs per conv.
     copy, copy_ops, copy_bytes: the element-wise chain, bytes each op reads
       and writes.
   """
@@ -33,6 +36,10 @@ class DeviceGraphs:
   conv: Tuple[str, ...]
   conv_ops: Tuple[str, ...]
   conv_flops: float
+  narrow: Tuple[str, ...]
+  narrow_ops: Tuple[str, ...]
+  narrow_flops: float
+  narrow_channels: int
   copy: Tuple[str, ...]
   copy_ops: Tuple[str, ...]
   copy_bytes: float
@@ -118,13 +125,22 @@ def _device_part(bench) -> DeviceGraphs:
   w = tf.random.stateless_normal([3, 3, c, c], seed=[1, 5]) * (9 * c) ** -0.5
   cv, cv_ops = _chain(img, lambda x: tf.nn.conv2d(x, w, 1, "SAME"),
                       bench.chain_ops)
+  k = bench.narrow_channels
+  narrow_w = tf.random.stateless_normal([3, 3, c, k], seed=[1, 6]) * (
+      9 * c) ** -0.5
+  narrow = [tf.nn.conv2d(img, narrow_w, 1, "SAME")
+            for _ in range(bench.chain_ops)]
+  narrow_all = tf.group(*narrow, name="narrow_convs")
   filled = tf.fill([bench.copy_elements], 1.0)
   cp, cp_ops = _chain(filled, lambda x: tf.add(x, one), bench.chain_ops)
   return DeviceGraphs(
       empty=(empty.name,), tiny=(tiny.name,), tiny_ops=tuple(tiny_ops),
       matmul=(mm.op.name,), matmul_ops=tuple(mm_ops),
       matmul_flops=2.0 * n ** 3, conv=(cv.op.name,), conv_ops=tuple(cv_ops),
-      conv_flops=2.0 * b * size * size * c * 9 * c, copy=(cp.op.name,),
+      conv_flops=2.0 * b * size * size * c * 9 * c,
+      narrow=(narrow_all.name,), narrow_ops=tuple(x.op.name for x in narrow),
+      narrow_flops=2.0 * b * size * size * c * 9 * k, narrow_channels=k,
+      copy=(cp.op.name,),
       copy_ops=tuple(cp_ops), copy_bytes=8.0 * bench.copy_elements + 4.0)
 
 
