@@ -213,10 +213,14 @@ def test_message_and_byte_shares_recovered_from_simulated_runs():
   runs = _simulated_split_runs(graph, cluster, bench, op_types, 0.7, 0.4)
   assert fit.fit_transfer_shares(cluster, bench, op_types, runs) == (
       pytest.approx((0.7, 0.4)))
-  # One-core workers: rendezvous transfers, and no byte share to fit.
+  # One-core workers: rendezvous transfers; by default nothing to fit (the
+  # measured per-message cost, no byte share); a grid given is searched.
   cluster = make_worker_cluster(2)
   assert cluster.rendezvous_transfers
   runs = _simulated_split_runs(graph, cluster, bench, op_types, 0.7, 0.0)
   assert fit.fit_transfer_shares(cluster, bench, op_types, runs) == (
-      pytest.approx((0.7, 0.0)))
+      1.0, 0.0)
+  assert fit.fit_transfer_shares(
+      cluster, bench, op_types, runs, shares=fit.MESSAGE_SHARES) == (
+          pytest.approx((0.7, 0.0)))
   assert fit.fit_transfer_shares(cluster, bench, op_types, []) == (1.0, 0.0)

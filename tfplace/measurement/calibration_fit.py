@@ -19,15 +19,21 @@ not), inside physical bounds (`FitBounds`): the fixed part never exceeds the
 mean duration of the type's smaller executions (those with at most the
 median work: so it cannot absorb the compute of larger ones) nor
 `max_fixed_s`, and the scale stays within [`min_scale`, `max_scale`].
-What is fitted about transfers is two shares of measured figures, chosen on
-the suite's split runs (`fit_transfer_shares`): how much of the measured
-per-message cost each end pays, and how much of the measured time per byte
-is host work (it blocks the workers' compute) rather than link time; on a
-cluster with rendezvous transfers (one-core TF server workers) a transfer
-holds both workers for its measured time per byte, so only the first.
+What is fitted about transfers, on a cluster with the link model, is two
+shares of measured figures, chosen on the suite's split runs
+(`fit_transfer_shares`): how much of the measured per-message cost each end
+pays, and how much of the measured time per byte is host work (it blocks
+the workers' compute) rather than link time. On a cluster with rendezvous
+transfers (one-core TF server workers) nothing is: a transfer holds both
+workers for its measured time per byte and each end pays the measured
+per-message cost. A share fitted there absorbed other errors: the suite's
+split runs chose 0.7-1.0, and judged on five fixed sets of measurements of
+graphs the fit never saw, the measured cost (share 1.0) met the error
+target on as many graphs or more in each set, with a lower median error
+in four (WORKSPACE_NOTES.md, issue 13).
 
-Step times never enter the fit: they judge it (`calibration_runs` reports
-the in-sample error of every calibration run).
+Step times never enter the op-type fit: they judge it (`calibration_runs`
+reports the in-sample error of every calibration run).
 """
 
 import dataclasses
@@ -246,7 +252,7 @@ BYTE_SHARES = tuple(float(x) for x in np.linspace(0.0, 0.9, 10))
 def fit_transfer_shares(cluster: Cluster, bench: ClusterBenchmark,
                         op_types: Mapping[str, Mapping[str, OpTypeCost]],
                         split_runs: Sequence[tuple],
-                        shares: Sequence[float] = MESSAGE_SHARES,
+                        shares: Optional[Sequence[float]] = None,
                         byte_shares: Optional[Sequence[float]] = None
                         ) -> Tuple[float, float]:
   """The share of the measured per-message cost each end pays and the share
@@ -259,7 +265,10 @@ def fit_transfer_shares(cluster: Cluster, bench: ClusterBenchmark,
     bench: its microbenchmarks.
     op_types: the fitted op types.
     split_runs: (graph, device ids [M], measured step seconds) per run.
-    shares: the message-share candidates, within the physical range [0.5, 1].
+    shares: the message-share candidates, within the physical range [0.5,
+      1]; default `MESSAGE_SHARES`, or only 1 when the cluster has
+      rendezvous transfers (the time a receiver waits is modelled; it pays
+      the measured cost).
     byte_shares: the byte-share candidates, within [0, 1); default
       `BYTE_SHARES`, or only 0 when the cluster has rendezvous transfers
       (the time a transfer holds both workers already is their work per
@@ -271,8 +280,12 @@ def fit_transfer_shares(cluster: Cluster, bench: ClusterBenchmark,
   """
   if not split_runs:
     return 1.0, 0.0
+  if shares is None:
+    shares = (1.0,) if cluster.rendezvous_transfers else MESSAGE_SHARES
   if byte_shares is None:
     byte_shares = (0.0,) if cluster.rendezvous_transfers else BYTE_SHARES
+  if len(shares) == 1 and len(byte_shares) == 1:
+    return float(shares[0]), float(byte_shares[0])
   # The op costs do not depend on the shares: computed once per graph.
   plain = calibration_from_benchmark(bench, cluster, op_types)
   base = apply_calibration(cluster, plain)

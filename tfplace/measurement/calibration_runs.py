@@ -163,9 +163,10 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   """(calibration, op records used): the measured figures of `bench`, op
   types fitted on the one-device runs' op records (multi-device runs are
   left out: gRPC work shares the workers' cores and inflates their op
-  durations), and the share of the per-message cost each end pays, chosen
-  and of the time per byte the hosts spend, chosen on the multi-device runs
-  (`calibration_fit.fit_transfer_shares`).
+  durations), and, on a cluster with the link model, the shares of the
+  per-message cost each end pays and of the time per byte the hosts spend,
+  chosen on the multi-device runs (`calibration_fit.fit_transfer_shares`;
+  with rendezvous transfers the measured costs are used as they are).
 
   Raises:
     MeasureError: no one-device run succeeded.
