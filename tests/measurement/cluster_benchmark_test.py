@@ -310,3 +310,26 @@ def test_conv_lanes_reach_the_cluster_and_the_calibration():
   assert "conv_lanes" not in calibration_from_benchmark(
       old, plain).device_rates["CPU"]
   assert "conv_lanes" not in old.apply(plain).to_dict()["devices"][0]
+
+
+def test_a_transient_failure_reruns_the_benchmark_once(monkeypatch):
+  from tfplace.measurement.session import TransientRunError
+  calls = []
+
+  def flaky(cluster, config, built, progress):
+    calls.append(1)
+    if len(calls) <= failures:
+      raise TransientRunError("AbortedError: request received twice")
+    return _bench()
+
+  monkeypatch.setattr(cluster_benchmark, "_benchmark_once", flaky)
+  cluster = make_worker_cluster(2)
+  failures = 1
+  assert cluster_benchmark.benchmark_cluster(cluster, MeasureConfig(),
+                                             SMALL) == _bench()
+  assert len(calls) == 2
+  calls.clear()
+  failures = 2
+  with pytest.raises(MeasureError, match="failed twice: first AbortedError"):
+    cluster_benchmark.benchmark_cluster(cluster, MeasureConfig(), SMALL)
+  assert len(calls) == 2

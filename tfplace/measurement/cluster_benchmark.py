@@ -61,7 +61,8 @@ from tfplace.device_names import device_type_of
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import StepFetches
 from tfplace.measurement.config import MeasureConfig
-from tfplace.measurement.session import StepSession, tf_errors
+from tfplace.measurement.session import (StepSession, TransientRunError,
+                                         tf_errors)
 from tfplace.measurement.timing import op_records
 from tfplace.units import format_bytes, format_seconds
 
@@ -373,29 +374,47 @@ def benchmark_cluster(cluster: Cluster, config: MeasureConfig,
     The measured figures.
 
   Raises:
-    MeasureError: a run failed, or a figure came out not physical.
+    MeasureError: a run failed (a transient failure, such as gRPC's
+      "request received twice", twice in a row), or a figure came out not
+      physical.
   """
   from tfplace.measurement import cluster_benchmark_graphs as graphs
   built = graphs.build(cluster.device_names, bench)
+  try:
+    return _benchmark_once(cluster, config, built, progress)
+  except TransientRunError as e:
+    first = str(e)
+  logging.warning("cluster benchmark failed (%s); running it once more",
+                  first)
+  try:
+    return _benchmark_once(cluster, config, built, progress)
+  except TransientRunError as e:
+    raise MeasureError(f"the cluster benchmark failed twice: first {first}; "
+                       f"then {e}") from None
+
+
+def _benchmark_once(cluster: Cluster, config: MeasureConfig, built,
+                    progress: bool) -> ClusterBenchmark:
+  """One benchmark of every device and pair, in a fresh session."""
   names = cluster.device_names
   pairs = [(a, b) for a in names for b in names if a != b]
   with StepSession(built.graph.as_graph_def(), StepFetches(), config=config,
                    num_cpu_devices=cluster.num_devices) as session:
     runner = _Runner(session, config)
-    bar = tqdm(total=len(names) + len(pairs) + 1, desc="cluster benchmark",
-               disable=not progress)
-    devices = {}
-    for name in names:
-      devices[name] = _benchmark_device(runner, name, built.devices[name])
+    with tqdm(total=len(names) + len(pairs) + 1, desc="cluster benchmark",
+              disable=not progress) as bar:
+      devices = {}
+      for name in names:
+        devices[name] = _benchmark_device(runner, name, built.devices[name])
+        bar.update()
+      links = []
+      for a, b in pairs:
+        tiny = (devices[a].op_overhead_s + devices[b].op_overhead_s) / 2
+        links.append(_benchmark_link(runner, a, b, built.pairs[(a, b)],
+                                     tiny))
+        bar.update()
+      empty_all = runner.median(built.empty_all)
       bar.update()
-    links = []
-    for a, b in pairs:
-      tiny = (devices[a].op_overhead_s + devices[b].op_overhead_s) / 2
-      links.append(_benchmark_link(runner, a, b, built.pairs[(a, b)], tiny))
-      bar.update()
-    empty_all = runner.median(built.empty_all)
-    bar.update()
-    bar.close()
   result = ClusterBenchmark(devices=tuple(devices[n] for n in names),
                             links=tuple(links), empty_step_s=empty_all)
   check_physical(result)
