@@ -17,9 +17,8 @@ medians of three cluster benchmarks spread over the suite's runs; after
 each judged graph the cluster is benchmarked again (--probe_drift) and the
 matrix prints how far the machine moved since calibration (time ratios of
 the compute rates, the per-op overhead, the per-message cost and the empty
-step). --rounds R
-measures every batch R times in rotated orders and keeps each placement's
-median round (slower: R times the runs).
+step). --rounds R measures every batch R times in rotated orders and keeps
+each placement's median round (slower: R times the runs).
 
 Without --cross: the per-graph check, each graph calibrated on its own
 one-device and split runs and judged on its other placements (the baselines

@@ -9,10 +9,11 @@ usage: tfplace cluster up [--workers 2] [--cores_per_worker 1]
 
 `up` starts detached `tf.distribute.Server` processes on 127.0.0.1, each
 pinned to its own core(s), measures them (matmul and convolution FLOP/s,
-the convolutions' vector lanes, copy bandwidth, per-op and empty-step overheads per worker; per-message
-cost, latency and bandwidth per pair: `tfplace.measurement.
-cluster_benchmark`; --nobenchmark skips it), prints the figures and writes
-pids, ports, profiler ports and the measured cluster to the state file;
+the convolutions' vector lanes, copy bandwidth, per-op and empty-step
+overheads per worker; per-message cost, latency and bandwidth per pair:
+`tfplace.measurement.cluster_benchmark`; --nobenchmark skips it), prints
+the figures and writes pids, ports, profiler ports and the measured cluster
+to the state file;
 `tfplace measure/simulate/place --cluster FILE` then use them. `down` stops
 exactly the processes the state file lists and removes their temporary log
 folder (`tfplace_cluster_*`; --keep_logs keeps it). `status` tells which

@@ -109,8 +109,6 @@ class CalibElementwiseConfig:
   seed: int = 1
 
 
-
-
 def _conv(x: tf.Tensor, channels: int, kernel: int, stride: int,
           scope: str) -> tf.Tensor:
   with _V1.variable_scope(scope):

@@ -47,8 +47,6 @@ class RandomDagConfig:
   seed: int = 1
 
 
-
-
 def _block(kind: str, x: tf.Tensor, hidden: int) -> tf.Tensor:
   if kind == "dense_relu":
     return tf.nn.relu(common.dense(x, hidden, "dense"))

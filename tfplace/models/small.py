@@ -86,8 +86,6 @@ class SmallCnnConfig:
   placeholder_inputs: bool = False
 
 
-
-
 def _inputs(config) -> tf.Tensor:
   return common.synthetic_normal([config.batch_size, config.input_size],
                                  [config.seed, 5], "inputs",

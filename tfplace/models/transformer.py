@@ -55,8 +55,6 @@ class TransformerConfig:
   seed: int = 1
 
 
-
-
 def layer_norm(x: tf.Tensor, scope: str) -> tf.Tensor:
   """Layer norm over the last axis in primitive ops."""
   with _V1.variable_scope(scope):
