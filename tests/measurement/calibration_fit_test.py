@@ -72,6 +72,23 @@ def test_fit_recovers_factors_from_noisy_samples_per_type():
   assert fits["GPU"]["MatMul"].scale == pytest.approx(1.0, rel=0.02)
 
 
+def test_convolutions_take_the_scale_where_their_work_is():
+  # Many small executions at 3x their roofline beyond a 20 us fixed cost,
+  # a few large ones at 1.05x: the executions weigh by their work.
+  small = [(w, 20e-6 + 3.0 * w) for w in np.linspace(1e-6, 2e-5, 12)]
+  large = [(w, 20e-6 + 1.05 * w) for w in (5e-3, 1e-2, 2e-2)]
+  for op_type in ("Conv2D", "MatMul"):
+    samples = [OpSample(op_type, "CPU", w, m) for w, m in small + large]
+    plain = fit.fit_op_type(samples)
+    got = fit.fit_op_types(samples)["CPU"][op_type]
+    assert got.fixed_s == plain.fixed_s
+    if op_type == "Conv2D":
+      assert plain.scale > 1.1  # the log-ratio fit leans to the many
+      assert got.scale == pytest.approx(1.05, rel=0.01)
+    else:
+      assert got == plain
+
+
 def test_one_size_goes_to_the_fixed_part_when_slower_than_the_roofline():
   # One size only: fixed and scale cannot be told apart; the prior keeps
   # scale 1 and the fixed part takes the rest.
