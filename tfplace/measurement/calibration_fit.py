@@ -183,8 +183,8 @@ def _typical_small(work: np.ndarray, measured: np.ndarray) -> float:
   return float(max(0.0, measured[small].mean()))
 
 
-def _fit(op_type: str, samples: Sequence[OpSample],
-         bounds: FitBounds) -> OpTypeCost:
+def _fit_one_type(op_type: str, samples: Sequence[OpSample],
+                  bounds: FitBounds) -> OpTypeCost:
   """`fit_op_type`; for a convolution with the scale where its work is."""
   fit = fit_op_type(samples, bounds)
   if op_type not in CONV_OP_TYPES:
@@ -223,7 +223,7 @@ def fit_op_types(samples: Sequence[OpSample],
   groups: Dict[str, Dict[str, List[OpSample]]] = {}
   for s in samples:
     groups.setdefault(s.device_type, {}).setdefault(s.op_type, []).append(s)
-  out = {dtype: {t: _fit(t, group, bounds)
+  out = {dtype: {t: _fit_one_type(t, group, bounds)
                  for t, group in sorted(per_type.items())}
          for dtype, per_type in groups.items()}
   for dtype, fits in out.items():

@@ -390,7 +390,9 @@ def benchmark_cluster(cluster: Cluster, config: MeasureConfig,
     return _benchmark_once(cluster, config, built, progress)
   except TransientRunError as e:
     raise MeasureError(f"the cluster benchmark failed twice: first {first}; "
-                       f"then {e}") from None
+                       f"then {e}; check that the workers are up (`tfplace "
+                       f"cluster up` state file, or the servers of the "
+                       f"cluster spec) and run it again") from None
 
 
 def _benchmark_once(cluster: Cluster, config: MeasureConfig, built,
