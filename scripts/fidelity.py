@@ -20,6 +20,12 @@ the compute rates, the per-op overhead, the per-message cost and the empty
 step). --rounds R measures every batch R times in rotated orders and keeps
 each placement's median round (slower: R times the runs).
 
+--record FILE keeps everything a --cross run measured (suite runs, judged
+placements and step times, benchmarks; ~MBs, gzip when FILE ends in .gz);
+--replay FILE fits the calibration again with this code and judges it on
+those measurements, with no cluster: a change to the calibration model is
+judged on fixed data (`tfplace.experiments.cross_record`) before a live run.
+
 Without --cross: the per-graph check, each graph calibrated on its own
 one-device and split runs and judged on its other placements (the baselines
 and --num_random random group placements).
@@ -97,6 +103,13 @@ _JSON = flags.DEFINE_bool("json", False, "end with a JSON summary line")
 _PLACEHOLDERS = flags.DEFINE_bool(
     "placeholder_inputs", False, "use the graphs' placeholder-fed variants "
     "(inputs fed synthetic values every step) where they have one")
+_RECORD = flags.DEFINE_string(
+    "record", None, "--cross: write what the run measured to this file "
+    "(.gz: compressed), for --replay")
+_REPLAY = flags.DEFINE_string(
+    "replay", None, "judge this code's calibration on a --record file's "
+    "measurements (no cluster, no runs; --graphs and the measuring flags "
+    "are not used)")
 _CALIBRATION_OUT = flags.DEFINE_string(
     "calibration_out", None, "write the fitted calibration(s) to this "
     "directory (--cross: DIR/cross.calibration.json; else "
@@ -104,6 +117,7 @@ _CALIBRATION_OUT = flags.DEFINE_string(
 
 
 def _build(names):
+  """(graphs, their (model, config overrides))."""
   import dataclasses
   from tfplace.errors import TfplaceError
   from tfplace.models.registry import build_model, make_config
@@ -111,7 +125,7 @@ def _build(names):
   if unknown:
     raise TfplaceError(f"--graphs: unknown {unknown}; choose from "
                        f"{sorted(GRAPHS)}")
-  graphs = []
+  graphs, specs = [], []
   for name in names:
     model, sizes = GRAPHS[name]
     fields = {f.name for f in dataclasses.fields(make_config(model))}
@@ -120,20 +134,40 @@ def _build(names):
     graph = build_model(model, **sizes)
     graph.name = name
     graphs.append(graph)
-  return graphs
+    specs.append((model, sizes))
+  return graphs, specs
 
 
-def _cross(cluster, config, graphs):
-  from tfplace.experiments import fidelity, fidelity_report
+def _cross(cluster, config, graphs, specs):
+  from tfplace.experiments import cross_record, fidelity
   from tfplace.models import calibration_suite
   from tfplace.models.registry import build_model
-  suite = [build_model(m, **kw) for m, kw in
-           calibration_suite.suite(_SUITE.value)]
+  suite_specs = calibration_suite.suite(_SUITE.value)
+  suite = [build_model(m, **kw) for m, kw in suite_specs]
   cross = fidelity.run_cross(graphs, cluster, config, suite,
                              num_random=_NUM_RANDOM.value or 0,
                              cache_dir=_CACHE.value,
                              probe_drift=_PROBE_DRIFT.value,
                              rounds=_ROUNDS.value)
+  if _RECORD.value:
+    cross_record.save_record(
+        _RECORD.value, cross_record.record_from_cross(cross, cluster, graphs),
+        suite_specs, specs)
+    print(f"measurements written to {_RECORD.value} (--replay)")
+  _print_cross(cross)
+
+
+def _replay():
+  from tfplace.experiments import cross_record
+  record = cross_record.load_record(_REPLAY.value)
+  print(f"replaying {_REPLAY.value}: {len(record.suite)} suite graphs, "
+        f"{len(record.judged)} judged graphs, fitted and predicted with "
+        f"this code\n")
+  _print_cross(cross_record.replay(record))
+
+
+def _print_cross(cross):
+  from tfplace.experiments import fidelity_report
   print(cross.calibration_report.benchmark.describe() + "\n")
   for report in cross.reports:
     print(fidelity_report.markdown_table(report))
@@ -194,17 +228,29 @@ def _inputs(reports):
 
 def main(argv):
   del argv
+  from tfplace.errors import TfplaceError
+  from tfplace.io_utils import check_out_path
   if _CALIBRATION_OUT.value:
     os.makedirs(_CALIBRATION_OUT.value, exist_ok=True)
+  if _RECORD.value:
+    if not _CROSS.value:
+      raise TfplaceError("--record keeps a --cross run's measurements; "
+                         "add --cross")
+    check_out_path(_RECORD.value, "--record")
+  if _REPLAY.value:
+    if _RECORD.value:
+      raise TfplaceError("--replay measures nothing: drop --record")
+    _replay()
+    return
   from tfplace.measurement.config import MeasureConfig
   from tfplace.measurement.local_cluster import LocalCluster
   names = _GRAPHS.value or (CROSS_DEFAULT if _CROSS.value
                             else PER_GRAPH_DEFAULT)
-  graphs = _build(names)
+  graphs, specs = _build(names)
   with LocalCluster(num_workers=2, cores_per_worker=1) as lc:
     config = MeasureConfig(target=lc.target, steps=_STEPS.value)
     if _CROSS.value:
-      _cross(lc.to_cluster(), config, graphs)
+      _cross(lc.to_cluster(), config, graphs, specs)
     else:
       _per_graph(lc.to_cluster(), config, graphs)
 

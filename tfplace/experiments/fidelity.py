@@ -32,7 +32,7 @@ from tfplace.cost.cluster import Cluster
 from tfplace.experiments.compare_placers import (BASELINE_PLACERS,
                                                   compare_placers)
 from tfplace.graph.op_graph import OpGraph
-from tfplace.measurement.batch import measure_rounds
+from tfplace.measurement.batch import MeasureOutcome, measure_rounds
 from tfplace.measurement.calibration_fit import calibrated_simulator
 from tfplace.measurement.calibration_runs import (CalibrationReport,
                                                   GraphRuns, PredictedRun,
@@ -85,6 +85,11 @@ class FidelityReport:
       the user's, or an in-graph pipeline; empty: the graph makes its own).
     drift: how the machine changed from the calibration's benchmark to a
       benchmark right after this graph's runs (None: not probed).
+    probe: that later benchmark.
+    placements: (label, placement) of every row, in order.
+    outcomes: the `MeasureOutcome` of every row (with `placements`, what
+      `tfplace.experiments.cross_record` keeps to judge again offline).
+    baselines: labels of the baseline placements among the rows.
   """
   graph_name: str
   num_ops: int
@@ -102,6 +107,10 @@ class FidelityReport:
   uncalibrated_share: float = math.nan
   inputs: Tuple[InputSource, ...] = ()
   drift: Optional[MachineDrift] = None
+  probe: Optional[ClusterBenchmark] = None
+  placements: Tuple[Tuple[str, Placement], ...] = ()
+  outcomes: Tuple[MeasureOutcome, ...] = ()
+  baselines: Tuple[str, ...] = ()
 
 
 def baseline_placements(graph: OpGraph, cluster: Cluster,
@@ -190,7 +199,8 @@ def evaluate(graph: OpGraph, cluster: Cluster, calibration: Calibration,
       graph.name, graph.num_ops, rows, calibration, med, rho,
       calibration_report, plain_med,
       float(np.median(ratios)) if ratios else math.nan, plain_rho, regret,
-      predicted_best, measured_best, share)
+      predicted_best, measured_best, share, placements=tuple(labelled),
+      outcomes=tuple(outcomes), baselines=tuple(baselines))
 
 
 def _share(graph, cluster, calibration, labelled, label) -> float:
@@ -312,8 +322,9 @@ def run_cross(graphs: Sequence[OpGraph], cluster: Cluster,
                           cache_dir=cache_dir, seed=seed,
                           feed_options=feed_options, rounds=rounds)
     if probe_drift:
-      judged = dataclasses.replace(judged, drift=machine_drift(
-          bench, benchmark_cluster(cluster, config, progress=False)))
+      probe = benchmark_cluster(cluster, config, progress=False)
+      judged = dataclasses.replace(judged, drift=machine_drift(bench, probe),
+                                   probe=probe)
     reports.append(judged)
   return CrossReport(report, tuple(reports))
 

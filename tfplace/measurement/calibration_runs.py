@@ -146,6 +146,8 @@ class CalibrationReport:
     median_abs_rel_error: median |predicted - measured| / measured over the
       measured runs: an in-sample figure (the fit saw their op records).
     num_samples: op records the fit used.
+    graph_runs: the measured runs it was fitted on (what
+      `tfplace.experiments.cross_record` keeps to fit again offline).
   """
   graph_names: Tuple[str, ...]
   num_ops: int
@@ -154,6 +156,7 @@ class CalibrationReport:
   runs: Tuple[PredictedRun, ...]
   median_abs_rel_error: float
   num_samples: int
+  graph_runs: Tuple[GraphRuns, ...] = ()
 
 
 def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
@@ -218,7 +221,7 @@ def report_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   return CalibrationReport(
       tuple(r.label for r in runs), sum(r.graph.num_ops for r in runs),
       calibration, bench, tuple(predicted), median_abs_rel_error(predicted),
-      num_samples)
+      num_samples, tuple(runs))
 
 
 def graph_labels(graphs: Sequence[OpGraph]) -> List[str]:
