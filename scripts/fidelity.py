@@ -22,9 +22,11 @@ each placement's median round (slower: R times the runs).
 
 --record FILE keeps everything a --cross run measured (suite runs, judged
 placements and step times, benchmarks; ~MBs, gzip when FILE ends in .gz);
---replay FILE fits the calibration again with this code and judges it on
-those measurements, with no cluster: a change to the calibration model is
-judged on fixed data (`tfplace.experiments.cross_record`) before a live run.
+--replay FILE[,FILE...] fits the calibration again with this code and
+judges it on those measurements, with no cluster: a change to the
+calibration model is judged on fixed data (`tfplace.experiments.
+cross_record`) before a live run. testdata/cross_records/ holds ten such
+records of this machine (see WORKSPACE_NOTES.md, issue 13).
 
 Without --cross: the per-graph check, each graph calibrated on its own
 one-device and split runs and judged on its other placements (the baselines
@@ -106,10 +108,11 @@ _PLACEHOLDERS = flags.DEFINE_bool(
 _RECORD = flags.DEFINE_string(
     "record", None, "--cross: write what the run measured to this file "
     "(.gz: compressed), for --replay")
-_REPLAY = flags.DEFINE_string(
-    "replay", None, "judge this code's calibration on a --record file's "
+_REPLAY = flags.DEFINE_list(
+    "replay", None, "judge this code's calibration on --record files' "
     "measurements (no cluster, no runs; --graphs and the measuring flags "
-    "are not used)")
+    "are not used): one file prints its matrix, several the targets met "
+    "per file and over all (e.g. testdata/cross_records/*.json.gz)")
 _CALIBRATION_OUT = flags.DEFINE_string(
     "calibration_out", None, "write the fitted calibration(s) to this "
     "directory (--cross: DIR/cross.calibration.json; else "
@@ -157,13 +160,24 @@ def _cross(cluster, config, graphs, specs):
   _print_cross(cross)
 
 
-def _replay():
-  from tfplace.experiments import cross_record
-  record = cross_record.load_record(_REPLAY.value)
-  print(f"replaying {_REPLAY.value}: {len(record.suite)} suite graphs, "
-        f"{len(record.judged)} judged graphs, fitted and predicted with "
-        f"this code\n")
-  _print_cross(cross_record.replay(record))
+def _replay(paths):
+  from tfplace.experiments import cross_record, fidelity_report
+  records = [(path, cross_record.load_record(path)) for path in paths]
+  named = []
+  for path, record in records:
+    print(f"replaying {path}: {len(record.suite)} suite graphs, "
+          f"{len(record.judged)} judged graphs, fitted and predicted with "
+          f"this code", flush=True)
+    named.append((os.path.basename(path), cross_record.replay(record)))
+  print()
+  if len(named) == 1:
+    _print_cross(named[0][1])
+    return
+  print("## targets met on each record\n")
+  print(fidelity_report.records_summary(named))
+  if _JSON.value:
+    print(json.dumps({name: fidelity_report.cross_json(cross)
+                      for name, cross in named}))
 
 
 def _print_cross(cross):
@@ -240,7 +254,7 @@ def main(argv):
   if _REPLAY.value:
     if _RECORD.value:
       raise TfplaceError("--replay measures nothing: drop --record")
-    _replay()
+    _replay(_REPLAY.value)
     return
   from tfplace.measurement.config import MeasureConfig
   from tfplace.measurement.local_cluster import LocalCluster

@@ -128,3 +128,26 @@ def test_interleave_spreads_the_short_list():
   assert fidelity.interleave(2, 4) == [2, 0, 3, 4, 1, 5]
   assert fidelity.interleave(0, 2) == [0, 1]
   assert sorted(fidelity.interleave(3, 7)) == list(range(10))
+
+
+def test_records_summary_counts_targets_over_records():
+  from tfplace.cost.calibrated import Calibration
+  from tfplace.measurement.calibration_runs import CalibrationReport
+  from tfplace.measurement.cluster_benchmark import ClusterBenchmark
+  run = calibration_runs.PredictedRun
+  # Predicted 1.1x and 1/1.1x the measured: |log| = log 1.1 each.
+  good = fidelity.FidelityReport(
+      "g", 10, (run("a", 1.1, 1.0), run("b", 1.0, 1.1)), Calibration(),
+      0.10, 0.95, uncalibrated_median_ratio=1.5, best_regret=0.0)
+  bad = dataclasses.replace(good, median_abs_rel_error=0.30, spearman=0.5)
+  fit = CalibrationReport((), 0, Calibration(),
+                          ClusterBenchmark((), (), 1e-3), (), 0.05, 1)
+  text = fidelity_report.records_summary([
+      ("r1", fidelity.CrossReport(fit, (good,))),
+      ("r2", fidelity.CrossReport(fit, (bad,)))])
+  assert "| r1 | 1/1 | 1/1 | 1/1 | 1/1 | 10.0 % |" in text
+  assert "| r2 | 0/1 | 0/1 | 1/1 | 1/1 | 30.0 % |" in text
+  assert "| all | 1/2 | 1/2 | 2/2 | 2/2 | |" in text
+  assert f"median |log(predicted / measured)| {math.log(1.1):.3f}" in text
+  assert "mean log +0.000" in text
+  assert "g 20.0 %" in text

@@ -3,6 +3,8 @@ the targets it is judged by."""
 
 import math
 
+import numpy as np
+
 from tfplace.cost.calibrated import Calibration
 from tfplace.experiments.fidelity import (TARGET_BEST_REGRET,
                                           TARGET_MEDIAN_ERROR,
@@ -147,3 +149,44 @@ def cross_json(cross: CrossReport) -> dict:
           "graphs": list(cross.calibration_report.graph_names),
           "in_sample_median_abs_rel_error":
               num(cross.calibration_report.median_abs_rel_error)}}
+
+
+def records_summary(named) -> str:
+  """Markdown: the targets met by one calibration model on several
+  replayed cross records (`tfplace.experiments.cross_record`), per record
+  and over all, the pooled error of every measured placement, and per graph
+  the median over records of its median error.
+
+  Args:
+    named: (record name, `CrossReport`) per record.
+  """
+  names = ("error", "spearman", "best", "uncalibrated")
+  lines = ["| record | " + " | ".join(names) + " | median error |",
+           "|---|" + "---:|" * (len(names) + 1)]
+  totals = dict.fromkeys(names, 0)
+  graphs, log_errors, per_graph = 0, [], {}
+  for name, cross in named:
+    met = [targets_met(r) for r in cross.reports]
+    for n in names:
+      totals[n] += sum(m[n] for m in met)
+    graphs += len(cross.reports)
+    medians = [r.median_abs_rel_error for r in cross.reports]
+    lines.append(f"| {name} | " + " | ".join(
+        f"{sum(m[n] for m in met)}/{len(met)}" for n in names)
+                 + f" | {_pct(float(np.nanmedian(medians)))} |")
+    for r in cross.reports:
+      per_graph.setdefault(r.graph_name, []).append(r.median_abs_rel_error)
+      log_errors += [math.log(x.predicted_s / x.measured_s) for x in r.rows
+                     if x.measured_s and math.isfinite(x.predicted_s)]
+  lines.append("| all | " + " | ".join(f"{totals[n]}/{graphs}"
+                                        for n in names) + " | |")
+  errors = np.array(log_errors)
+  lines.append("")
+  lines.append(f"pooled over {errors.size} measured placements: median "
+               f"|log(predicted / measured)| {np.median(np.abs(errors)):.3f}, "
+               f"mean log {errors.mean():+.3f}" if errors.size else
+               "no measured placements")
+  lines.append("per graph, the median over records of its median error: "
+               + ", ".join(f"{g} {_pct(float(np.nanmedian(v)))}"
+                           for g, v in per_graph.items()))
+  return "\n".join(lines) + "\n"

@@ -1,0 +1,194 @@
+"""Tests for tfplace.experiments.cross_record (no real runs: the op
+durations and step times are made up, so that a replay has a fit to do)."""
+
+import dataclasses
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tfplace  # noqa: F401
+from tfplace.errors import MeasureError
+from tfplace.experiments import cross_record
+from tfplace.measurement.batch import MeasureOutcome
+from tfplace.measurement.calibration_runs import (GraphRuns, report_from_runs,
+                                                  suite_placements)
+from tfplace.measurement.cluster_benchmark import (ClusterBenchmark,
+                                                   DeviceBenchmark,
+                                                   LinkBenchmark)
+from tfplace.measurement.local_cluster import make_worker_cluster
+from tfplace.measurement.timing import OpRecord, timing_from_steps
+from tfplace.models.registry import build_model
+
+SUITE_SPEC = ("calib_matmul", {"batch_size": 4, "widths": [8, 16, 8],
+                               "groups": 2})
+JUDGED_SPEC = ("mlp_towers", {"num_towers": 2, "hidden": 8, "batch_size": 4,
+                              "input_size": 8, "num_layers": 1})
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+SCRIPT = os.path.join(ROOT, "scripts", "fidelity.py")
+SHIPPED = os.path.join(ROOT, "testdata", "cross_records")
+
+
+def _bench(message_s=5e-5):
+  cluster = make_worker_cluster(2)
+  devices = cluster.device_names
+  return ClusterBenchmark(
+      tuple(DeviceBenchmark(d, matmul_flops=1e11, conv_flops=5e10,
+                            copy_bandwidth=1e10, op_overhead_s=2e-7,
+                            traced_op_s=5e-7, empty_step_s=4e-4)
+            for d in devices),
+      tuple(LinkBenchmark(a, b, message_overhead_s=message_s,
+                          latency_s=2e-5, bandwidth=1e9, hop_s=1.202e-4)
+            for a in devices for b in devices if a != b),
+      empty_step_s=8e-4)
+
+
+def _runs(label, graph, cluster, seed):
+  """`suite_placements` of `graph`, each with made-up timings: a traced op
+  takes 1-4 us, a step 1 ms per device used plus noise."""
+  rng = np.random.default_rng(seed)
+  placements = suite_placements(graph, cluster)
+  outcomes = []
+  for _, p in placements:
+    records = tuple(OpRecord(op.name, p.devices[op.name], 0.0,
+                             float(rng.uniform(1e-6, 4e-6)))
+                    for i, op in enumerate(graph.ops) if graph.step_mask[i])
+    used = len(set(p.devices.values()))
+    timing = timing_from_steps(1e-3 * used + rng.uniform(0, 1e-4, 5),
+                               op_records=records)
+    outcomes.append(MeasureOutcome("key", timing))
+  return GraphRuns(label, graph, tuple(placements), tuple(outcomes))
+
+
+@pytest.fixture(scope="module")
+def record():
+  cluster = make_worker_cluster(2)
+  suite = build_model(SUITE_SPEC[0], **SUITE_SPEC[1])
+  judged = build_model(JUDGED_SPEC[0], **JUDGED_SPEC[1])
+  judged.name = "towers"
+  runs = _runs("towers", judged, cluster, seed=2)
+  runs = dataclasses.replace(runs, outcomes=runs.outcomes[:-1] + (
+      MeasureOutcome("key", None, "deadline exceeded"),))
+  return cross_record.CrossRecord(
+      cluster, _bench(), (_runs("calib_matmul", suite, cluster, seed=1),),
+      (cross_record.JudgedRuns(runs, ("on_0", "on_1", "halves"),
+                               _bench(message_s=7.5e-5)),))
+
+
+def _save(record, path):
+  cross_record.save_record(str(path), record, [SUITE_SPEC], [JUDGED_SPEC])
+
+
+@pytest.mark.parametrize("name", ["record.json", "record.json.gz"])
+def test_a_saved_record_replays_as_the_measurements_it_holds(record,
+                                                             tmp_path, name):
+  _save(record, tmp_path / name)
+  loaded = cross_record.load_record(str(tmp_path / name))
+  assert loaded.cluster == record.cluster
+  assert loaded.benchmark == record.benchmark
+  for got, want in zip(loaded.suite + tuple(j.runs for j in loaded.judged),
+                       record.suite + tuple(j.runs for j in record.judged)):
+    assert got.label == want.label and got.graph.name == want.graph.name
+    assert got.graph.fingerprint == want.graph.fingerprint
+    assert [(l, p.devices) for l, p in got.placements] == [
+        (l, p.devices) for l, p in want.placements]
+    assert [o.timing for o in got.outcomes] == [o.timing
+                                                for o in want.outcomes]
+  assert loaded.judged[0].runs.outcomes[-1].error == "deadline exceeded"
+
+  replayed = cross_record.replay(loaded)
+  fitted = report_from_runs(record.cluster, record.benchmark, record.suite)
+  assert replayed.calibration_report.calibration == fitted.calibration
+  (report,) = replayed.reports
+  assert report.graph_name == "towers"
+  assert [r.measured_s for r in report.rows] == [
+      o.timing.median_step_time_s if o.ok else None
+      for o in record.judged[0].runs.outcomes]
+  assert report.rows[-1].error == "deadline exceeded"
+  assert all(r.predicted_s > 0 for r in report.rows)
+  # The probe's per-message cost was 1.5x the calibration's.
+  assert report.drift.message == pytest.approx(1.5)
+  assert [(r.predicted_s, r.measured_s) for r in report.rows] == [
+      (r.predicted_s, r.measured_s)
+      for r in cross_record.replay(record).reports[0].rows]
+
+
+def test_record_from_cross_keeps_what_was_judged(record, tmp_path):
+  cross = cross_record.replay(record)
+  again = cross_record.record_from_cross(
+      cross, record.cluster, [j.runs.graph for j in record.judged])
+  _save(record, tmp_path / "a.json")
+  _save(again, tmp_path / "b.json")
+  assert (json.loads((tmp_path / "a.json").read_text())
+          == json.loads((tmp_path / "b.json").read_text()))
+  with pytest.raises(MeasureError, match="1 graphs were judged, 0 given"):
+    cross_record.record_from_cross(cross, record.cluster, [])
+
+
+def test_bad_records_are_refused_with_the_reason(record, tmp_path):
+  with pytest.raises(MeasureError, match="no cross record"):
+    cross_record.load_record(str(tmp_path / "missing.json"))
+  (tmp_path / "other.json").write_text('{"format": "something else"}')
+  with pytest.raises(MeasureError, match="is not a cross record"):
+    cross_record.load_record(str(tmp_path / "other.json"))
+  (tmp_path / "broken.json.gz").write_bytes(b"not gzip")
+  with pytest.raises(MeasureError, match="cannot read"):
+    cross_record.load_record(str(tmp_path / "broken.json.gz"))
+  _save(record, tmp_path / "r.json")
+  data = json.loads((tmp_path / "r.json").read_text())
+  data["judged"][0]["fingerprint"] = "0" * 16
+  (tmp_path / "changed.json").write_text(json.dumps(data))
+  with pytest.raises(MeasureError, match="builds a different graph"):
+    cross_record.load_record(str(tmp_path / "changed.json"))
+  del data["suite"][0]["runs"]
+  (tmp_path / "short.json").write_text(json.dumps(data))
+  with pytest.raises(MeasureError, match="malformed"):
+    cross_record.load_record(str(tmp_path / "short.json"))
+  with pytest.raises(MeasureError, match="1 suite specs and 0 judged"):
+    cross_record.save_record(str(tmp_path / "x.json"), record, [SUITE_SPEC],
+                             [])
+  assert not (tmp_path / "x.json").exists()
+
+
+def _script(args, cwd):
+  return subprocess.run([sys.executable, SCRIPT] + args, cwd=cwd,
+                        capture_output=True, text=True, timeout=300)
+
+
+def test_fidelity_script_replays_a_record(record, tmp_path):
+  path = tmp_path / "record.json.gz"
+  _save(record, path)
+  run = _script(["--replay", str(path), "--json"], tmp_path)
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert "replaying" in run.stdout and "## cross matrix" in run.stdout
+  data = json.loads(run.stdout.strip().splitlines()[-1])
+  want = cross_record.replay(record).reports[0]
+  assert data["graphs"]["towers"]["median_abs_rel_error"] == pytest.approx(
+      want.median_abs_rel_error)
+  # --record needs --cross, and is checked before any cluster starts.
+  run = _script(["--record", str(tmp_path / "new.json")], tmp_path)
+  assert run.returncode != 0 and "add --cross" in run.stderr
+  assert not (tmp_path / "new.json").exists()
+  run = _script(["--replay", f"{path},{path}"], tmp_path)
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert "## targets met on each record" in run.stdout
+  assert "| all | " in run.stdout and "pooled over" in run.stdout
+  run = _script(["--replay", str(tmp_path / "none.json")], tmp_path)
+  assert run.returncode != 0 and "no cross record" in run.stderr
+  assert gzip.decompress(path.read_bytes())  # Left as it was.
+
+
+def test_the_shipped_records_still_rebuild_their_graphs():
+  # Every shipped record names the same 16 graphs: loading one rebuilds
+  # them all and checks their fingerprints, so a change to a graph builder
+  # that would make the records unusable fails here.
+  names = sorted(f for f in os.listdir(SHIPPED) if f.endswith(".json.gz"))
+  assert len(names) >= 10
+  record = cross_record.load_record(os.path.join(SHIPPED, names[-1]))
+  assert len(record.suite) == 9 and len(record.judged) == 7
+  assert record.cluster.rendezvous_transfers
+  assert all(o.ok for j in record.judged for o in j.runs.outcomes)
