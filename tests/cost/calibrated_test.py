@@ -1,5 +1,6 @@
 """Calibrations and measured op times."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -175,6 +176,37 @@ def test_new_calibration_round_trips_and_old_files_still_load(tmp_path):
   assert loaded.op_types == {} and loaded.device_rates == {}
   assert loaded.run_overhead_s == {}
   assert not loaded.rendezvous_transfers
+
+
+def test_a_curve_interpolates_in_log_log_and_round_trips(tmp_path):
+  from tfplace.cost.calibrated import OpTypeCost
+  cost = OpTypeCost(9.0, 9.0, 6, curve_work_s=(1e-6, 1e-4),
+                    curve_time_s=(2e-5, 2e-4))
+  got = cost.seconds(np.array([0.0, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3]))
+  # Below the first knot its time; between, the geometric mean at the
+  # geometric middle; beyond the last, in proportion (2x its roofline).
+  assert got == pytest.approx([2e-5, 2e-5, 2e-5, np.sqrt(2e-5 * 2e-4), 2e-4,
+                               2e-3])
+  cal = dataclasses.replace(_new_calibration(), op_types={"CPU": {
+      "Conv2D": cost, "MatMul": OpTypeCost(2e-6, 1.5, 10)}})
+  cal.save(str(tmp_path / "cal.json"))
+  data = json.loads((tmp_path / "cal.json").read_text())
+  assert data["op_types"]["CPU"]["Conv2D"]["curve_time_s"] == [2e-5, 2e-4]
+  assert "curve_work_s" not in data["op_types"]["CPU"]["MatMul"]
+  assert Calibration.load(str(tmp_path / "cal.json")) == cal
+
+
+@pytest.mark.parametrize("work,time", [
+    ((1e-6,), (1e-5,)),  # one knot
+    ((1e-6, 1e-5), (1e-5,)),  # unequal lengths
+    ((1e-5, 1e-6), (1e-5, 2e-5)),  # work not increasing
+    ((1e-6, 1e-5), (2e-5, 1e-5)),  # time decreasing
+    ((0.0, 1e-5), (1e-5, 2e-5)),  # not positive
+])
+def test_bad_curves_raise(work, time):
+  from tfplace.cost.calibrated import OpTypeCost
+  with pytest.raises(ClusterError, match="curve"):
+    OpTypeCost(0.0, 1.0, 2, curve_work_s=work, curve_time_s=time)
 
 
 @pytest.mark.parametrize("data", [

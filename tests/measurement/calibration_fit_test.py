@@ -89,6 +89,38 @@ def test_convolutions_take_the_scale_where_their_work_is():
       assert got == plain
 
 
+def test_measured_curve_by_hand():
+  # Seven executions, three per knot: knots at the median work and time of
+  # (1, 2, 4), (8, 16, 32) and (64); the times made non-decreasing.
+  work = np.array([64.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]) * 1e-6
+  measured = np.array([70.0, 30.0, 20.0, 10.0, 10.0, 18.0, 40.0]) * 1e-6
+  knots_work, knots_time = fit.measured_curve(work, measured)
+  assert knots_work == pytest.approx([2e-6, 16e-6, 64e-6])
+  assert knots_time == pytest.approx([20e-6, 20e-6, 70e-6])
+  # Equal work in two bins gives one knot; one knot is no curve.
+  assert fit.measured_curve(np.full(6, 1e-6), np.full(6, 1e-5)) == ((), ())
+  assert fit.measured_curve(np.array([1e-6, 2e-6]), np.ones(2)) == ((), ())
+
+
+def test_convolutions_get_their_measured_curve():
+  # A bend no fixed part and scale follow: 20 us flat, then 2x the
+  # roofline, then 1x. The curve goes through the middle of each bin.
+  work = np.geomspace(1e-7, 1e-2, 15)
+  measured = np.maximum(20e-6, np.where(work < 1e-3, 2.0 * work, work))
+  for op_type in ("Conv2DBackpropInput", "Relu"):
+    samples = [OpSample(op_type, "CPU", w, m) for w, m in zip(work,
+                                                              measured)]
+    got = fit.fit_op_types(samples)["CPU"][op_type]
+    if op_type == "Relu":
+      assert got.curve_work_s == ()
+      continue
+    assert len(got.curve_work_s) == 5
+    middle = work[1::3]
+    assert got.seconds(middle) == pytest.approx(measured[1::3])
+    linear = got.fixed_s + got.scale * middle
+    assert np.abs(np.log(linear / measured[1::3])).max() > 0.3
+
+
 def test_one_size_goes_to_the_fixed_part_when_slower_than_the_roofline():
   # One size only: fixed and scale cannot be told apart; the prior keeps
   # scale 1 and the fixed part takes the rest.

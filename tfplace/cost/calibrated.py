@@ -10,7 +10,12 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
         "device_rates": {"CPU": {"matmul_flops": 6e10, "conv_flops": 3e10,
                                  "copy_bandwidth": 9e9, "conv_lanes": 16}},
         "op_types": {"CPU": {"MatMul": {"fixed_s": 3e-6, "scale": 1.4,
-                                        "samples": 96}}},
+                                        "samples": 96},
+                             "Conv2D": {"fixed_s": 2e-5, "scale": 1.0,
+                                        "samples": 30,
+                                        "curve_work_s": [1e-6, 1e-4, 1e-3],
+                                        "curve_time_s": [2e-5, 2e-4,
+                                                         1.1e-3]}}},
         "launch_overhead_s": {"CPU": 2e-7},
         "transfer_overhead_s": {"CPU": 4e-5},
         "transfer_byte_s": {"CPU": 2e-10},
@@ -37,7 +42,9 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
 
   `op_types` holds, per device type and op type seen in calibration, the
   op's time beyond the launch overhead as `fixed_s + scale * roofline`
-  (roofline: `AnalyticalCostModel.work_seconds` on the calibrated devices).
+  (roofline: `AnalyticalCostModel.work_seconds` on the calibrated devices),
+  or where a curve was measured (convolutions) as the curve: time against
+  roofline at knots, interpolated in log-log (`OpTypeCost`).
   Ops of other types keep the analytical time, times `compute_scale` of
   their device type and `op_type_scale` of their op type (the older,
   whole-graph form of a calibration). Files written before a key existed
@@ -46,7 +53,7 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
 
 import dataclasses
 import json
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -66,16 +73,25 @@ DEVICE_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth", "conv_lanes")
 @dataclasses.dataclass(frozen=True)
 class OpTypeCost:
   """The fitted time of one op type on one device type, beyond the launch
-  overhead: `fixed_s + scale * roofline seconds`.
+  overhead: `fixed_s + scale * roofline seconds`, or, where a curve was
+  measured, the curve.
 
   Attributes:
     fixed_s: seconds per execution whatever the size (>= 0).
     scale: factor on the roofline time at the measured rates (> 0).
     samples: op executions it was fitted on.
+    curve_work_s: roofline seconds of the curve's knots, increasing (empty:
+      no curve).
+    curve_time_s: the time at each knot, not decreasing. Between knots the
+      time is interpolated in log-log; below the first knot it is the first
+      knot's time (the op's fixed cost), above the last it grows in
+      proportion to the roofline.
   """
   fixed_s: float
   scale: float
   samples: int = 0
+  curve_work_s: Tuple[float, ...] = ()
+  curve_time_s: Tuple[float, ...] = ()
 
   def __post_init__(self):
     _check_factors({"fixed_s": self.fixed_s}, "op_types", allow_zero=True)
@@ -83,11 +99,30 @@ class OpTypeCost:
     if int(self.samples) != self.samples or self.samples < 0:
       raise ClusterError(f"calibration op_types samples must be a whole "
                          f"number >= 0, got {self.samples!r}")
+    work, time = self.curve_work_s, self.curve_time_s
+    if len(work) != len(time) or len(work) == 1:
+      raise ClusterError(f"calibration op_types curve needs as many times "
+                         f"as work knots, at least 2, got {len(work)} and "
+                         f"{len(time)}")
+    _check_factors({str(i): v for i, v in enumerate(work + time)},
+                   "op_types curve", allow_zero=False)
+    if any(b <= a for a, b in zip(work, work[1:])) or any(
+        b < a for a, b in zip(time, time[1:])):
+      raise ClusterError("calibration op_types curve: the work knots must "
+                         "increase and the times must not decrease")
 
   def seconds(self, roofline_s: np.ndarray) -> np.ndarray:
     """The op's time beyond the launch overhead for roofline seconds
     `roofline_s`."""
-    return self.fixed_s + self.scale * np.asarray(roofline_s, np.float64)
+    roofline_s = np.asarray(roofline_s, np.float64)
+    if not self.curve_work_s:
+      return self.fixed_s + self.scale * roofline_s
+    log_work = np.log(self.curve_work_s)
+    log_time = np.log(self.curve_time_s)
+    x = np.log(np.maximum(roofline_s, 1e-300))
+    inside = np.exp(np.interp(x, log_work, log_time))
+    beyond = roofline_s * (self.curve_time_s[-1] / self.curve_work_s[-1])
+    return np.where(x > log_work[-1], beyond, inside)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +204,7 @@ class Calibration:
             "overlap_latency": self.overlap_latency,
             "rendezvous_transfers": self.rendezvous_transfers,
             "device_rates": {t: dict(r) for t, r in self.device_rates.items()},
-            "op_types": {t: {k: dataclasses.asdict(v) for k, v in
+            "op_types": {t: {k: _op_type_dict(v) for k, v in
                              sorted(per_type.items())}
                          for t, per_type in self.op_types.items()},
             "notes": self.notes}
@@ -214,10 +249,19 @@ class Calibration:
     return cls.from_dict(read_json(path, "calibration", ClusterError))
 
 
+def _op_type_dict(cost: OpTypeCost) -> dict:
+  """The JSON form of an op type's cost (curve keys only with a curve)."""
+  out = dataclasses.asdict(cost)
+  if not cost.curve_work_s:
+    del out["curve_work_s"], out["curve_time_s"]
+  return out
+
+
 def _op_types(data: dict) -> Dict[str, Dict[str, OpTypeCost]]:
-  return {str(dtype): {str(t): OpTypeCost(float(v["fixed_s"]),
-                                          float(v["scale"]),
-                                          int(v.get("samples", 0)))
+  return {str(dtype): {str(t): OpTypeCost(
+      float(v["fixed_s"]), float(v["scale"]), int(v.get("samples", 0)),
+      tuple(float(x) for x in v.get("curve_work_s", ())),
+      tuple(float(x) for x in v.get("curve_time_s", ())))
                        for t, v in per_type.items()}
           for dtype, per_type in data.items()}
 
