@@ -327,6 +327,46 @@ def test_transfers_start_oldest_first_when_their_ends_are_free():
   assert r.step_time_s == pytest.approx(5.0)
 
 
+def test_an_idle_receiver_parses_a_message_when_it_arrives():
+  # Three devices, per-message cost 0.5 s on each: op0 (1 s, device 0) and
+  # op1 (3 s, device 1) each send 100 B (1 s) to op2 (1 s, device 2).
+  # Senders: op0 ends at 1.5, op1 at 3.5; holds 1.5-2.5 and 3.5-4.5.
+  # Rendezvous: device 2, idle, parses each message when it arrives
+  # (2.5-3, 4.5-5): op2 runs 5-6. Link model: op2 pays both parses as
+  # it runs, 4.5-6.5.
+  g = make_graph(3, [(0, 2, 100, 0), (1, 2, 100, 0)])
+  costs = make_costs([1.0, 3.0, 1.0], 3)
+  for rendezvous, step, start in ((True, 6.0, 5.0), (False, 6.5, 4.5)):
+    cluster = dataclasses.replace(
+        cpu_cluster(3, latency_s=0.0, bandwidth=100.0),
+        rendezvous_transfers=rendezvous)
+    r = run(g, with_overheads(cluster, (0.5, 0.5, 0.5)), costs, [0, 1, 2])
+    assert r.step_time_s == pytest.approx(step)
+    assert starts(r)[2] == pytest.approx(start)
+    assert sorted(x for t in r.transfers for x in (t.start_s, t.end_s)) == (
+        pytest.approx([1.5, 2.5, 3.5, 4.5]))
+    busy = [1.5, 3.5, 2.0] if not rendezvous else [2.5, 4.5, 4.0]
+    np.testing.assert_allclose(r.device_busy_s, busy)
+
+
+def test_a_busy_receiver_parses_before_its_next_op():
+  # op4 (2.5 s) then op3 (5 s) on device 1; op0 (1 s, device 0) sends
+  # 100 B (1 s, 2 s latency) to op2 (1 s, device 1); 0.5 s per message on
+  # each end. op0 ends at 1.5; the transfer waits for device 1 (2.5-3.5;
+  # op3, ready at 2.5, waits behind it) and arrives at 5.5, while op3
+  # (3.5-8.5) runs: device 1 owes the parse, and op2 (ready at 6) starts
+  # after it, 9-10.
+  g = make_graph(5, [(0, 2, 100, 0), (4, 3, 100, 0)])
+  costs = make_costs([1.0, 1.0, 1.0, 5.0, 2.5], 2)
+  r = run(g, with_overheads(link(True, latency_s=2.0), (0.5, 0.5)), costs,
+          [0, 0, 1, 1, 1])
+  (t,) = r.transfers
+  assert (t.start_s, t.end_s) == pytest.approx((2.5, 5.5))
+  np.testing.assert_allclose(starts(r), [0.0, 1.5, 9.0, 3.5, 0.0])
+  assert r.step_time_s == pytest.approx(10.0)
+  np.testing.assert_allclose(r.device_busy_s, [3.5, 10.0])
+
+
 def test_no_transfer_no_change_and_the_bound_holds():
   g = build_model("small_cnn")
   base = cpu_cluster(2)

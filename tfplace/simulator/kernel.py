@@ -144,7 +144,8 @@ def _start_transfers(lo, hi, mark, ev_size, now, g, c, w):
 
   A rendezvous transfer holds its link and a slot on both its devices for
   bytes / bandwidth (the cores that serialize and parse the tensor), then
-  frees them (event key m + C + k) and arrives `lat` later (key m + k). It
+  frees them (event key m + k) and arrives `lat` later (key m + C + k: at
+  one time a transfer frees its ends before one arrives). It
   is queued when its producer ends, and the producer's device first starts
   its next ready op: the event loop calls this for the transfers queued
   before `now` before it starts ready ops, with `mark` (one that cannot
@@ -192,8 +193,8 @@ def _start_transfers(lo, hi, mark, ev_size, now, g, c, w):
     if mem[d] > peak[d]:
       peak[d] = mem[d]
     sent += t_bytes[t]
-    ev_size = heap_push(w.ev_t, w.ev_k, ev_size, now + hold, m + nx_max + k)
-    ev_size = heap_push(w.ev_t, w.ev_k, ev_size, end, m + k)
+    ev_size = heap_push(w.ev_t, w.ev_k, ev_size, now + hold, m + k)
+    ev_size = heap_push(w.ev_t, w.ev_k, ev_size, end, m + nx_max + k)
   return ev_size, sent
 
 
@@ -229,6 +230,8 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   # Rendezvous queue w.xq: [head, seen) started or keeping slots, [seen,
   # fresh) queued before `now`, not yet looked at, [fresh, tail) at `now`.
   xq, waiting, rendezvous = w.xq, w.waiting, c.rendezvous
+  x_recv, recv_debt, recv_free = w.x_recv, w.recv_debt, w.recv_free
+  recv_end = w.recv_end
   nx_max, xq_head, xq_seen, xq_fresh, xq_tail = cons.shape[0], 0, 0, 0, 0
   while True:
     if xq_head < xq_fresh:  # Rendezvous: transfers queued earlier go first.
@@ -251,8 +254,13 @@ def _event_loop(g, c, w, stop_on_oom, strict):
         i = topo[rq[rq_ptr[HEAD, d]]]
         rq_ptr[HEAD, d] += 1
         free[d] -= 1
-        start_t[i] = now
-        end_t[i] = now + dur[i]
+        owed = 0.0
+        if rendezvous:  # Receive work the device owes goes first.
+          owed = recv_debt[d] + max(0.0, recv_free[d] - now)
+          recv_debt[d] = 0.0
+          recv_free[d] = now
+        start_t[i] = now + owed
+        end_t[i] = start_t[i] + dur[i]
         if strict and end_t[i] == now:
           return np.inf, ZERO_TIME, moved
         busy[d] += dur[i]
@@ -271,12 +279,24 @@ def _event_loop(g, c, w, stop_on_oom, strict):
     now = ev_t[0]
     while ev_size > 0 and ev_t[0] == now:
       _, key, ev_size = heap_pop(ev_t, ev_k, ev_size)
-      if key >= m:  # Transfer key - m arrived.
+      if key >= m:  # A transfer arrived (key m + C + k) or freed its ends.
         k = key - m
-        if k >= nx_max:  # Rendezvous transfer k - C frees its ends.
-          k -= nx_max
+        if k < nx_max:  # Rendezvous transfer k frees its ends.
           free[dev[t_prod[x_tensor[k]]]] += 1
           free[x_dst[k]] += 1
+          continue
+        k -= nx_max
+        if x_recv[k] > 0.0:  # Rendezvous: the receiver parses it first.
+          d = x_dst[k]
+          ready = max(recv_end[d], now) + x_recv[k]  # One at a time.
+          recv_end[d] = ready
+          if free[d] == c.slots[d]:  # Idle: parses now, then runs ops.
+            recv_free[d] = ready
+          else:  # Busy: shares the core; the next op it starts pays.
+            recv_debt[d] += x_recv[k]
+          busy[d] += x_recv[k]
+          x_recv[k] = 0.0
+          ev_size = heap_push(ev_t, ev_k, ev_size, ready, m + nx_max + k)
           continue
         t = x_tensor[k]
         p = t_prod[t]
@@ -312,7 +332,7 @@ def _event_loop(g, c, w, stop_on_oom, strict):
         if mem[d] > peak[d]:
           peak[d] = mem[d]
         sent += nbytes
-        ev_size = heap_push(ev_t, ev_k, ev_size, end, m + k)
+        ev_size = heap_push(ev_t, ev_k, ev_size, end, m + nx_max + k)
       moved += sent
       for n in range(in_ptr[key], in_ptr[key + 1]):
         k = in_x[n]
@@ -363,7 +383,7 @@ def run_one(dev_all, g, c, w, stop_on_oom, strict):
     return np.inf, OOM, 0, 0.0
   nx = plan_transfers(g, w)
   if any_positive(c.xfer_ovh) or any_positive(c.xfer_byte):
-    add_transfer_overheads(g, w, nx, c.xfer_ovh, c.xfer_byte)
+    add_transfer_overheads(g, w, nx, c.xfer_ovh, c.xfer_byte, c.rendezvous)
   first_ready(g, w)
   step, status, moved = _event_loop(g, c, w, stop_on_oom, strict)
   if status != OK:

@@ -73,7 +73,11 @@ class Work(NamedTuple):
   x_tensor/x_dst/x_start/x_end [C] (the first K entries are the transfers).
   Rendezvous transfers (`kernel._start_transfers`): xq [C] (transfers in
   the order their producers ended; -1 once started), x_held [C] (it keeps
-  a slot of each end) and waiting [D] (slots kept).
+  a slot of each end), waiting [D] (slots kept), x_recv [C] (the
+  receiver's host work on the transfer, done when it arrives; 0 once done)
+  and, per device, recv_debt [D] (receive work done while the device was
+  busy, added to the next op it starts) and recv_free [D] (the time its
+  receive work done while idle ends).
   """
   dev: np.ndarray
   dur: np.ndarray
@@ -105,6 +109,10 @@ class Work(NamedTuple):
   xq: np.ndarray
   x_held: np.ndarray
   waiting: np.ndarray
+  x_recv: np.ndarray
+  recv_debt: np.ndarray
+  recv_free: np.ndarray
+  recv_end: np.ndarray
 
 
 @njit(cache=True)
@@ -121,7 +129,8 @@ def new_work(num_ops, num_entries, num_devices):
       np.empty((4, d), np.int64), np.empty(d), np.empty(d), np.zeros(d),
       np.zeros(d), np.empty(d, np.int64), np.empty((d, d)),
       np.empty(d, np.int64), np.empty(d, np.int64), np.empty(c, np.int64),
-      np.zeros(c, np.bool_), np.zeros(d, np.int64))
+      np.zeros(c, np.bool_), np.zeros(d, np.int64), np.zeros(c),
+      np.zeros(d), np.zeros(d), np.zeros(d))
 
 
 # Rows of `Work.rq_ptr` [4, D], the ready queues (see `kernel`): head, tail,
@@ -161,6 +170,9 @@ def init_state(dev_all, g, c, w):
   if c.rendezvous:
     w.waiting[:] = 0
     w.x_held[:] = False
+    w.recv_debt[:] = 0.0
+    w.recv_free[:] = 0.0
+    w.recv_end[:] = 0.0
   return kernels
 
 
@@ -210,7 +222,7 @@ def plan_transfers(g, w):
 
 
 @njit(cache=True)
-def add_transfer_overheads(g, w, nx, xfer_ovh, xfer_byte):
+def add_transfer_overheads(g, w, nx, xfer_ovh, xfer_byte, recv_on_arrival):
   """Charges the host cost of cross-device messages to the ops around them.
 
   Transfer k of tensor t (b bytes) from device s to device d lengthens the
@@ -218,9 +230,11 @@ def add_transfer_overheads(g, w, nx, xfer_ovh, xfer_byte):
   before the send) and the execution of t's first consumer on d in
   topological order by xfer_ovh[d] + b * xfer_byte[d] (deserialization
   before its compute): once per transfer, so a tensor read
-  by several ops on one remote device is paid for once on each end. Control
+  by several ops on one remote device is paid for once on each end. With
+  `recv_on_arrival` the receiver's part is instead kept in w.x_recv[k], for
+  the event loop to charge when the transfer arrives (`kernel`). Control
   edges from op p to ops on another device d are one dummy message per
-  (p, d), charged the same way (no link time).
+  (p, d), charged to the ops (no link time).
   """
   dev, dur, rank, cons, entry_x = w.dev, w.dur, g.rank, g.cons, w.entry_x
   ctrl_ptr, ctrl_dst, t_prod, t_bytes = (g.ctrl_ptr, g.ctrl_dst, g.t_prod,
@@ -234,8 +248,11 @@ def add_transfer_overheads(g, w, nx, xfer_ovh, xfer_byte):
     t = w.x_tensor[k]
     p = t_prod[t]
     dur[p] += xfer_ovh[dev[p]] + t_bytes[t] * xfer_byte[dev[p]]
-    dur[recv[k]] += xfer_ovh[w.x_dst[k]] + t_bytes[t] * xfer_byte[
-        w.x_dst[k]]
+    cost = xfer_ovh[w.x_dst[k]] + t_bytes[t] * xfer_byte[w.x_dst[k]]
+    if recv_on_arrival:
+      w.x_recv[k] = cost
+    else:
+      dur[recv[k]] += cost
   nd = xfer_ovh.shape[0]
   stamp = np.full(nd, -1, np.int64)
   first = np.zeros(nd, np.int64)
