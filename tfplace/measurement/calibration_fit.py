@@ -21,8 +21,9 @@ median work: so it cannot absorb the compute of larger ones) nor
 `max_fixed_s`, and the scale stays within [`min_scale`, `max_scale`].
 Convolutions (`CONV_OP_TYPES`) are then predicted from their measured
 curve (`measured_curve`: time against roofline at knots, each the median
-of three executions in the order of their work, interpolated in log-log): the suite measures them from 0.01 to 1,200 MFLOP, and their
-time is no line in the work. Those under ~1 MFLOP cost 13-70 us whatever
+of three executions in the order of their work, interpolated in log-log):
+the suite measures them from 0.01 to 1,200 MFLOP, and their time is no
+line in the work. Those under ~1 MFLOP cost 13-70 us whatever
 their work, the 2-60 MFLOP ones 1.5-2.5x their roofline, the largest
 1.0-1.2x; a fixed part and one scale cannot follow that bend, and the ones
 in the bend (small_cnn's, 1-2 MFLOP: 2x under) were the misses. Judged on
@@ -30,9 +31,9 @@ ten fixed cross records (testdata/cross_records; WORKSPACE_NOTES.md, issue
 13), the median over records of resnet_like's, resnet_large's and
 small_cnn's median error fell (see the notes), and the targets met stayed
 the same but for one Spearman cell of the 70 (small_cnn 0.93 -> 0.87).
-Their fixed part and scale are kept (the scale where the
-work is: the work-weighted median of (measured - fixed) / roofline) and
-used only where no curve could be built.
+Their fixed part and scale are kept (the scale where the work is: the
+work-weighted median of (measured - fixed) / roofline) and used only where
+no curve could be built.
 What is fitted about transfers, on a cluster with the link model, is two
 shares of measured figures, chosen on the suite's split runs
 (`fit_transfer_shares`): how much of the measured per-message cost each end

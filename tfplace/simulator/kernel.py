@@ -211,7 +211,11 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   references to the tensors it read; its successors wait for one op fewer).
   With `overlap_lat` a transfer holds its link for bytes / bandwidth only.
   With `rendezvous` a transfer instead also holds a slot on both its
-  devices (`_start_transfers`): the sender's next ready op goes first.
+  devices (`_start_transfers`): the sender's next ready op goes first; and
+  the receiver parses it when it arrives (w.x_recv, one message at a time
+  per device): an idle receiver at once (an op it starts before the parse
+  ends starts after it), a busy one owes the time to the next op it starts;
+  its consumers are ready when the parse ends.
   """
   m = g.ops.shape[0]
   # Every array in a local: numba reference-counts each attribute read.
@@ -261,7 +265,7 @@ def _event_loop(g, c, w, stop_on_oom, strict):
           recv_free[d] = now
         start_t[i] = now + owed
         end_t[i] = start_t[i] + dur[i]
-        if strict and end_t[i] == now:
+        if strict and end_t[i] == start_t[i]:
           return np.inf, ZERO_TIME, moved
         busy[d] += dur[i]
         mem[d] += out_bytes[i]

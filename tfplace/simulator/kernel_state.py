@@ -76,8 +76,9 @@ class Work(NamedTuple):
   a slot of each end), waiting [D] (slots kept), x_recv [C] (the
   receiver's host work on the transfer, done when it arrives; 0 once done)
   and, per device, recv_debt [D] (receive work done while the device was
-  busy, added to the next op it starts) and recv_free [D] (the time its
-  receive work done while idle ends).
+  busy, added to the next op it starts), recv_free [D] (the time its
+  receive work done while idle ends) and recv_end [D] (the time its last
+  parse ends: messages are parsed one at a time).
   """
   dev: np.ndarray
   dur: np.ndarray
