@@ -21,7 +21,8 @@ step). --rounds R measures every batch R times in rotated orders and keeps
 each placement's median round (slower: R times the runs).
 
 --record FILE keeps everything a --cross run measured (suite runs, judged
-placements and step times, benchmarks; ~MBs, gzip when FILE ends in .gz);
+placements and step times, benchmarks; ~0.8 MB gzip-compressed when FILE
+ends in .gz);
 --replay FILE[,FILE...] fits the calibration again with this code and
 judges it on those measurements, with no cluster: a change to the
 calibration model is judged on fixed data (`tfplace.experiments.
@@ -162,9 +163,9 @@ def _cross(cluster, config, graphs, specs):
 
 def _replay(paths):
   from tfplace.experiments import cross_record, fidelity_report
-  records = [(path, cross_record.load_record(path)) for path in paths]
   named = []
-  for path, record in records:
+  for path in paths:
+    record = cross_record.load_record(path)
     print(f"replaying {path}: {len(record.suite)} suite graphs, "
           f"{len(record.judged)} judged graphs, fitted and predicted with "
           f"this code", flush=True)
@@ -246,16 +247,16 @@ def main(argv):
   from tfplace.io_utils import check_out_path
   if _CALIBRATION_OUT.value:
     os.makedirs(_CALIBRATION_OUT.value, exist_ok=True)
+  if _REPLAY.value and _RECORD.value:
+    raise TfplaceError("--replay measures nothing: drop --record")
+  if _REPLAY.value:
+    _replay(_REPLAY.value)
+    return
   if _RECORD.value:
     if not _CROSS.value:
       raise TfplaceError("--record keeps a --cross run's measurements; "
                          "add --cross")
     check_out_path(_RECORD.value, "--record")
-  if _REPLAY.value:
-    if _RECORD.value:
-      raise TfplaceError("--replay measures nothing: drop --record")
-    _replay(_REPLAY.value)
-    return
   from tfplace.measurement.config import MeasureConfig
   from tfplace.measurement.local_cluster import LocalCluster
   names = _GRAPHS.value or (CROSS_DEFAULT if _CROSS.value

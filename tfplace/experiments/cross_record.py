@@ -92,7 +92,11 @@ class CrossRecord:
 def record_from_cross(cross: CrossReport, cluster: Cluster,
                       graphs: Sequence[OpGraph]) -> CrossRecord:
   """The measurements of a finished `run_cross` on `cluster`, whose judged
-  graphs were `graphs` (in order)."""
+  graphs were `graphs` (in order).
+
+  Raises:
+    MeasureError: not one graph per judged report.
+  """
   calibration = cross.calibration_report
   if len(graphs) != len(cross.reports):
     raise MeasureError(f"record_from_cross: {len(cross.reports)} graphs "
