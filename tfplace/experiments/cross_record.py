@@ -35,6 +35,7 @@ record of the default cross run is ~0.8 MB compressed.
 """
 
 import dataclasses
+import functools
 import gzip
 import json
 from typing import Any, Mapping, Optional, Sequence, Tuple
@@ -212,17 +213,27 @@ def _run_dict(label: str, placement: Placement,
           "error": outcome.error}
 
 
-def _graph_runs(data: dict, path: str) -> GraphRuns:
+@functools.lru_cache(maxsize=64)
+def _build(model: str, config: Tuple[Tuple[str, Any], ...],
+           name: str) -> OpGraph:
+  """The graph of a spec, built once per process: records of one script
+  name the same graphs, and building them is most of a load."""
   from tfplace.models.registry import build_model
+  graph = build_model(model, **dict(config))
+  graph.name = name
+  return graph
+
+
+def _graph_runs(data: dict, path: str) -> GraphRuns:
   config = {k: tuple(v) if isinstance(v, list) else v
             for k, v in data["config"].items()}
-  graph = build_model(data["model"], **config)
-  graph.name = data["name"]
+  graph = _build(data["model"], tuple(sorted(config.items())), data["name"])
   if graph.fingerprint != data["fingerprint"]:
     raise MeasureError(
         f"{path}: {data['model']} {config} now builds a different graph "
         f"(fingerprint {graph.fingerprint}, recorded {data['fingerprint']}); "
-        f"the record was made with other graph builders")
+        f"the record was made with other graph builders: record a new run "
+        f"with scripts/fidelity.py --cross --record FILE")
   placements, outcomes = [], []
   for run in data["runs"]:
     placements.append((run["label"], Placement(devices=run["placement"])))

@@ -235,7 +235,7 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   # fresh) queued before `now`, not yet looked at, [fresh, tail) at `now`.
   xq, waiting, rendezvous = w.xq, w.waiting, c.rendezvous
   x_recv, recv_debt, recv_free = w.x_recv, w.recv_debt, w.recv_free
-  recv_end = w.recv_end
+  recv_end, slots = w.recv_end, c.slots
   nx_max, xq_head, xq_seen, xq_fresh, xq_tail = cons.shape[0], 0, 0, 0, 0
   while True:
     if xq_head < xq_fresh:  # Rendezvous: transfers queued earlier go first.
@@ -294,7 +294,7 @@ def _event_loop(g, c, w, stop_on_oom, strict):
           d = x_dst[k]
           ready = max(recv_end[d], now) + x_recv[k]  # One at a time.
           recv_end[d] = ready
-          if free[d] == c.slots[d]:  # Idle: parses now, then runs ops.
+          if free[d] == slots[d]:  # Idle: parses now, then runs ops.
             recv_free[d] = ready
           else:  # Busy: shares the core; the next op it starts pays.
             recv_debt[d] += x_recv[k]
