@@ -367,6 +367,36 @@ def test_a_busy_receiver_parses_before_its_next_op():
   np.testing.assert_allclose(r.device_busy_s, [3.5, 10.0])
 
 
+def test_a_cross_device_control_edge_is_a_message_on_rendezvous_clusters():
+  # The graph of `test_cross_device_control_edges_cost_one_message_per_
+  # device`: op0 (device 0) -ctrl-> op1, op2 (device 1), -ctrl-> op3
+  # (device 0); 0.25 s per message on device 0, 0.5 s on device 1. op0
+  # runs 0-1.25 (with the send), op3 1.25-2.25; the dummy message (0 B)
+  # then takes both ends, travels 0.5 s (2.25-2.75) and device 1, idle,
+  # parses it 2.75-3.25: op1 runs 3.25-4.25, op2 4.25-5.25.
+  g = make_graph(4, [])
+  g = OpGraph(g.ops, [Edge(0, 1, -1, 0), Edge(0, 2, -1, 0),
+                      Edge(0, 3, -1, 0)], graph_def=None, name="ctrl")
+  r = run(g, with_overheads(link(True, latency_s=0.5), (0.25, 0.5)),
+          make_costs([1.0, 1.0, 1.0, 1.0], 2), [0, 1, 1, 0])
+  (t,) = r.transfers
+  assert (t.producer, t.src_device, t.dst_device, t.nbytes) == (0, 0, 1, 0)
+  assert (t.start_s, t.end_s) == pytest.approx((2.25, 2.75))
+  np.testing.assert_allclose(starts(r), [0.0, 3.25, 4.25, 1.25])
+  assert r.step_time_s == pytest.approx(5.25)
+  np.testing.assert_allclose(r.device_busy_s, [2.25, 2.5])
+  assert r.bytes_moved == 0
+  # Without overheads it still waits for op3 and the message: 1 + 1 +
+  # 0.5 + 2.
+  r = run(g, link(True, latency_s=0.5), make_costs([1.0] * 4, 2),
+          [0, 1, 1, 0])
+  assert r.step_time_s == pytest.approx(4.5)
+  # On one device nothing is sent.
+  r = run(g, link(True, latency_s=0.5), make_costs([1.0] * 4, 2),
+          [0, 0, 0, 0])
+  assert not r.transfers and r.step_time_s == pytest.approx(4.0)
+
+
 def test_no_transfer_no_change_and_the_bound_holds():
   g = build_model("small_cnn")
   base = cpu_cluster(2)

@@ -23,7 +23,8 @@ from numba import njit, prange
 
 from tfplace.simulator.kernel_state import (CUR, HEAD, TAIL, UNSORTED,
                                             any_positive, add_transfer_overheads,
-                                            first_ready, init_state, new_work,
+                                            first_ready, init_state,
+                                            max_transfers, new_work,
                                             plan_transfers)
 
 OK, OOM, NO_KERNEL, DEADLOCK, ZERO_TIME = 0, 1, 2, 3, 4
@@ -154,9 +155,8 @@ def _start_transfers(lo, hi, mark, ev_size, now, g, c, w):
   for those queued at `now` after, on the slots still free (they keep none
   yet). Every op and transfer ends, so no transfer waits forever.
   """
-  m, nx_max = g.ops.shape[0], g.cons.shape[0]
-  t_prod, t_bytes, dev, x_tensor, x_dst = (g.t_prod, g.t_bytes, w.dev,
-                                           w.x_tensor, w.x_dst)
+  m, nx_max = g.ops.shape[0], max_transfers(g)
+  x_prod, x_bytes, dev, x_dst = w.x_prod, w.x_bytes, w.dev, w.x_dst
   xq, held, waiting, free = w.xq, w.x_held, w.waiting, w.free
   bw, lat, link_free, mem, peak = c.bw, c.lat, w.link_free, w.mem, w.peak
   sent = 0.0
@@ -164,8 +164,7 @@ def _start_transfers(lo, hi, mark, ev_size, now, g, c, w):
     k = xq[q]
     if k < 0:
       continue
-    t = x_tensor[k]
-    s, d = dev[t_prod[t]], x_dst[k]
+    s, d = dev[x_prod[k]], x_dst[k]
     if held[k]:  # It may take a kept slot; others only the rest.
       blocked = free[s] == 0 or free[d] == 0
     else:
@@ -182,17 +181,18 @@ def _start_transfers(lo, hi, mark, ev_size, now, g, c, w):
     if held[k]:
       waiting[s] -= 1
       waiting[d] -= 1
-    hold = t_bytes[t] / bw[s, d]
+    nbytes = x_bytes[k]
+    hold = nbytes / bw[s, d]
     end = now + lat[s, d] + hold
     link_free[s, d] = now + hold if c.overlap_lat else end
     w.x_start[k] = now
     w.x_end[k] = end
     w.busy[s] += hold
     w.busy[d] += hold
-    mem[d] += t_bytes[t]
+    mem[d] += nbytes
     if mem[d] > peak[d]:
       peak[d] = mem[d]
-    sent += t_bytes[t]
+    sent += nbytes
     ev_size = heap_push(w.ev_t, w.ev_k, ev_size, now + hold, m + k)
     ev_size = heap_push(w.ev_t, w.ev_k, ev_size, end, m + nx_max + k)
   return ev_size, sent
@@ -206,7 +206,9 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   One function on purpose (see the module docstring): at each time, start
   ready ops on free devices (ZERO_TIME if one ends at once and `strict`),
   then handle every event at the next time: a transfer arrives (the source
-  copy loses a reference, consumers on the destination may become ready) or
+  copy loses a reference, consumers on the destination may become ready;
+  a control message, x_tensor -1, readies the producer's control
+  successors there) or
   an op ends (its transfers are queued on their links, FIFO; it drops its
   references to the tensors it read; its successors wait for one op fewer).
   With `overlap_lat` a transfer holds its link for bytes / bandwidth only.
@@ -219,8 +221,8 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   """
   m = g.ops.shape[0]
   # Every array in a local: numba reference-counts each attribute read.
-  topo, rank, t_prod, t_bytes, c_ptr, cons = (g.topo, g.rank, g.t_prod,
-                                              g.t_bytes, g.c_ptr, g.cons)
+  topo, rank, c_ptr, cons = g.topo, g.rank, g.c_ptr, g.cons
+  ctrl_ptr, ctrl_dst = g.ctrl_ptr, g.ctrl_dst
   in_ptr, in_prod, in_bytes, succ_ptr, succ = (g.in_ptr, g.in_prod,
                                                g.in_bytes, g.succ_ptr, g.succ)
   out_bytes, bw, lat, overlap_lat = c.out_bytes, c.bw, c.lat, c.overlap_lat
@@ -229,6 +231,7 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   pending, src_ref, copy_ref = w.pending, w.src_ref, w.copy_ref
   entry_x, in_x, x_first, x_count = w.entry_x, w.in_x, w.x_first, w.x_count
   x_dst, x_tensor, x_start, x_end = w.x_dst, w.x_tensor, w.x_start, w.x_end
+  x_prod, x_bytes = w.x_prod, w.x_bytes
   start_t, end_t, link_free = w.start, w.end, w.link_free
   done, ev_size, moved, step, now = 0, 0, 0.0, 0.0, 0.0
   # Rendezvous queue w.xq: [head, seen) started or keeping slots, [seen,
@@ -236,7 +239,7 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   xq, waiting, rendezvous = w.xq, w.waiting, c.rendezvous
   x_recv, recv_debt, recv_free = w.x_recv, w.recv_debt, w.recv_free
   recv_end, slots = w.recv_end, c.slots
-  nx_max, xq_head, xq_seen, xq_fresh, xq_tail = cons.shape[0], 0, 0, 0, 0
+  nx_max, xq_head, xq_seen, xq_fresh, xq_tail = max_transfers(g), 0, 0, 0, 0
   while True:
     if xq_head < xq_fresh:  # Rendezvous: transfers queued earlier go first.
       open_ends = 0
@@ -286,7 +289,7 @@ def _event_loop(g, c, w, stop_on_oom, strict):
       if key >= m:  # A transfer arrived (key m + C + k) or freed its ends.
         k = key - m
         if k < nx_max:  # Rendezvous transfer k frees its ends.
-          free[dev[t_prod[x_tensor[k]]]] += 1
+          free[dev[x_prod[k]]] += 1
           free[x_dst[k]] += 1
           continue
         k -= nx_max
@@ -303,7 +306,15 @@ def _event_loop(g, c, w, stop_on_oom, strict):
           ev_size = heap_push(ev_t, ev_k, ev_size, ready, m + nx_max + k)
           continue
         t = x_tensor[k]
-        p = t_prod[t]
+        p = x_prod[k]
+        if t < 0:  # A control message: p's successors there may start.
+          for n in range(ctrl_ptr[p], ctrl_ptr[p + 1]):
+            j = ctrl_dst[n]
+            if dev[j] == x_dst[k]:
+              pending[j] -= 1
+              if pending[j] == 0:
+                _make_ready(j, now, dev, rank, rq, rq_ptr, rq_time)
+          continue
         src_ref[p] -= 1
         if src_ref[p] == 0:
           mem[dev[p]] -= out_bytes[p]
@@ -325,7 +336,7 @@ def _event_loop(g, c, w, stop_on_oom, strict):
           xq_tail += 1
           continue
         d = x_dst[k]
-        nbytes = t_bytes[x_tensor[k]]
+        nbytes = x_bytes[k]
         start = max(now, link_free[s, d])
         busy_until = start + nbytes / bw[s, d]
         end = start + lat[s, d] + nbytes / bw[s, d]
@@ -385,7 +396,7 @@ def run_one(dev_all, g, c, w, stop_on_oom, strict):
   w.peak[:] = w.mem
   if stop_on_oom and _over(w.peak, c.mem_cap):
     return np.inf, OOM, 0, 0.0
-  nx = plan_transfers(g, w)
+  nx = plan_transfers(g, w, c.rendezvous)
   if any_positive(c.xfer_ovh) or any_positive(c.xfer_byte):
     add_transfer_overheads(g, w, nx, c.xfer_ovh, c.xfer_byte, c.rendezvous)
   first_ready(g, w)
@@ -398,7 +409,8 @@ def run_one(dev_all, g, c, w, stop_on_oom, strict):
 @njit(cache=True)
 def _run_rows(devs, rows, g, c, strict, out, codes):
   """Simulates devs[rows] with one `Work`, stopping early on OOM."""
-  w = new_work(g.ops.shape[0], g.cons.shape[0], c.slots.shape[0])
+  w = new_work(g.ops.shape[0], g.cons.shape[0], max_transfers(g),
+               c.slots.shape[0])
   for r in rows:
     out[r], codes[r], _, _ = run_one(devs[r], g, c, w, True, strict)
 

@@ -21,6 +21,10 @@ structs):
     not hold the link), rendezvous (a transfer holds a slot on both ends
     while it moves its bytes).
   Work: the per-placement state (`new_work`), reused across a batch.
+    Transfers k < X = C + len(ctrl_dst) (`max_transfers`): one per data
+    tensor and remote consumer device, and on rendezvous clusters one per
+    op and device its control edges reach on another device (TF's
+    partitioner sends a dummy tensor; `plan_transfers`).
 
 Functions read every array into a local first: numba reference-counts each
 attribute read of a named tuple.
@@ -70,10 +74,12 @@ class KernelCluster(NamedTuple):
 
 class Work(NamedTuple):
   """Per-placement state. Results: start/end [m] (op times), busy/peak [D],
-  x_tensor/x_dst/x_start/x_end [C] (the first K entries are the transfers).
-  Rendezvous transfers (`kernel._start_transfers`): xq [C] (transfers in
-  the order their producers ended; -1 once started), x_held [C] (it keeps
-  a slot of each end), waiting [D] (slots kept), x_recv [C] (the
+  x_tensor/x_dst/x_start/x_end [X] (the first K entries are the transfers).
+  x_prod/x_bytes [X]: each transfer's producer op and bytes; x_tensor is
+  -1 for a control message (0 bytes).
+  Rendezvous transfers (`kernel._start_transfers`): xq [X] (transfers in
+  the order their producers ended; -1 once started), x_held [X] (it keeps
+  a slot of each end), waiting [D] (slots kept), x_recv [X] (the
   receiver's host work on the transfer, done when it arrives; 0 once done)
   and, per device, recv_debt [D] (receive work done while the device was
   busy, added to the next op it starts), recv_free [D] (the time its
@@ -90,6 +96,8 @@ class Work(NamedTuple):
   x_first: np.ndarray
   x_count: np.ndarray
   x_tensor: np.ndarray
+  x_prod: np.ndarray
+  x_bytes: np.ndarray
   x_dst: np.ndarray
   x_start: np.ndarray
   x_end: np.ndarray
@@ -117,14 +125,23 @@ class Work(NamedTuple):
 
 
 @njit(cache=True)
-def new_work(num_ops, num_entries, num_devices):
-  """Uninitialized `Work` for `num_ops` simulated ops."""
-  m, c, d = num_ops, num_entries, num_devices
+def max_transfers(g):
+  """X: the most transfers a placement can have (every consumer entry and
+  every control edge remote)."""
+  return g.cons.shape[0] + g.ctrl_dst.shape[0]
+
+
+@njit(cache=True)
+def new_work(num_ops, num_entries, num_transfers, num_devices):
+  """Uninitialized `Work` for `num_ops` simulated ops, `num_entries`
+  consumer entries and at most `num_transfers` transfers."""
+  m, e, c, d = num_ops, num_entries, num_transfers, num_devices
   return Work(
       np.empty(m, np.int32), np.empty(m), np.empty(m, np.int64),
-      np.empty(m, np.int64), np.empty(c, np.int64), np.empty(c, np.int64),
-      np.empty(c, np.int64), np.empty(m, np.int64), np.empty(m, np.int64),
+      np.empty(m, np.int64), np.empty(c, np.int64), np.empty(e, np.int64),
+      np.empty(e, np.int64), np.empty(m, np.int64), np.empty(m, np.int64),
       np.zeros(c, np.int64), np.zeros(c, np.int64), np.zeros(c),
+      np.zeros(c, np.int64), np.zeros(c),
       np.zeros(c), np.zeros(m), np.zeros(m), np.empty(m + 2 * c + 1),
       np.empty(m + 2 * c + 1, np.int64), np.empty(m, np.int64),
       np.empty((4, d), np.int64), np.empty(d), np.empty(d), np.zeros(d),
@@ -178,82 +195,107 @@ def init_state(dev_all, g, c, w):
 
 
 @njit(cache=True)
-def plan_transfers(g, w):
-  """Assigns one transfer per (tensor, remote destination device).
+def plan_transfers(g, w, control_messages):
+  """Assigns one transfer per (tensor, remote destination device) and, with
+  `control_messages`, one per (op, remote device its control edges reach).
 
   Fills the reference counts, the transfer of each consumer entry and input,
-  and the per-op pending counts; returns K.
+  each transfer's producer and bytes, and the per-op pending counts (an op
+  whose control predecessor is on another device also waits for that
+  message); returns K. Transfers are numbered by producer, so an op's are
+  x_first[p], ..., x_first[p] + x_count[p] - 1.
   """
-  t_prod, c_ptr, cons, entry_in = g.t_prod, g.c_ptr, g.cons, g.entry_in
+  t_prod, t_bytes, c_ptr, cons = g.t_prod, g.t_bytes, g.c_ptr, g.cons
+  entry_in, ctrl_ptr, ctrl_dst = g.entry_in, g.ctrl_ptr, g.ctrl_dst
   dev, pending, src_ref, copy_ref = w.dev, w.pending, w.src_ref, w.copy_ref
   entry_x, in_x, x_first, x_count = w.entry_x, w.in_x, w.x_first, w.x_count
   x_tensor, x_dst, stamp, slot = w.x_tensor, w.x_dst, w.stamp, w.slot
+  x_prod, x_bytes = w.x_prod, w.x_bytes
   pending[:] = g.pred_count
   src_ref[:] = 0
   x_count[:] = 0
   stamp[:] = -1
   nx = 0
-  for t in range(t_prod.shape[0]):
-    p = t_prod[t]
+  t = 0
+  for p in range(dev.shape[0]):
     sp = dev[p]
-    for e in range(c_ptr[t], c_ptr[t + 1]):
-      c = cons[e]
-      dc = dev[c]
-      if dc == sp:
-        src_ref[p] += 1
-        entry_x[e] = -1
-        in_x[entry_in[e]] = -1
-        continue
-      if stamp[dc] != t:
-        stamp[dc] = t
-        slot[dc] = nx
-        x_tensor[nx] = t
-        x_dst[nx] = dc
-        copy_ref[nx] = 0
-        if x_count[p] == 0:
-          x_first[p] = nx
-        x_count[p] += 1
-        src_ref[p] += 1
-        nx += 1
-      entry_x[e] = slot[dc]
-      in_x[entry_in[e]] = slot[dc]
-      copy_ref[slot[dc]] += 1
-      pending[c] += 1
+    x_first[p] = nx
+    while t < t_prod.shape[0] and t_prod[t] == p:
+      for e in range(c_ptr[t], c_ptr[t + 1]):
+        c = cons[e]
+        dc = dev[c]
+        if dc == sp:
+          src_ref[p] += 1
+          entry_x[e] = -1
+          in_x[entry_in[e]] = -1
+          continue
+        if stamp[dc] != t:
+          stamp[dc] = t
+          slot[dc] = nx
+          x_tensor[nx] = t
+          x_prod[nx] = p
+          x_bytes[nx] = t_bytes[t]
+          x_dst[nx] = dc
+          copy_ref[nx] = 0
+          src_ref[p] += 1
+          nx += 1
+        entry_x[e] = slot[dc]
+        in_x[entry_in[e]] = slot[dc]
+        copy_ref[slot[dc]] += 1
+        pending[c] += 1
+      t += 1
+    if control_messages:
+      for n in range(ctrl_ptr[p], ctrl_ptr[p + 1]):
+        c = ctrl_dst[n]
+        dc = dev[c]
+        if dc == sp:
+          continue
+        if stamp[dc] != -2 - p:
+          stamp[dc] = -2 - p
+          x_tensor[nx] = -1
+          x_prod[nx] = p
+          x_bytes[nx] = 0.0
+          x_dst[nx] = dc
+          nx += 1
+        pending[c] += 1
+    x_count[p] = nx - x_first[p]
   return nx
 
 
 @njit(cache=True)
-def add_transfer_overheads(g, w, nx, xfer_ovh, xfer_byte, recv_on_arrival):
+def add_transfer_overheads(g, w, nx, xfer_ovh, xfer_byte, rendezvous):
   """Charges the host cost of cross-device messages to the ops around them.
 
-  Transfer k of tensor t (b bytes) from device s to device d lengthens the
-  producer's execution by xfer_ovh[s] + b * xfer_byte[s] (serialization
-  before the send) and the execution of t's first consumer on d in
+  Transfer k (b bytes) from device s to device d lengthens the producer's
+  execution by xfer_ovh[s] + b * xfer_byte[s] (serialization before the
+  send) and the execution of its tensor's first consumer on d in
   topological order by xfer_ovh[d] + b * xfer_byte[d] (deserialization
-  before its compute): once per transfer, so a tensor read
-  by several ops on one remote device is paid for once on each end. With
-  `recv_on_arrival` the receiver's part is instead kept in w.x_recv[k], for
-  the event loop to charge when the transfer arrives (`kernel`). Control
-  edges from op p to ops on another device d are one dummy message per
-  (p, d), charged to the ops (no link time).
+  before its compute): once per transfer, so a tensor read by several ops
+  on one remote device is paid for once on each end. With `rendezvous`
+  the receiver's part is instead kept in w.x_recv[k], for the event loop
+  to charge when the transfer arrives (`kernel`), and control messages
+  are transfers already (`plan_transfers`); without, control edges from
+  op p to ops on another device d are one dummy message per (p, d),
+  charged to the ops (no link time).
   """
   dev, dur, rank, cons, entry_x = w.dev, w.dur, g.rank, g.cons, w.entry_x
-  ctrl_ptr, ctrl_dst, t_prod, t_bytes = (g.ctrl_ptr, g.ctrl_dst, g.t_prod,
-                                         g.t_bytes)
+  ctrl_ptr, ctrl_dst = g.ctrl_ptr, g.ctrl_dst
+  x_prod, x_bytes, x_dst = w.x_prod, w.x_bytes, w.x_dst
   recv = np.full(nx, -1, np.int64)
   for e in range(cons.shape[0]):
     k = entry_x[e]
     if k >= 0 and (recv[k] < 0 or rank[cons[e]] < rank[recv[k]]):
       recv[k] = cons[e]
   for k in range(nx):
-    t = w.x_tensor[k]
-    p = t_prod[t]
-    dur[p] += xfer_ovh[dev[p]] + t_bytes[t] * xfer_byte[dev[p]]
-    cost = xfer_ovh[w.x_dst[k]] + t_bytes[t] * xfer_byte[w.x_dst[k]]
-    if recv_on_arrival:
+    p = x_prod[k]
+    dur[p] += xfer_ovh[dev[p]] + x_bytes[k] * xfer_byte[dev[p]]
+    cost = xfer_ovh[x_dst[k]] + x_bytes[k] * xfer_byte[x_dst[k]]
+    if rendezvous:
       w.x_recv[k] = cost
     else:
       dur[recv[k]] += cost
+  if rendezvous:
+    return
   nd = xfer_ovh.shape[0]
   stamp = np.full(nd, -1, np.int64)
   first = np.zeros(nd, np.int64)
