@@ -130,6 +130,23 @@ def test_one_size_goes_to_the_fixed_part_when_slower_than_the_roofline():
   assert got.fixed_s == pytest.approx(3e-6, rel=0.05)
 
 
+def test_work_below_the_tracers_resolution_fits_no_scale():
+  # A 10-class softmax: 0.02-0.04 us of roofline work, 5-36 us measured,
+  # the slower ones (by chance) the larger. Every execution's time is its
+  # fixed part; a scale fitted to that noise (115 once; 627 here before)
+  # would multiply a 1000-class softmax. It stays the roofline's.
+  works = np.linspace(2e-8, 4e-8, 14)
+  samples = [OpSample("SparseSoftmaxCrossEntropyWithLogits", "CPU", w, t)
+             for w, t in zip(works, np.linspace(5e-6, 36e-6, 14))]
+  got = fit.fit_op_type(samples)
+  assert got.scale == 1.0
+  assert 5e-6 < got.fixed_s < 36e-6
+  # With some work above the resolution the scale is fitted.
+  more = samples + [OpSample("SparseSoftmaxCrossEntropyWithLogits", "CPU",
+                             w, 10e-6 + 12.0 * w) for w in (2e-6, 8e-6, 3e-5)]
+  assert fit.fit_op_type(more).scale > 5.0
+
+
 def _in_bounds(got, bounds, samples):
   work = np.array([s.work_s for s in samples])
   measured = np.array([s.measured_s for s in samples])
