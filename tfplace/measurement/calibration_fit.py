@@ -15,7 +15,8 @@ robust (soft-L1) least squares on log ratios (predicted + r) / (measured +
 r), r the tracer's 1 us resolution, with a weak prior
 pulling `scale` to 1 (when an op type comes in one size only, its time then
 goes to the fixed part if it exceeds the roofline, to a smaller scale if
-not), inside physical bounds (`FitBounds`): the fixed part never exceeds the
+not; when all its work is below the tracer's resolution, scale is 1),
+inside physical bounds (`FitBounds`): the fixed part never exceeds the
 mean duration of the type's smaller executions (those with at most the
 median work: so it cannot absorb the compute of larger ones) nor
 `max_fixed_s`, and the scale stays within [`min_scale`, `max_scale`].
