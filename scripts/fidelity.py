@@ -176,6 +176,8 @@ def _replay(paths):
     return
   print("## targets met on each record\n")
   print(fidelity_report.records_summary(named))
+  print("## predicted / measured per placement, over the records\n")
+  print(fidelity_report.placements_summary(named))
   if _JSON.value:
     print(json.dumps({name: fidelity_report.cross_json(cross)
                       for name, cross in named}))

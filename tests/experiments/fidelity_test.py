@@ -151,3 +151,8 @@ def test_records_summary_counts_targets_over_records():
   assert f"median |log(predicted / measured)| {math.log(1.1):.3f}" in text
   assert "mean log +0.000" in text
   assert "g 20.0 %" in text
+  text = fidelity_report.placements_summary([
+      ("r1", fidelity.CrossReport(fit, (good,))),
+      ("r2", fidelity.CrossReport(fit, (bad,)))])
+  assert "| g | a | 0 | 2 | 1.10 | 1.10-1.10 | 1000.00 ms |" in text
+  assert "| g | b | 0 | 2 | 0.91 | 0.91-0.91 | 1100.00 ms |" in text

@@ -190,3 +190,37 @@ def records_summary(named) -> str:
                + ", ".join(f"{g} {_pct(float(np.nanmedian(v)))}"
                            for g, v in per_graph.items()))
   return "\n".join(lines) + "\n"
+
+
+def placements_summary(named) -> str:
+  """Markdown: per graph and placement label, predicted / measured over
+  several replayed cross records: its cross-device tensors (the label's
+  placement may differ from record to record), how many records measured
+  it, the median ratio and its range, and the median measured step. Where
+  a model leans (splits low, one-worker steps high) shows here, not in the
+  targets.
+
+  Args:
+    named: (record name, `CrossReport`) per record.
+  """
+  ratios, steps, transfers = {}, {}, {}
+  for _, cross in named:
+    for r in cross.reports:
+      for row in r.rows:
+        if not row.measured_s or not math.isfinite(row.predicted_s):
+          continue
+        key = (r.graph_name, row.label)
+        ratios.setdefault(key, []).append(row.predicted_s / row.measured_s)
+        steps.setdefault(key, []).append(row.measured_s)
+        transfers.setdefault(key, []).append(row.num_transfers)
+  lines = ["| graph | placement | transfers, median | records | predicted "
+           "/ measured, median | range | measured step, median |",
+           "|---|---|---:|---:|---:|---|---:|"]
+  for (graph, label), values in ratios.items():
+    key = (graph, label)
+    lines.append(
+        f"| {graph} | {label} | {np.median(transfers[key]):.0f} "
+        f"| {len(values)} | {np.median(values):.2f} "
+        f"| {min(values):.2f}-{max(values):.2f} "
+        f"| {np.median(steps[key]) * 1e3:.2f} ms |")
+  return "\n".join(lines) + "\n"
