@@ -26,7 +26,7 @@ ends in .gz);
 --replay FILE[,FILE...] fits the calibration again with this code and
 judges it on those measurements, with no cluster: a change to the
 calibration model is judged on fixed data (`tfplace.experiments.
-cross_record`) before a live run. testdata/cross_records/ holds eleven such
+cross_record`) before a live run. testdata/cross_records/ holds such
 records of this machine (see WORKSPACE_NOTES.md, issue 13).
 
 Without --cross: the per-graph check, each graph calibrated on its own
