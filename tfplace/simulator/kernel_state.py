@@ -281,11 +281,12 @@ def add_transfer_overheads(g, w, nx, xfer_ovh, xfer_byte, rendezvous):
   dev, dur, rank, cons, entry_x = w.dev, w.dur, g.rank, g.cons, w.entry_x
   ctrl_ptr, ctrl_dst = g.ctrl_ptr, g.ctrl_dst
   x_prod, x_bytes, x_dst = w.x_prod, w.x_bytes, w.x_dst
-  recv = np.full(nx, -1, np.int64)
-  for e in range(cons.shape[0]):
-    k = entry_x[e]
-    if k >= 0 and (recv[k] < 0 or rank[cons[e]] < rank[recv[k]]):
-      recv[k] = cons[e]
+  recv = np.full(nx, -1, np.int64)  # Each transfer's first consumer.
+  if not rendezvous:
+    for e in range(cons.shape[0]):
+      k = entry_x[e]
+      if k >= 0 and (recv[k] < 0 or rank[cons[e]] < rank[recv[k]]):
+        recv[k] = cons[e]
   for k in range(nx):
     p = x_prod[k]
     dur[p] += xfer_ovh[dev[p]] + x_bytes[k] * xfer_byte[dev[p]]
