@@ -196,6 +196,29 @@ def test_a_curve_interpolates_in_log_log_and_round_trips(tmp_path):
   assert Calibration.load(str(tmp_path / "cal.json")) == cal
 
 
+def test_strided_convolutions_take_their_own_cost_and_round_trip(tmp_path):
+  from tfplace.cost.calibrated import OpTypeCost
+  strided = OpTypeCost(0.0, 3.0, 4)
+  cal = dataclasses.replace(_new_calibration(), op_types={"CPU": {
+      "Conv2D": OpTypeCost(0.0, 0.5, 8, strided=strided),
+      "MatMul": OpTypeCost(0.0, 2.0, 10)}})
+  ops = [Op("plain", "Conv2D", output_bytes=(0,), flops=4e9),
+         Op("down", "Conv2D", output_bytes=(0,), flops=4e9, stride=2),
+         Op("mm", "MatMul", output_bytes=(0,), flops=2e9, stride=2)]
+  cluster = apply_calibration(_cpu_cluster(launch=9e-6), cal)
+  s = CalibratedCostModel(cal, UNIT).op_costs(
+      OpGraph(ops, [], graph_def=None), cluster).compute_s
+  # 2 s of roofline at the conv rate: 0.5x plain, 3x strided; an op type
+  # without a strided cost is costed as its type whatever its stride.
+  assert s[0] == pytest.approx([1e-6 + 1.0] * 2)
+  assert s[1] == pytest.approx([1e-6 + 6.0] * 2)
+  assert s[2] == pytest.approx([1e-6 + 1.0] * 2)
+  cal.save(str(tmp_path / "cal.json"))
+  data = json.loads((tmp_path / "cal.json").read_text())
+  assert data["op_types"]["CPU"]["Conv2D"]["strided"]["scale"] == 3.0
+  assert Calibration.load(str(tmp_path / "cal.json")) == cal
+
+
 @pytest.mark.parametrize("work,time", [
     ((1e-6,), (1e-5,)),  # one knot
     ((1e-6, 1e-5), (1e-5,)),  # unequal lengths

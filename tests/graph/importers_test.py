@@ -173,3 +173,26 @@ def test_functional_while_stays_one_op_and_runs():
   loops = [op for op in g.ops if op.is_control_flow]
   assert [op.type for op in loops] in (["While"], ["StatelessWhile"])
   assert run_training_step(g.graph_def, g.fetches).loss == 8.0
+
+
+def test_windowed_ops_keep_their_largest_stride():
+  graph = tf.Graph()
+  with graph.as_default():
+    x = tf.zeros([2, 8, 8, 3], name="x")
+    w = tf.compat.v1.get_variable("w", [3, 3, 3, 4])
+    y = tf.nn.conv2d(x, w, strides=[1, 2, 2, 1], padding="SAME",
+                     name="down")
+    y = tf.nn.conv2d(y, tf.zeros([1, 1, 4, 4]), strides=1, padding="SAME",
+                     name="same")
+    y = tf.nn.max_pool2d(y, 2, [1, 1, 3, 1], "SAME", name="pool")
+    loss = tf.reduce_sum(y, name="loss")
+    tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss,
+                                                              name="train")
+    tf.compat.v1.global_variables_initializer()
+  g = from_tf_graph(graph, ["train"], "loss", ["init"])
+  assert g.op("down").stride == 2 and g.op("same").stride == 1
+  assert g.op("pool").stride == 3 and g.op("loss").stride == 1
+  # The gradients carry their forward op's strides.
+  strides = {op.type: op.stride for op in g.ops
+             if op.name.startswith("gradients/down")}
+  assert strides["Conv2DBackpropFilter"] == 2

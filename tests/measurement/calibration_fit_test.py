@@ -102,6 +102,39 @@ def test_measured_curve_by_hand():
   assert fit.measured_curve(np.array([1e-6, 2e-6]), np.ones(2)) == ((), ())
 
 
+def test_few_executions_still_give_three_knots():
+  # Three sizes, each executed twice: two per knot, one knot per size (with
+  # three per knot the middle size would be lost between two knots).
+  work = np.array([1.0, 1.0, 100.0, 100.0, 1000.0, 1000.0]) * 1e-6
+  measured = np.array([20.0, 22.0, 200.0, 180.0, 1100.0, 1200.0]) * 1e-6
+  knots_work, knots_time = fit.measured_curve(work, measured)
+  assert knots_work == pytest.approx([1e-6, 1e-4, 1e-3])
+  assert knots_time == pytest.approx([np.sqrt(20 * 22) * 1e-6,
+                                      np.sqrt(200 * 180) * 1e-6,
+                                      np.sqrt(1100 * 1200) * 1e-6])
+
+
+def test_strided_convolutions_get_a_curve_of_their_own():
+  # The plain executions take 2x their roofline, the strided ones 5x: the
+  # type's curve follows all of them, the strided curve the strided ones.
+  work = np.geomspace(1e-5, 1e-3, 9)
+  samples = ([OpSample("Conv2DBackpropInput", "CPU", w, 2.0 * w)
+              for w in work] +
+             [OpSample("Conv2DBackpropInput", "CPU", w, 5.0 * w, strided=True)
+              for w in work[::2]])
+  got = fit.fit_op_types(samples)["CPU"]["Conv2DBackpropInput"]
+  assert got.samples == 14 and got.strided.samples == 5
+  middle = np.array([work[3]])
+  assert got.strided.seconds(middle) == pytest.approx(5.0 * middle)
+  assert 2.0 * middle[0] <= got.seconds(middle)[0] < 5.0 * middle[0]
+  # Without strided executions, or with only strided ones, one curve.
+  plain = fit.fit_op_types(samples[:9])["CPU"]["Conv2DBackpropInput"]
+  assert plain.strided is None and plain.curve_work_s
+  only = fit.fit_op_types(samples[9:])["CPU"]["Conv2DBackpropInput"]
+  assert only.strided is None
+  assert only.seconds(middle) == pytest.approx(5.0 * middle)
+
+
 def test_convolutions_get_their_measured_curve():
   # A bend no fixed part and scale follow: 20 us flat, then 2x the
   # roofline, then 1x. The curve goes through the middle of each bin.

@@ -55,6 +55,21 @@ def test_each_graph_has_the_ops_its_kind_promises():
           "Cast"} <= set(elementwise)
 
 
+def test_calib_conv_projection_adds_a_strided_1x1_shortcut():
+  sizes = SMALL[-2][1]
+  plain = registry.build_model("calib_conv", **sizes)
+  projected = registry.build_model("calib_conv", **sizes, projection=True)
+
+  def strided(graph):
+    return sorted(op.name for op in graph.ops
+                  if op.type == "Conv2D" and op.stride == 2)
+
+  assert strided(plain) == ["conv_3/Conv2D"]
+  assert strided(projected) == ["conv_3/Conv2D", "project/Conv2D"]
+  assert {n for n, c in calibration_suite.suite()
+          if c.get("projection")} == {"calib_conv"}
+
+
 def test_random_dag_shape_follows_its_seed():
   a = registry.build_model("random_dag", **SMALL[2][1])
   b = registry.build_model("random_dag", **SMALL[2][1], seed=2)

@@ -15,7 +15,12 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
                                         "samples": 30,
                                         "curve_work_s": [1e-6, 1e-4, 1e-3],
                                         "curve_time_s": [2e-5, 2e-4,
-                                                         1.1e-3]}}},
+                                                         1.1e-3],
+                                        "strided": {"fixed_s": 2e-5,
+                                                    "scale": 1.6,
+                                                    "samples": 16,
+                                                    "curve_work_s": [...],
+                                                    "curve_time_s": [...]}}}},
         "launch_overhead_s": {"CPU": 2e-7},
         "transfer_overhead_s": {"CPU": 4e-5},
         "transfer_byte_s": {"CPU": 2e-10},
@@ -44,7 +49,8 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   op's time beyond the launch overhead as `fixed_s + scale * roofline`
   (roofline: `AnalyticalCostModel.work_seconds` on the calibrated devices),
   or where a curve was measured (convolutions) as the curve: time against
-  roofline at knots, interpolated in log-log (`OpTypeCost`).
+  roofline at knots, interpolated in log-log (`OpTypeCost`); "strided", where
+  present, is the same for the type's ops with a stride above 1.
   Ops of other types keep the analytical time, times `compute_scale` of
   their device type and `op_type_scale` of their op type (the older,
   whole-graph form of a calibration). Files written before a key existed
@@ -86,12 +92,16 @@ class OpTypeCost:
       time is interpolated in log-log; below the first knot it is the first
       knot's time (the op's fixed cost), above the last it grows in
       proportion to the roofline.
+    strided: the cost of the type's executions with a stride above 1
+      (`Op.stride`), where it was measured apart (convolutions); None: they
+      cost as the others.
   """
   fixed_s: float
   scale: float
   samples: int = 0
   curve_work_s: Tuple[float, ...] = ()
   curve_time_s: Tuple[float, ...] = ()
+  strided: Optional["OpTypeCost"] = None
 
   def __post_init__(self):
     _check_factors({"fixed_s": self.fixed_s}, "op_types", allow_zero=True)
@@ -250,19 +260,28 @@ class Calibration:
 
 
 def _op_type_dict(cost: OpTypeCost) -> dict:
-  """The JSON form of an op type's cost (curve keys only with a curve)."""
-  out = dataclasses.asdict(cost)
-  if not cost.curve_work_s:
-    del out["curve_work_s"], out["curve_time_s"]
+  """The JSON form of an op type's cost (curve keys only with a curve,
+  "strided" only with a strided cost)."""
+  out = {"fixed_s": cost.fixed_s, "scale": cost.scale,
+         "samples": cost.samples}
+  if cost.curve_work_s:
+    out.update(curve_work_s=list(cost.curve_work_s),
+               curve_time_s=list(cost.curve_time_s))
+  if cost.strided is not None:
+    out["strided"] = _op_type_dict(cost.strided)
   return out
 
 
-def _op_types(data: dict) -> Dict[str, Dict[str, OpTypeCost]]:
-  return {str(dtype): {str(t): OpTypeCost(
+def _op_type_cost(v: dict) -> OpTypeCost:
+  return OpTypeCost(
       float(v["fixed_s"]), float(v["scale"]), int(v.get("samples", 0)),
       tuple(float(x) for x in v.get("curve_work_s", ())),
-      tuple(float(x) for x in v.get("curve_time_s", ())))
-                       for t, v in per_type.items()}
+      tuple(float(x) for x in v.get("curve_time_s", ())),
+      _op_type_cost(v["strided"]) if v.get("strided") is not None else None)
+
+
+def _op_types(data: dict) -> Dict[str, Dict[str, OpTypeCost]]:
+  return {str(dtype): {str(t): _op_type_cost(v) for t, v in per_type.items()}
           for dtype, per_type in data.items()}
 
 
@@ -352,16 +371,19 @@ class CalibratedCostModel(CostModel):
                        seconds: np.ndarray) -> None:
     """Overwrites, in place, the cost of ops whose type has a fit."""
     work = self.base.work_seconds(graph, cluster)
-    rows_of: Dict[str, list] = {}
-    for i, op_type in enumerate(graph.op_types):
-      rows_of.setdefault(op_type, []).append(i)
+    rows_of: Dict[Tuple[str, bool], list] = {}
+    for i, op in enumerate(graph.ops):
+      rows_of.setdefault((op.type, op.stride > 1), []).append(i)
     for j, device in enumerate(cluster.devices):
       fits = self.calibration.op_types.get(device.type, {})
-      for op_type, rows in rows_of.items():
+      for (op_type, strided), rows in rows_of.items():
         fit = fits.get(op_type)
-        if fit is not None:
-          seconds[rows, j] = device.launch_overhead_s + fit.seconds(
-              work[rows, j])
+        if fit is None:
+          continue
+        if strided and fit.strided is not None:
+          fit = fit.strided
+        seconds[rows, j] = device.launch_overhead_s + fit.seconds(
+            work[rows, j])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -100,6 +100,8 @@ class Op:
     colocation_names: names from the `_class` attr ("loc:@x" -> "x").
     body: for functional control flow (While/If/Case), the ops its
       functions run and the trip count; `flops` is then their total.
+    stride: the largest stride of a windowed op (convolutions and their
+      gradients, pooling: the NodeDef's `strides`); 1 for other ops.
   """
   name: str
   type: str
@@ -112,6 +114,7 @@ class Op:
   requested_device: str = ""
   colocation_names: Tuple[str, ...] = ()
   body: Optional[ControlFlowCost] = None
+  stride: int = 1
 
   @property
   def is_control_flow(self) -> bool:

@@ -101,4 +101,12 @@ def read_op(node, tf_op, unknown_dim: int,
       param_bytes=_param_bytes(node, unknown_dim),
       flops=body.flops if body is not None else flops,
       kernels=kernels.kernel_device_types(node.op),
-      requested_device=node.device, colocation_names=coloc, body=body)
+      requested_device=node.device, colocation_names=coloc, body=body,
+      stride=_stride(node))
+
+
+def _stride(node) -> int:
+  """The largest entry of the NodeDef's `strides` (1 without one)."""
+  if "strides" not in node.attr:
+    return 1
+  return max((int(x) for x in node.attr["strides"].list.i), default=1)

@@ -34,7 +34,14 @@ small_cnn's median error fell (see the notes), and the targets met stayed
 the same but for one Spearman cell of the 70 (small_cnn 0.93 -> 0.87).
 Their fixed part and scale are kept (the scale where the work is: the
 work-weighted median of (measured - fixed) / roofline) and used only where
-no curve could be built.
+no curve could be built. A convolution with a stride above 1 (`Op.stride`)
+is slower at the same roofline where it is small: a stride-2
+Conv2DBackpropInput of 10-90 us of work took 3-8x it, a stride-1 one
+1.5-3x. Where the suite measured strided executions of a type, they give
+that type a second curve, used for strided ops (`OpTypeCost.strided`); the
+type's own curve stays fitted on all executions (fitted on the stride-1
+ones alone, it moved resnet_like's one-worker prediction from 1.09x to
+1.20x over seventeen records).
 What is fitted about transfers, on a cluster with the link model, is two
 shares of measured figures, chosen on the suite's split runs
 (`fit_transfer_shares`): how much of the measured per-message cost each end
@@ -80,11 +87,13 @@ class OpSample:
     device_type: "CPU", "GPU", ...
     work_s: roofline seconds at the device's measured rates.
     measured_s: traced duration less the tracer's cost per op (>= 0).
+    strided: the op has a stride above 1 (`Op.stride`).
   """
   op_type: str
   device_type: str
   work_s: float
   measured_s: float
+  strided: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +146,7 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
     device = cluster.devices[j]
     measured = max(0.0, rec.duration_s - traced_op_s.get(device.name, 0.0))
     out.append(OpSample(graph.ops[i].type, device.type, float(work[i, j]),
-                        measured))
+                        measured, graph.ops[i].stride > 1))
   return out
 
 
@@ -200,10 +209,22 @@ def _typical_small(work: np.ndarray, measured: np.ndarray) -> float:
 def _fit_one_type(op_type: str, samples: Sequence[OpSample],
                   bounds: FitBounds) -> OpTypeCost:
   """`fit_op_type`; for a convolution also the scale where its work is and
-  its measured curve (see the module docstring)."""
-  fit = fit_op_type(samples, bounds)
+  its measured curve, the strided executions' apart where they give a
+  curve of their own (see the module docstring)."""
   if op_type not in CONV_OP_TYPES:
-    return fit
+    return fit_op_type(samples, bounds)
+  fit = _fit_conv(samples, bounds)
+  strided = [s for s in samples if s.strided]
+  if strided and len(strided) < len(samples):
+    strided_fit = _fit_conv(strided, bounds)
+    if strided_fit.curve_work_s:
+      return dataclasses.replace(fit, strided=strided_fit)
+  return fit
+
+
+def _fit_conv(samples: Sequence[OpSample], bounds: FitBounds) -> OpTypeCost:
+  """`fit_op_type`, the scale where the work is and the measured curve."""
+  fit = fit_op_type(samples, bounds)
   work = np.array([s.work_s for s in samples], dtype=np.float64)
   measured = np.array([s.measured_s for s in samples], dtype=np.float64)
   keep = work > 0
@@ -223,6 +244,10 @@ def _fit_one_type(op_type: str, samples: Sequence[OpSample],
 # median error over the eight records of WORKSPACE_NOTES.md rose from 7.5
 # to 9.4 % and one record lost a target: read the curve as this coarse).
 CURVE_KNOT_SAMPLES = 3
+# Two executions per knot where `CURVE_KNOT_SAMPLES` would leave fewer
+# knots than this (a suite with strided convolutions of 3 sizes, each
+# measured twice).
+MIN_CURVE_KNOTS = 3
 
 
 def measured_curve(work: np.ndarray, measured: np.ndarray
@@ -238,16 +263,20 @@ def measured_curve(work: np.ndarray, measured: np.ndarray
     work: roofline seconds per execution (> 0).
     measured: measured seconds per execution (> 0).
   """
+  # The most executions per knot (at least two) that still leave
+  # MIN_CURVE_KNOTS knots.
+  per_knot = max(2, min(CURVE_KNOT_SAMPLES,
+                        (len(work) - 1) // (MIN_CURVE_KNOTS - 1)))
   order = np.argsort(work, kind="stable")
   log_work, log_time = np.log(work[order]), np.log(measured[order])
   knots_work, knots_time = [], []
-  for lo in range(0, len(work), CURVE_KNOT_SAMPLES):
-    w = float(np.median(log_work[lo:lo + CURVE_KNOT_SAMPLES]))
+  for lo in range(0, len(work), per_knot):
+    w = float(np.median(log_work[lo:lo + per_knot]))
     if knots_work and w <= knots_work[-1]:
       continue
     knots_work.append(w)
     knots_time.append(float(np.median(
-        log_time[lo:lo + CURVE_KNOT_SAMPLES])))
+        log_time[lo:lo + per_knot])))
   if len(knots_work) < 2:
     return (), ()
   knots_time = np.maximum.accumulate(knots_time)
