@@ -36,7 +36,7 @@ Their fixed part and scale are kept (the scale where the work is: the
 work-weighted median of (measured - fixed) / roofline) and used only where
 no curve could be built. A convolution with a stride above 1 (`Op.stride`)
 is slower at the same roofline where it is small: a stride-2
-Conv2DBackpropInput of 10-90 us of work took 3-8x it, a stride-1 one
+Conv2DBackpropInput of 10-90 us of work took 3-9x it, a stride-1 one
 1.5-3x. Where the suite measured strided executions of a type, they give
 that type a second curve, used for strided ops (`OpTypeCost.strided`); the
 type's own curve stays fitted on all executions (fitted on the stride-1
