@@ -1,0 +1,145 @@
+"""How long a message waits behind a busy worker.
+
+A scalar `producer` on the sender feeds a `consumer` on the receiver. In
+the "sender" case the sender also runs a chain of `busy_ops` ops that starts
+right after the producer; in the "receiver" case the receiver runs the chain
+from the start of the step. From the traced step (FULL_TRACE op records):
+the delay is the consumer's start less the producer's end, and the busy time
+is how long the busy worker ran its chain after the producer ended (sender)
+or after the step started (receiver).
+
+On this project's one-core TF server workers a message leaves only when its
+sender has nothing left to run: behind 6.4 ms of scalar adds a scalar
+arrives 6.9 ms after its producer ended, 0.3 ms from an idle sender
+(WORKSPACE_NOTES.md, issue 13). The simulator lets a message go after the
+sender's next op; this measures what it should do instead.
+"""
+
+import dataclasses
+from typing import List, Sequence
+
+import numpy as np
+
+from tfplace.errors import MeasureError
+from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.session import session_config
+from tfplace.measurement.timing import op_records
+
+# The chain's ops: a scalar add, or a 128 x 128 matmul (~45 us on a core).
+CHAIN_KINDS = ("add", "matmul")
+BUSY_SIDES = ("sender", "receiver")
+
+
+@dataclasses.dataclass(frozen=True)
+class SendDelay:
+  """One case, medians over the traced steps.
+
+  Attributes:
+    busy_side: "sender" or "receiver".
+    kind: the chain's op ("add" or "matmul").
+    busy_ops: ops in the chain (0: both workers idle but for the message).
+    busy_s: how long the chain ran after the producer ended (sender) or
+      after the step started (receiver).
+    delay_s: the consumer's start less the producer's end.
+    delay_p10_s: the 10th percentile of the delay.
+    delay_p90_s: its 90th percentile.
+    steps: traced steps.
+  """
+  busy_side: str
+  kind: str
+  busy_ops: int
+  busy_s: float
+  delay_s: float
+  delay_p10_s: float
+  delay_p90_s: float
+  steps: int
+
+
+def _chain(x, kind: str, count: int, prefix: str):
+  import tensorflow as tf
+  if kind == "matmul":
+    w = tf.random.stateless_uniform([128, 128], seed=[7, 1]) * 0.01
+    x = tf.random.stateless_uniform([128, 128], seed=[7, 2]) + x
+    for i in range(count):
+      x = tf.matmul(x, w, name=f"{prefix}{i}")
+  else:
+    for i in range(count):
+      x = tf.add(x, 1e-3, name=f"{prefix}{i}")
+  return tf.reduce_sum(x)
+
+
+def _graph(sender: str, receiver: str, busy_side: str, kind: str,
+           busy_ops: int):
+  """The graph and its fetches (see the module docstring)."""
+  import tensorflow as tf
+  graph = tf.Graph()
+  with graph.as_default():
+    with tf.device(sender):
+      seed = tf.random.stateless_uniform([], seed=[1, 1], name="seed")
+      producer = tf.add(seed, 1.0, name="producer")
+    with tf.device(receiver):
+      consumer = tf.add(producer, 1.0, name="consumer")
+    fetches = [consumer]
+    if busy_ops:
+      with tf.device(sender if busy_side == "sender" else receiver):
+        start = producer if busy_side == "sender" else (
+            tf.random.stateless_uniform([], seed=[2, 1], name="busy_seed"))
+        fetches.append(_chain(start, kind, busy_ops, "busy_"))
+  return graph, fetches
+
+
+def measure_send_delay(sender: str, receiver: str, busy_side: str = "sender",
+                       kind: str = "add", busy_ops: int = 0,
+                       config: MeasureConfig = MeasureConfig()
+                       ) -> SendDelay:
+  """Measures one case on the cluster of `config.target` (`config.warmup`
+  untraced steps, then `config.steps` traced ones).
+
+  Raises:
+    MeasureError: an unknown side or kind, fewer than one step, or a traced
+      step without the producer's or the consumer's record.
+  """
+  import tensorflow as tf
+  if busy_side not in BUSY_SIDES or kind not in CHAIN_KINDS:
+    raise MeasureError(f"send delay: busy_side must be one of {BUSY_SIDES} "
+                       f"and kind one of {CHAIN_KINDS}, got {busy_side!r}, "
+                       f"{kind!r}")
+  if config.steps < 1 or busy_ops < 0:
+    raise MeasureError("send delay: needs at least one step and busy_ops >= "
+                       "0")
+  graph, fetches = _graph(sender, receiver, busy_side, kind, busy_ops)
+  options = tf.compat.v1.RunOptions(
+      trace_level=tf.compat.v1.RunOptions.FULL_TRACE,
+      timeout_in_ms=int(config.step_timeout_s * 1000))
+  delays: List[float] = []
+  busy: List[float] = []
+  with tf.compat.v1.Session(config.target, graph=graph, config=session_config(
+      1, remote=config.remote, timeout_s=config.step_timeout_s)) as sess:
+    for _ in range(config.warmup):
+      sess.run(fetches)
+    for _ in range(config.steps):
+      metadata = tf.compat.v1.RunMetadata()
+      sess.run(fetches, options=options, run_metadata=metadata)
+      delay, ran = _delay_and_busy(op_records(metadata.step_stats),
+                                   busy_side)
+      delays.append(delay)
+      busy.append(ran)
+  return SendDelay(busy_side, kind, busy_ops, float(np.median(busy)),
+                   float(np.median(delays)),
+                   float(np.percentile(delays, 10)),
+                   float(np.percentile(delays, 90)), len(delays))
+
+
+def _delay_and_busy(records: Sequence, busy_side: str):
+  """(consumer start - producer end, the chain's busy time) of one step."""
+  by_name = {r.name: r for r in records}
+  if "producer" not in by_name or "consumer" not in by_name:
+    raise MeasureError("send delay: the traced step has no record of the "
+                       "producer or the consumer")
+  produced = by_name["producer"].start_s + by_name["producer"].duration_s
+  chain = [r for r in records if r.name.startswith("busy_")]
+  ran = 0.0
+  if chain:
+    since = produced if busy_side == "sender" else 0.0
+    ran = max(r.start_s + r.duration_s for r in chain) - since
+  return by_name["consumer"].start_s - produced, max(0.0, ran)
