@@ -37,12 +37,20 @@ def main(argv):
   from tfplace.errors import MeasureError
   from tfplace.measurement.config import MeasureConfig
   from tfplace.measurement.local_cluster import LocalCluster, worker_device
-  from tfplace.measurement.send_delay import measure_send_delay
+  from tfplace.measurement.send_delay import (BUSY_SIDES, CHAIN_KINDS,
+                                              measure_send_delay)
   try:
     counts = [int(n) for n in _BUSY_OPS.value]
   except ValueError:
-    raise MeasureError(f"--busy_ops must be whole numbers, got "
-                       f"{_BUSY_OPS.value}") from None
+    counts = [-1]
+  if min(counts) < 0:
+    raise MeasureError(f"--busy_ops must be whole numbers >= 0, got "
+                       f"{_BUSY_OPS.value}")
+  for flag, given, allowed in (("--kinds", _KINDS.value, CHAIN_KINDS),
+                               ("--busy_sides", _SIDES.value, BUSY_SIDES)):
+    if not given or set(given) - set(allowed):
+      raise MeasureError(f"{flag} takes {', '.join(allowed)}; got "
+                         f"{given}")
   rows = []
   with LocalCluster(num_workers=2) as lc:
     config = MeasureConfig(target=lc.target, steps=_STEPS.value, warmup=5)

@@ -54,3 +54,15 @@ def test_every_script_imports_and_lists_its_flags(script, tmp_path):
   output = run.stdout + run.stderr
   assert "Traceback" not in output, output[-2000:]
   assert f"{script}:" in output and "Try --helpfull" in output
+
+
+@pytest.mark.parametrize("flag,value", [("--busy_ops", "x"),
+                                        ("--busy_ops", "-3"),
+                                        ("--busy_sides", "both"),
+                                        ("--kinds", "conv")])
+def test_send_delay_refuses_bad_flags_before_starting_a_cluster(
+    flag, value, tmp_path):
+  run = _run([os.path.join(SCRIPTS, "send_delay.py"), flag, value],
+             cwd=tmp_path)
+  assert run.returncode == 2
+  assert f"{flag}" in run.stderr and "Traceback" not in run.stderr

@@ -216,8 +216,8 @@ def placements_summary(named) -> str:
   lines = ["| graph | placement | transfers, median | records | predicted "
            "/ measured, median | range | measured step, median |",
            "|---|---|---:|---:|---:|---|---:|"]
-  for (graph, label), values in ratios.items():
-    key = (graph, label)
+  for key, values in ratios.items():
+    graph, label = key
     lines.append(
         f"| {graph} | {label} | {np.median(transfers[key]):.0f} "
         f"| {len(values)} | {np.median(values):.2f} "

@@ -250,7 +250,7 @@ def plan_transfers(g, w, control_messages):
         dc = dev[c]
         if dc == sp:
           continue
-        if stamp[dc] != -2 - p:
+        if stamp[dc] != -2 - p:  # Op stamps are negative, tensors' >= 0.
           stamp[dc] = -2 - p
           x_tensor[nx] = -1
           x_prod[nx] = p
