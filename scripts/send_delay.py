@@ -2,8 +2,10 @@
 
 Starts a 2-worker local TF server cluster (one core each) and, for every
 --busy_ops count, times a scalar sent from task 0 to task 1 while the sender
-(--busy_side sender) or the receiver (receiver) runs a chain of that many
-ops (--kinds: scalar adds, 128 x 128 matmuls); 0 ops: both idle. Prints one
+(--busy_sides sender) or the receiver (receiver) runs a chain of that many
+ops (--kinds: scalar adds, 128 x 128 matmuls); 0 ops: both idle;
+waiting_sender: the sender's chain, with the sender idle before its
+producer (it waits for a scalar from the receiver). Prints one
 row per case: how long the chain ran, and the median, 10th and 90th
 percentile of the delay from the producer's end to the consumer's start
 (traced steps; `tfplace.measurement.send_delay`). --json: the last line is a
@@ -27,7 +29,8 @@ _BUSY_OPS = flags.DEFINE_list("busy_ops", ["0", "500", "3000"],
                               "ops in the busy chain, one case each")
 _KINDS = flags.DEFINE_list("kinds", ["add"], "chain ops: add, matmul")
 _SIDES = flags.DEFINE_list("busy_sides", ["sender"],
-                           "which worker runs the chain: sender, receiver")
+                           "which worker runs the chain: sender, receiver, "
+                           "waiting_sender")
 _STEPS = flags.DEFINE_integer("steps", 30, "traced steps per case")
 _JSON = flags.DEFINE_bool("json", False, "end with a JSON line")
 

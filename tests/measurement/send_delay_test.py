@@ -30,6 +30,18 @@ def test_delay_and_busy_time_by_hand():
     send_delay._delay_and_busy(records[:3], "sender")
 
 
+def test_a_waiting_sender_first_waits_for_a_scalar_from_the_receiver():
+  graph, fetches = send_delay._graph(W0, W1, "waiting_sender", "add", 3)
+  ops = {op.name: op for op in graph.get_operations()}
+  assert ops["go"].device == W1 and ops["producer"].device == W0
+  assert ops["wait_0"].device == W1 and ops["busy_0"].device == W0
+  # The producer reads go; the chain on the sender starts from the
+  # producer.
+  assert "go" in {t.op.name for t in ops["seed_and_go"].inputs}
+  assert "producer" in {t.op.name for t in ops["busy_0"].inputs}
+  assert len(fetches) == 2
+
+
 @pytest.mark.parametrize("args", [dict(busy_side="both"),
                                   dict(kind="conv"), dict(busy_ops=-1)])
 def test_bad_cases_are_refused(args):
@@ -45,9 +57,11 @@ def test_measures_a_message_beside_a_busy_and_an_idle_sender():
                                          config)
     receiver = send_delay.measure_send_delay(W0, W1, "receiver", "add", 50,
                                              config)
-  for case in (idle, busy, receiver):
+    waiting = send_delay.measure_send_delay(W0, W1, "waiting_sender", "add",
+                                            50, config)
+  for case in (idle, busy, receiver, waiting):
     assert case.steps == 3
     # The consumer starts after the producer ends, on another worker.
     assert 0.0 < case.delay_p10_s <= case.delay_s <= case.delay_p90_s
   assert idle.busy_s == 0.0 and idle.busy_ops == 0
-  assert busy.busy_s > 0.0 and receiver.busy_s > 0.0
+  assert busy.busy_s > 0.0 and receiver.busy_s > 0.0 and waiting.busy_s > 0.0

@@ -3,16 +3,22 @@
 A scalar `producer` on the sender feeds a `consumer` on the receiver. In
 the "sender" case the sender also runs a chain of `busy_ops` ops that starts
 right after the producer; in the "receiver" case the receiver runs the chain
-from the start of the step. From the traced step (FULL_TRACE op records):
+from the start of the step. The "waiting_sender" case is the "sender" case
+with the sender idle first: its producer also reads a scalar `go` that the
+receiver sends after a chain of `WAIT_OPS` adds, so the sender has nothing
+to run for a while before the producer (TF's worker handles the receiver's
+request for the producer's tensor, a task on its one-thread pool queued
+behind the ops it can run, in that idle time). From the traced step (FULL_TRACE op records):
 the delay is the consumer's start less the producer's end, and the busy time
 is how long the busy worker ran its chain after the producer ended (sender)
 or after the step started (receiver).
 
-On this project's one-core TF server workers a message leaves only when its
-sender has nothing left to run: behind 6.4 ms of scalar adds a scalar
-arrives 6.9 ms after its producer ended, 0.3 ms from an idle sender
-(WORKSPACE_NOTES.md, issue 13). The simulator lets a message go after the
-sender's next op; this measures what it should do instead.
+On this project's one-core TF server workers a message moves only when its
+sender, then its receiver, has nothing left to run: behind 6.4 ms of scalar
+adds a scalar arrives 6.9 ms after its producer ended, 0.3 ms from an idle
+sender, and the same behind a waiting sender (WORKSPACE_NOTES.md, issue
+13). The simulator's rendezvous clusters follow that rule
+(`tfplace.simulator.simulator`).
 """
 
 import dataclasses
@@ -27,7 +33,9 @@ from tfplace.measurement.timing import op_records
 
 # The chain's ops: a scalar add, or a 128 x 128 matmul (~45 us on a core).
 CHAIN_KINDS = ("add", "matmul")
-BUSY_SIDES = ("sender", "receiver")
+BUSY_SIDES = ("sender", "receiver", "waiting_sender")
+# The "waiting_sender" case: adds on the receiver before it sends `go`.
+WAIT_OPS = 200
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +43,7 @@ class SendDelay:
   """One case, medians over the traced steps.
 
   Attributes:
-    busy_side: "sender" or "receiver".
+    busy_side: "sender", "receiver" or "waiting_sender".
     kind: the chain's op ("add" or "matmul").
     busy_ops: ops in the chain (0: both workers idle but for the message).
     busy_s: how long the chain ran after the producer ended (sender) or
@@ -76,13 +84,20 @@ def _graph(sender: str, receiver: str, busy_side: str, kind: str,
   with graph.as_default():
     with tf.device(sender):
       seed = tf.random.stateless_uniform([], seed=[1, 1], name="seed")
+    if busy_side == "waiting_sender":
+      with tf.device(receiver):
+        go = tf.identity(_chain(seed, "add", WAIT_OPS, "wait_"), name="go")
+      with tf.device(sender):
+        seed = tf.add(seed, go, name="seed_and_go")
+    with tf.device(sender):
       producer = tf.add(seed, 1.0, name="producer")
     with tf.device(receiver):
       consumer = tf.add(producer, 1.0, name="consumer")
     fetches = [consumer]
     if busy_ops:
-      with tf.device(sender if busy_side == "sender" else receiver):
-        start = producer if busy_side == "sender" else (
+      on_receiver = busy_side == "receiver"
+      with tf.device(receiver if on_receiver else sender):
+        start = producer if not on_receiver else (
             tf.random.stateless_uniform([], seed=[2, 1], name="busy_seed"))
         fetches.append(_chain(start, kind, busy_ops, "busy_"))
   return graph, fetches
@@ -140,6 +155,6 @@ def _delay_and_busy(records: Sequence, busy_side: str):
   chain = [r for r in records if r.name.startswith("busy_")]
   ran = 0.0
   if chain:
-    since = produced if busy_side == "sender" else 0.0
+    since = 0.0 if busy_side == "receiver" else produced
     ran = max(r.start_s + r.duration_s for r in chain) - since
   return by_name["consumer"].start_s - produced, max(0.0, ran)
