@@ -162,6 +162,22 @@ def test_fitted_op_types_cost_launch_plus_fixed_plus_scaled_roofline():
   assert s[3] == pytest.approx([1e-6 + 0.25] * 2)
 
 
+def test_the_trace_excess_comes_off_every_op_down_to_the_launch_overhead(
+    tmp_path):
+  cal = dataclasses.replace(_new_calibration(), trace_excess_s={"CPU": 5e-7})
+  cluster = apply_calibration(_cpu_cluster(launch=9e-6), cal)
+  s = CalibratedCostModel(cal, UNIT).op_costs(_typed_graph(), cluster).compute_s
+  # As in the test above, less 0.5 us; Identity (1.3 us) not below the
+  # launch overhead (1 us).
+  assert s[0] == pytest.approx([1e-6 + 2e-6 + 0.75 - 5e-7] * 2)
+  assert s[2] == pytest.approx([1e-6] * 2)
+  assert s[3] == pytest.approx([1e-6 + 0.25 - 5e-7] * 2)
+  cal.save(str(tmp_path / "cal.json"))
+  assert Calibration.load(str(tmp_path / "cal.json")) == cal
+  with pytest.raises(ClusterError, match="trace_excess_s"):
+    dataclasses.replace(cal, trace_excess_s={"CPU": -1e-6})
+
+
 def test_new_calibration_round_trips_and_old_files_still_load(tmp_path):
   cal = _new_calibration()
   path = str(tmp_path / "cal.json")
@@ -174,7 +190,7 @@ def test_new_calibration_round_trips_and_old_files_still_load(tmp_path):
                              "compute_scale": {"CPU": 2.0}}))
   loaded = Calibration.load(str(old))
   assert loaded.op_types == {} and loaded.device_rates == {}
-  assert loaded.run_overhead_s == {}
+  assert loaded.run_overhead_s == {} and loaded.trace_excess_s == {}
   assert not loaded.rendezvous_transfers
 
 

@@ -313,13 +313,45 @@ def test_message_and_byte_shares_recovered_from_simulated_runs():
   assert fit.fit_transfer_shares(cluster, bench, op_types, runs) == (
       pytest.approx((0.7, 0.4)))
   # One-core workers: rendezvous transfers; by default nothing to fit (the
-  # measured per-message cost, no byte share); a grid given is searched.
+  # measured per-message cost, no byte share). Their loopback latency is
+  # host work on both ends, and a share keeps the ping-pong hop: each end
+  # pays half the hop whatever the share, so the step times cannot tell.
   cluster = make_worker_cluster(2)
   assert cluster.rendezvous_transfers
   runs = _simulated_split_runs(graph, cluster, bench, op_types, 0.7, 0.0)
   assert fit.fit_transfer_shares(cluster, bench, op_types, runs) == (
       1.0, 0.0)
-  assert fit.fit_transfer_shares(
-      cluster, bench, op_types, runs, shares=fit.MESSAGE_SHARES) == (
-          pytest.approx((0.7, 0.0)))
+  same = _simulated_split_runs(graph, cluster, bench, op_types, 1.0, 0.0)
+  assert [t for _, _, t in same] == pytest.approx([t for _, _, t in runs])
   assert fit.fit_transfer_shares(cluster, bench, op_types, []) == (1.0, 0.0)
+
+
+def test_the_trace_excess_is_what_short_one_device_steps_are_over_by():
+  from tfplace.measurement.local_cluster import make_worker_cluster
+  from tfplace.models.registry import build_model
+  graph = build_model("mlp_towers", num_towers=2, hidden=64, batch_size=8,
+                      input_size=64, num_layers=1)
+  cluster = make_worker_cluster(2)
+  cal = fit.calibration_from_benchmark(
+      _bench(), cluster, {"CPU": {"MatMul": OpTypeCost(2e-6, 1.0, 4)}})
+  sim = fit.calibrated_simulator(graph, cluster, cal)
+  ops = int(graph.step_mask.sum())
+  on0 = np.zeros(graph.num_ops, np.int32)
+  predicted = sim.simulate(on0).step_time_s
+  assert predicted < FitBounds().small_step_s
+  # Measured 1.5 us per op less than predicted on one run and 0.5 us on
+  # another: the median, 1 us. A long run and a split run are left out.
+  on1 = on0 + 1
+  runs = [(graph, on0, predicted - 1.5e-6 * ops),
+          (graph, on1, sim.simulate(on1).step_time_s - 0.5e-6 * ops),
+          (graph, on0, 1.0),
+          (graph, on0 | (np.arange(graph.num_ops) % 2 == 0), predicted)]
+  excess = fit.fit_trace_excess(cluster, cal, runs)
+  assert excess == {"CPU": pytest.approx(1e-6)}
+  # Within [0, max_trace_excess_s].
+  bounds = FitBounds(max_trace_excess_s=2e-7)
+  assert fit.fit_trace_excess(cluster, cal, runs, bounds) == {
+      "CPU": pytest.approx(2e-7)}
+  assert fit.fit_trace_excess(cluster, cal, [(graph, on0, 2 * predicted)]
+                              ) == {"CPU": 0.0}
+  assert fit.fit_trace_excess(cluster, cal, runs[2:]) == {}

@@ -264,79 +264,81 @@ def test_measured_device_fields_round_trip_and_stay_out_when_zero():
     dataclasses.replace(c.devices[0], conv_flops=-1.0)
 
 
-# ---- rendezvous transfers (`Cluster.rendezvous_transfers`): a transfer
-# holds a slot on both its devices while it moves its bytes.
+# ---- rendezvous transfers (`Cluster.rendezvous_transfers`): message work
+# is done by a device with no op running or ready (`kernel._serve_messages`).
 
 def starts(result):
   return [op.start_s for op in sorted(result.schedule, key=lambda s: s.op)]
 
 
-def link(rendezvous, latency_s=0.0, bandwidth=100.0, **kwargs):
-  return dataclasses.replace(cpu_cluster(2, latency_s=latency_s,
-                                         bandwidth=bandwidth),
-                             rendezvous_transfers=rendezvous, **kwargs)
+def link(rendezvous, latency_s=0.0, bandwidth=100.0, kind="host", **kwargs):
+  c = cpu_cluster(2, latency_s=latency_s, bandwidth=bandwidth)
+  return dataclasses.replace(
+      c, rendezvous_transfers=rendezvous,
+      default_link=dataclasses.replace(c.default_link, kind=kind), **kwargs)
 
 
-def test_the_senders_next_op_goes_first_then_the_transfer_holds_both():
-  # op0 -> op1 (local), op0 -> op2 (remote); 1000 B over 0.5 s + 100 B/s.
-  # op1, ready when op0 ends, runs first (1-2 s); then the transfer holds
-  # both devices 2-12 s and arrives at 12.5 s; op2 runs 12.5-13.5 s.
-  g = make_graph(3, [(0, 1, 1000, 0), (0, 2, 1000, 0)])
-  costs = make_costs([1.0, 1.0, 1.0], 2)
-  r = run(g, link(True, latency_s=0.5), costs, [0, 0, 1])
+def test_a_message_leaves_when_its_sender_has_nothing_to_run():
+  # op0 -> op1 -> op3 (device 0), op0 -> op2 (device 1); 1000 B over
+  # 0.5 s + 100 B/s. Device 0 runs op0, op1, op3 (0-3), then sends: it
+  # holds device 0 for the bytes, 3-13, and arrives at 13.5; op2 runs
+  # 13.5-14.5.
+  g = make_graph(4, [(0, 1, 1000, 0), (0, 2, 1000, 0), (1, 3, 10, 0)])
+  costs = make_costs([1.0, 1.0, 1.0, 1.0], 2)
+  r = run(g, link(True, latency_s=0.5), costs, [0, 0, 1, 0])
   (t,) = r.transfers
-  assert (t.start_s, t.end_s) == pytest.approx((2.0, 12.5))
-  np.testing.assert_allclose(starts(r), [0.0, 1.0, 12.5])
-  assert r.step_time_s == pytest.approx(13.5)
-  np.testing.assert_allclose(r.device_busy_s, [12.0, 11.0])
+  assert (t.start_s, t.end_s) == pytest.approx((3.0, 13.5))
+  np.testing.assert_allclose(starts(r), [0.0, 1.0, 13.5, 2.0])
+  assert r.step_time_s == pytest.approx(14.5)
+  np.testing.assert_allclose(r.device_busy_s, [13.0, 1.0])
   # Without: the transfer starts when op0 ends, 1-11.5 s.
-  r = run(g, link(False, latency_s=0.5), costs, [0, 0, 1])
+  r = run(g, link(False, latency_s=0.5), costs, [0, 0, 1, 0])
   assert r.step_time_s == pytest.approx(12.5)
 
 
-def test_a_busy_receiver_delays_the_transfer_and_the_sender_keeps_a_slot():
-  # op0 (1 s, device 0) sends 100 B (1 s) to op2 (1 s, device 1); op1 (5 s,
-  # device 1) runs from 0; op3 then op4 (1 s each, device 0) follow op0.
-  # Without rendezvous: transfer 1-2, op3 1-2, op4 2-3, op2 5-6: 6 s.
-  # With: op3 goes first (1-2); then the transfer waits for device 1 and
-  # device 0 keeps its slot for it, so op4 waits too; the transfer runs
-  # 5-6, then op2 and op4 6-7: 7 s.
-  g = make_graph(5, [(0, 2, 100, 0), (0, 3, 100, 0), (3, 4, 100, 0)])
-  costs = make_costs([1.0, 5.0, 1.0, 1.0, 1.0], 2)
-  ids = [0, 1, 1, 0, 0]
-  r = run(g, link(False), costs, ids)
-  assert r.step_time_s == pytest.approx(6.0)
-  np.testing.assert_allclose(starts(r), [0.0, 0.0, 5.0, 1.0, 2.0])
-  r = run(g, link(True), costs, ids)
+def test_an_arrival_waits_until_its_receiver_has_nothing_to_run():
+  # op0 (1 s, device 0) sends 100 B (1 s) to op2 (1 s, device 1), where op1
+  # runs 0-5. The message is sent 1-2 and arrives at 2; device 1 takes it
+  # when op1 ends: op2 runs 5-6. With 0.5 s per message on each end, the
+  # send holds device 0 1-2.5 and the parse device 1 5-5.5: op2 5.5-6.5.
+  g = make_graph(3, [(0, 2, 100, 0)])
+  costs = make_costs([1.0, 5.0, 1.0], 2)
+  r = run(g, link(True), costs, [0, 1, 1])
   (t,) = r.transfers
-  assert (t.start_s, t.end_s) == pytest.approx((5.0, 6.0))
-  np.testing.assert_allclose(starts(r), [0.0, 0.0, 6.0, 1.0, 6.0])
-  assert r.step_time_s == pytest.approx(7.0)
+  assert (t.start_s, t.end_s) == pytest.approx((1.0, 2.0))
+  np.testing.assert_allclose(starts(r), [0.0, 0.0, 5.0])
+  r = run(g, with_overheads(link(True), (0.5, 0.5)), costs, [0, 1, 1])
+  (t,) = r.transfers
+  assert (t.start_s, t.end_s) == pytest.approx((1.5, 2.5))
+  np.testing.assert_allclose(starts(r), [0.0, 0.0, 5.5])
+  assert r.step_time_s == pytest.approx(6.5)
+  np.testing.assert_allclose(r.device_busy_s, [2.5, 6.5])
 
 
-def test_transfers_start_oldest_first_when_their_ends_are_free():
-  # Two 100 B tensors from op0 (device 0) to device 1 (two outputs): each
-  # holds both devices 1 s, one after the other: 1-2 and 2-3. op1's input
-  # arrives at 2 s, but the second transfer holds device 1 until 3 s: op1
-  # runs 3-4, op2 4-5.
+def test_messages_go_in_order_and_each_arrival_waits_for_an_idle_receiver():
+  # Two 100 B tensors from op0 (device 0) to op1 and op2 (device 1): sent
+  # 1-2 and 2-3. op1 runs 2-3 on the first; the second arrives at 3, as
+  # op1 ends: op2 runs 3-4.
   g = make_graph(3, [(0, 1, 100, 0), (0, 2, 100, 1)], num_outputs=2)
   r = run(g, link(True), make_costs([1.0, 1.0, 1.0], 2), [0, 1, 1])
   times = sorted(x for t in r.transfers for x in (t.start_s, t.end_s))
   assert times == pytest.approx([1.0, 2.0, 2.0, 3.0])
-  np.testing.assert_allclose(starts(r), [0.0, 3.0, 4.0])
-  assert r.step_time_s == pytest.approx(5.0)
+  np.testing.assert_allclose(starts(r), [0.0, 2.0, 3.0])
+  assert r.step_time_s == pytest.approx(4.0)
 
 
 def test_an_idle_receiver_parses_a_message_when_it_arrives():
   # Three devices, per-message cost 0.5 s on each: op0 (1 s, device 0) and
   # op1 (3 s, device 1) each send 100 B (1 s) to op2 (1 s, device 2).
-  # Senders: op0 ends at 1.5, op1 at 3.5; holds 1.5-2.5 and 3.5-4.5.
-  # Rendezvous: device 2, idle, parses each message when it arrives
-  # (2.5-3, 4.5-5): op2 runs 5-6. Link model: op2 pays both parses as
-  # it runs, 4.5-6.5.
+  # Rendezvous: each sender, idle after its op, holds its device for the
+  # send (1-2.5, 3-4.5); device 2, idle, parses each message when it
+  # arrives (2.5-3, 4.5-5): op2 runs 5-6. Link model: the senders pay in
+  # their ops (op0 0-1.5, op1 0-3.5), op2 pays both parses as it runs,
+  # 4.5-6.5.
   g = make_graph(3, [(0, 2, 100, 0), (1, 2, 100, 0)])
   costs = make_costs([1.0, 3.0, 1.0], 3)
-  for rendezvous, step, start in ((True, 6.0, 5.0), (False, 6.5, 4.5)):
+  for rendezvous, step, start, busy in ((True, 6.0, 5.0, [2.5, 4.5, 2.0]),
+                                        (False, 6.5, 4.5, [1.5, 3.5, 2.0])):
     cluster = dataclasses.replace(
         cpu_cluster(3, latency_s=0.0, bandwidth=100.0),
         rendezvous_transfers=rendezvous)
@@ -345,35 +347,55 @@ def test_an_idle_receiver_parses_a_message_when_it_arrives():
     assert starts(r)[2] == pytest.approx(start)
     assert sorted(x for t in r.transfers for x in (t.start_s, t.end_s)) == (
         pytest.approx([1.5, 2.5, 3.5, 4.5]))
-    busy = [1.5, 3.5, 2.0] if not rendezvous else [2.5, 4.5, 4.0]
     np.testing.assert_allclose(r.device_busy_s, busy)
 
 
-def test_a_busy_receiver_parses_before_its_next_op():
-  # op4 (2.5 s) then op3 (5 s) on device 1; op0 (1 s, device 0) sends
-  # 100 B (1 s, 2 s latency) to op2 (1 s, device 1); 0.5 s per message on
-  # each end. op0 ends at 1.5; the transfer waits for device 1 (2.5-3.5;
-  # op3, ready at 2.5, waits behind it) and arrives at 5.5, while op3
-  # (3.5-8.5) runs: device 1 owes the parse, and op2 (ready at 6) starts
-  # after it, 9-10.
+def test_a_busy_receiver_parses_when_it_has_nothing_else_to_run():
+  # op4 (2.5 s) then op3 (5 s) on device 1; op0 then op1 (1 s each) on
+  # device 0; op0 sends 100 B (1 s, 2 s latency) to op2 (1 s, device 1);
+  # 0.5 s per message on each end. Device 0 sends when op1 ends: 2-3.5
+  # (its 0.5 s, then the bytes), arriving at 5.5 while op3 (2.5-7.5)
+  # runs; device 1 parses it after op3, 7.5-8: op2 runs 8-9.
   g = make_graph(5, [(0, 2, 100, 0), (4, 3, 100, 0)])
   costs = make_costs([1.0, 1.0, 1.0, 5.0, 2.5], 2)
   r = run(g, with_overheads(link(True, latency_s=2.0), (0.5, 0.5)), costs,
           [0, 0, 1, 1, 1])
   (t,) = r.transfers
   assert (t.start_s, t.end_s) == pytest.approx((2.5, 5.5))
-  np.testing.assert_allclose(starts(r), [0.0, 1.5, 9.0, 3.5, 0.0])
-  assert r.step_time_s == pytest.approx(10.0)
-  np.testing.assert_allclose(r.device_busy_s, [3.5, 10.0])
+  np.testing.assert_allclose(starts(r), [0.0, 1.0, 8.0, 2.5, 0.0])
+  assert r.step_time_s == pytest.approx(9.0)
+  np.testing.assert_allclose(r.device_busy_s, [3.5, 9.0])
+
+
+def test_a_loopback_links_latency_is_work_on_both_ends():
+  # The graph of the test above it but one: two 100 B tensors (1 s each)
+  # from op0 (device 0) to op1 and op2 (device 1), latency 0.4 s. On a
+  # loopback link the latency is host work, half on each end: each send
+  # holds device 0 for 0.2 + 1 s (1-2.2, 2.2-3.4) and arrives at once;
+  # each parse holds device 1 0.2 s: op1 runs 2.4-3.4, the second parse
+  # 3.4-3.6, op2 3.6-4.6. On another kind of link it is time in flight
+  # (overlapping, as on calibrated clusters): sends 1-2 and 2-3 arrive at
+  # 2.4 and 3.4; op1 2.4-3.4, op2 3.4-4.4.
+  g = make_graph(3, [(0, 1, 100, 0), (0, 2, 100, 1)], num_outputs=2)
+  costs = make_costs([1.0, 1.0, 1.0], 2)
+  for kind, step, busy in (("loopback", 4.6, [3.4, 2.4]),
+                           ("host", 4.4, [3.0, 2.0])):
+    cluster = link(True, latency_s=0.4, kind=kind, overlap_latency=True)
+    r = run(g, cluster, costs, [0, 1, 1])
+    assert r.step_time_s == pytest.approx(step), kind
+    np.testing.assert_allclose(r.device_busy_s, busy)
+  loopback = link(True, latency_s=0.4, kind="loopback")
+  np.testing.assert_allclose(loopback.host_latency, [[0, 0.4], [0.4, 0]])
+  assert not link(False, latency_s=0.4, kind="loopback").host_latency.any()
 
 
 def test_a_cross_device_control_edge_is_a_message_on_rendezvous_clusters():
   # The graph of `test_cross_device_control_edges_cost_one_message_per_
   # device`: op0 (device 0) -ctrl-> op1, op2 (device 1), -ctrl-> op3
   # (device 0); 0.25 s per message on device 0, 0.5 s on device 1. op0
-  # runs 0-1.25 (with the send), op3 1.25-2.25; the dummy message (0 B)
-  # then takes both ends, travels 0.5 s (2.25-2.75) and device 1, idle,
-  # parses it 2.75-3.25: op1 runs 3.25-4.25, op2 4.25-5.25.
+  # runs 0-1, op3 1-2; device 0 then sends the dummy message (0 B) 2-2.25,
+  # it travels 0.5 s (2.25-2.75) and device 1, idle, parses it 2.75-3.25:
+  # op1 runs 3.25-4.25, op2 4.25-5.25.
   g = make_graph(4, [])
   g = OpGraph(g.ops, [Edge(0, 1, -1, 0), Edge(0, 2, -1, 0),
                       Edge(0, 3, -1, 0)], graph_def=None, name="ctrl")
@@ -382,7 +404,7 @@ def test_a_cross_device_control_edge_is_a_message_on_rendezvous_clusters():
   (t,) = r.transfers
   assert (t.producer, t.src_device, t.dst_device, t.nbytes) == (0, 0, 1, 0)
   assert (t.start_s, t.end_s) == pytest.approx((2.25, 2.75))
-  np.testing.assert_allclose(starts(r), [0.0, 3.25, 4.25, 1.25])
+  np.testing.assert_allclose(starts(r), [0.0, 3.25, 4.25, 1.0])
   assert r.step_time_s == pytest.approx(5.25)
   np.testing.assert_allclose(r.device_busy_s, [2.25, 2.5])
   assert r.bytes_moved == 0

@@ -22,6 +22,7 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
                                                     "curve_work_s": [...],
                                                     "curve_time_s": [...]}}}},
         "launch_overhead_s": {"CPU": 2e-7},
+        "trace_excess_s": {"CPU": 1.2e-6},
         "transfer_overhead_s": {"CPU": 4e-5},
         "transfer_byte_s": {"CPU": 2e-10},
         "links": {"loopback": {"latency_s": 6e-5, "bandwidth": 2e9}},
@@ -36,7 +37,9 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   Every key but "format" is optional. Per device type: `device_rates` sets
   the devices' measured rates (`Device.matmul_flops`, `conv_flops`,
   `copy_bandwidth`, `conv_lanes`), `launch_overhead_s` their per-op overhead,
-  `transfer_overhead_s` their host cost per transfer, `transfer_byte_s`
+  `trace_excess_s` what the profiler adds to each real op's traced time
+  beyond the benchmark's tiny op (taken off every op's cost, not below the
+  launch overhead), `transfer_overhead_s` their host cost per transfer, `transfer_byte_s`
   their host cost per byte transferred; `links` replaces
   latency and bandwidth of links (and the default link) of that kind;
   `step_overhead_s` sets the cluster's fixed step cost, `run_overhead_s`
@@ -150,13 +153,17 @@ class Calibration:
     transfer_overhead_s: device type -> host seconds per transfer.
     step_overhead_s: fixed seconds per step.
     overlap_latency: the cluster's link model.
-    rendezvous_transfers: whether a transfer holds both devices' slots
+    rendezvous_transfers: whether devices do message work only when idle
       (`Cluster.rendezvous_transfers`).
     device_rates: device type -> measured rate name (`DEVICE_RATES`) ->
       value.
     op_types: device type -> op type -> `OpTypeCost`.
     run_overhead_s: device name -> step cost when the device is used.
     transfer_byte_s: device type -> host seconds per byte transferred.
+    trace_excess_s: device type -> seconds a traced op's duration overstates
+      its time in an untraced step, beyond what the tiny op of the
+      benchmark shows (`calibration_fit.fit_trace_excess`): taken off every
+      op's cost on that device type, not below the launch overhead.
   """
   compute_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)
   op_type_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -177,10 +184,13 @@ class Calibration:
   transfer_byte_s: Mapping[str, float] = dataclasses.field(
       default_factory=dict)
   rendezvous_transfers: bool = False
+  trace_excess_s: Mapping[str, float] = dataclasses.field(
+      default_factory=dict)
 
   def __post_init__(self):
     _check_factors(self.transfer_overhead_s, "transfer_overhead_s",
                    allow_zero=True)
+    _check_factors(self.trace_excess_s, "trace_excess_s", allow_zero=True)
     _check_factors(self.transfer_byte_s, "transfer_byte_s", allow_zero=True)
     _check_factors(self.run_overhead_s, "run_overhead_s", allow_zero=True)
     _check_factors({"": self.step_overhead_s}, "step_overhead_s",
@@ -205,6 +215,7 @@ class Calibration:
     return {"format": FORMAT, "compute_scale": dict(self.compute_scale),
             "op_type_scale": dict(self.op_type_scale),
             "launch_overhead_s": dict(self.launch_overhead_s),
+            "trace_excess_s": dict(self.trace_excess_s),
             "links": {k: {"latency_s": v.latency_s, "bandwidth": v.bandwidth}
                       for k, v in self.links.items()},
             "transfer_overhead_s": dict(self.transfer_overhead_s),
@@ -236,6 +247,8 @@ class Calibration:
                  op_type_scale=_factors(data, "op_type_scale"),
                  launch_overhead_s=_factors(data, "launch_overhead_s",
                                             allow_zero=True),
+                 trace_excess_s=_factors(data, "trace_excess_s",
+                                         allow_zero=True),
                  links=links, notes=str(data.get("notes", "")),
                  transfer_overhead_s=_factors(data, "transfer_overhead_s",
                                               allow_zero=True),
@@ -345,7 +358,9 @@ class CalibratedCostModel(CostModel):
 
   An op of a type the calibration has seen on the device's type costs
   `launch_overhead_s + OpTypeCost.seconds(roofline)`; any other op its
-  analytical time times `compute_scale` and `op_type_scale`. Apply
+  analytical time times `compute_scale` and `op_type_scale`; then every op
+  less the device type's `trace_excess_s`, not below the launch overhead
+  (an op already cheaper keeps its cost). Apply
   `apply_calibration` to the cluster too, so the measured rates, links and
   overheads are used as well.
   """
@@ -365,6 +380,13 @@ class CalibratedCostModel(CostModel):
     seconds = base.compute_s * row[:, None] * col[None, :]
     if cal.op_types:
       self._fitted_op_types(graph, cluster, seconds)
+    for j, device in enumerate(cluster.devices):
+      excess = cal.trace_excess_s.get(device.type, 0.0)
+      if excess > 0:
+        col = seconds[:, j]
+        floor = np.minimum(col, device.launch_overhead_s)
+        seconds[:, j] = np.where(np.isfinite(col),
+                                 np.maximum(floor, col - excess), col)
     return dataclasses.replace(base, compute_s=seconds)
 
   def _fitted_op_types(self, graph: OpGraph, cluster: Cluster,

@@ -43,6 +43,8 @@ from tfplace.errors import ClusterError
 from tfplace.io_utils import read_json
 
 # Device fields holding measured rates (0: not measured).
+# The link kind of gRPC between processes on one host (`LocalCluster`).
+LOOPBACK = "loopback"
 _MEASURED_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth")
 # Optional device fields left out of the JSON form when 0.
 _OMITTED_WHEN_ZERO = _MEASURED_RATES + ("conv_lanes", "run_overhead_s",
@@ -181,11 +183,14 @@ class Cluster:
       the link for bytes / bandwidth only and arrives `latency` later, so
       the latencies of queued transfers overlap (many RPCs in flight, as in
       TF's gRPC runtime).
-    rendezvous_transfers: True: a transfer also holds a slot of both its
-      devices while it moves its bytes; it starts after the sender's next
-      ready op, once both are free (TF's gRPC runtime on one-core CPU
-      workers serializes and parses tensors on the cores that compute).
-      False (default): transfers need only their link.
+    rendezvous_transfers: True: message work is done by a device with no
+      op running or ready, on its own slots: a transfer is sent once its
+      sender has nothing to run and parsed once its receiver has nothing
+      to run, and a loopback link's latency is work on both ends
+      (`host_latency`; TF's gRPC runtime on one-core CPU workers queues RPC
+      work behind the ops it can run, on the cores that compute; see
+      `tfplace.simulator.simulator`). False (default): transfers need only
+      their link.
   """
   name: str
   devices: Tuple[Device, ...]
@@ -239,22 +244,37 @@ class Cluster:
     """[D, D] bytes/s; inf on the diagonal."""
     return self._link_matrices()[1]
 
-  def _link_matrices(self) -> Tuple[np.ndarray, np.ndarray]:
+  @functools.cached_property
+  def host_latency(self) -> np.ndarray:
+    """[D, D] seconds of each link's latency spent on the cores of its two
+    ends: all of it for a "loopback" link between one-core TF server
+    workers (`rendezvous_transfers`: gRPC over loopback has no wire, its
+    latency is system calls and thread wake-ups), 0 elsewhere."""
+    lat, _, loopback = self._link_matrices()
+    return np.where(loopback, lat, 0.0) if self.rendezvous_transfers else (
+        np.zeros_like(lat))
+
+  def _link_matrices(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(latency, bandwidth, is a loopback link), each [D, D]."""
     d = self.num_devices
     lat = np.full((d, d), self.default_link.latency_s)
     bw = np.full((d, d), self.default_link.bandwidth)
+    loopback = np.full((d, d), self.default_link.kind == LOOPBACK)
     explicit = set()
     for link in self.links:
       i, j = self.device_index[link.src], self.device_index[link.dst]
       lat[i, j], bw[i, j] = link.latency_s, link.bandwidth
+      loopback[i, j] = link.kind == LOOPBACK
       explicit.add((i, j))
     for link in self.links:
       i, j = self.device_index[link.src], self.device_index[link.dst]
       if (j, i) not in explicit:
         lat[j, i], bw[j, i] = link.latency_s, link.bandwidth
+        loopback[j, i] = link.kind == LOOPBACK
     np.fill_diagonal(lat, 0.0)
     np.fill_diagonal(bw, np.inf)
-    return lat, bw
+    np.fill_diagonal(loopback, False)
+    return lat, bw, loopback
 
   def transfer_time(self, src: int, dst: int, nbytes: float) -> float:
     if src == dst:

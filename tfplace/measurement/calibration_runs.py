@@ -27,8 +27,9 @@ from tfplace.measurement.batch import MeasureOutcome, measure_rounds
 from tfplace.measurement.calibration_fit import (FitBounds,
                                                  calibrated_simulator,
                                                  calibration_from_benchmark,
-                                                 fit_transfer_shares,
                                                  fit_op_types,
+                                                 fit_trace_excess,
+                                                 fit_transfer_shares,
                                                  samples_from_timing)
 from tfplace.measurement.cluster_benchmark import (BenchmarkConfig,
                                                    ClusterBenchmark,
@@ -169,7 +170,9 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   durations), and, on a cluster with the link model, the shares of the
   per-message cost each end pays and of the time per byte the hosts spend,
   chosen on the multi-device runs (`calibration_fit.fit_transfer_shares`;
-  with rendezvous transfers the measured costs are used as they are).
+  with rendezvous transfers the measured costs are used as they are), and
+  the profiler's excess per op, from the short one-device runs
+  (`calibration_fit.fit_trace_excess`).
 
   Raises:
     MeasureError: no one-device run succeeded.
@@ -178,16 +181,18 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   measured = apply_calibration(cluster, calibration_from_benchmark(
       bench, cluster))
   traced = {d.device: d.traced_op_s for d in bench.devices}
-  samples, split = [], []
+  samples, single, split = [], [], []
   for r in runs:
     for (_, p), o in zip(r.placements, r.outcomes):
       if not o.ok:
         continue
+      run = (r.graph, p.to_array(r.graph, cluster),
+             o.timing.median_step_time_s)
       if len(set(p.devices.values())) == 1:
         samples += samples_from_timing(r.graph, measured, o.timing, traced)
+        single.append(run)
       else:
-        split.append((r.graph, p.to_array(r.graph, cluster),
-                      o.timing.median_step_time_s))
+        split.append(run)
   if not samples:
     errors = [o.error for r in runs for o in r.outcomes if not o.ok]
     raise MeasureError("no one-device calibration run succeeded"
@@ -199,7 +204,9 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
       notes or f"fitted from {len(samples)} op records of "
       f"{', '.join(r.label for r in runs)} on {cluster.name}; per-message "
       f"cost share {share:.2f}, per-byte host share {byte_share:.2f}")
-  return calibration, len(samples)
+  excess = fit_trace_excess(cluster, calibration, single, bounds)
+  return dataclasses.replace(calibration, trace_excess_s=excess), len(
+      samples)
 
 
 def report_from_runs(cluster: Cluster, bench: ClusterBenchmark,

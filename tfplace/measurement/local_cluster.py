@@ -35,7 +35,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 
-from tfplace.cost.cluster import Cluster, Device, LinkSpec
+from tfplace.cost.cluster import LOOPBACK, Cluster, Device, LinkSpec
 from tfplace.errors import MeasureError
 
 JOB = "worker"
@@ -43,7 +43,7 @@ JOB = "worker"
 # and for gRPC over loopback; calibration replaces them.
 CORE_PEAK_FLOPS = 2e10
 CORE_MEMORY_BANDWIDTH = 1e10
-LOOPBACK_LINK = LinkSpec(latency_s=2e-4, bandwidth=1e9, kind="loopback")
+LOOPBACK_LINK = LinkSpec(latency_s=2e-4, bandwidth=1e9, kind=LOOPBACK)
 
 # Session target -> the LocalClusters running in this process, so that
 # `measure(config with target=lc.target)` finds their profilers and watches

@@ -139,62 +139,62 @@ def _over(peak, mem_cap):
 
 
 @njit(cache=True)
-def _start_transfers(lo, hi, mark, ev_size, now, g, c, w):
-  """Starts the queued rendezvous transfers w.xq[lo:hi] whose link and both
-  ends are free, in queue order; returns (event count, bytes sent).
+def _append(nxt, head, tail, d, k):
+  """Appends transfer k to device d's list (head/tail [D], nxt [X])."""
+  nxt[k] = -1
+  if head[d] < 0:
+    head[d] = k
+  else:
+    nxt[tail[d]] = k
+  tail[d] = k
 
-  A rendezvous transfer holds its link and a slot on both its devices for
-  bytes / bandwidth (the cores that serialize and parse the tensor), then
-  frees them (event key m + k) and arrives `lat` later (key m + C + k: at
-  one time a transfer frees its ends before one arrives). It
-  is queued when its producer ends, and the producer's device first starts
-  its next ready op: the event loop calls this for the transfers queued
-  before `now` before it starts ready ops, with `mark` (one that cannot
-  start keeps a slot of each end, `w.waiting`, so neither end starts an op
-  or a later transfer on it, and it starts when what runs there ends), and
-  for those queued at `now` after, on the slots still free (they keep none
-  yet). Every op and transfer ends, so no transfer waits forever.
+
+@njit(cache=True)
+def _serve_messages(d, ev_size, now, g, c, w):
+  """Rendezvous: device d has no op running or ready, so its free slots do
+  message work: first the transfers it sends (w.out_head, in the order their
+  producers ended), then the arrivals it parses (w.in_head, in arrival
+  order). Returns (event count, bytes sent).
+
+  A send holds a slot of the sender for its host work (w.x_send[k] and half
+  the link's host latency `c.lat_host`), then for bytes / bandwidth once
+  the link is free; it frees the slot (event key m + k) and arrives the rest
+  of the latency later (key m + X + k). A parse holds a slot of the
+  receiver for w.x_recv[k] and the other half of the host latency (key
+  m + 2X + k); the tensor's consumers are ready when it ends.
   """
   m, nx_max = g.ops.shape[0], max_transfers(g)
-  x_prod, x_bytes, dev, x_dst = w.x_prod, w.x_bytes, w.dev, w.x_dst
-  xq, held, waiting, free = w.xq, w.x_held, w.waiting, w.free
-  bw, lat, link_free, mem, peak = c.bw, c.lat, w.link_free, w.mem, w.peak
+  free, out_head, in_head = w.free, w.out_head, w.in_head
+  bw, lat, lat_host = c.bw, c.lat, c.lat_host
+  link_free, mem, peak = w.link_free, w.mem, w.peak
   sent = 0.0
-  for q in range(lo, hi):
-    k = xq[q]
-    if k < 0:
-      continue
-    s, d = dev[x_prod[k]], x_dst[k]
-    if held[k]:  # It may take a kept slot; others only the rest.
-      blocked = free[s] == 0 or free[d] == 0
-    else:
-      blocked = free[s] <= waiting[s] or free[d] <= waiting[d]
-    if blocked or link_free[s, d] > now:
-      if mark and not held[k]:
-        held[k] = True
-        waiting[s] += 1
-        waiting[d] += 1
-      continue
-    xq[q] = -1
-    free[s] -= 1
-    free[d] -= 1
-    if held[k]:
-      waiting[s] -= 1
-      waiting[d] -= 1
-    nbytes = x_bytes[k]
-    hold = nbytes / bw[s, d]
-    end = now + lat[s, d] + hold
-    link_free[s, d] = now + hold if c.overlap_lat else end
-    w.x_start[k] = now
+  while free[d] > 0 and out_head[d] >= 0:
+    k = out_head[d]
+    out_head[d] = w.out_next[k]
+    dst = w.x_dst[k]
+    nbytes = w.x_bytes[k]
+    start = max(now + w.x_send[k] + lat_host[d, dst] / 2, link_free[d, dst])
+    hold = nbytes / bw[d, dst]
+    end = start + hold + lat[d, dst] - lat_host[d, dst]
+    link_free[d, dst] = start + hold if c.overlap_lat else end
+    w.x_start[k] = start
     w.x_end[k] = end
-    w.busy[s] += hold
-    w.busy[d] += hold
-    mem[d] += nbytes
-    if mem[d] > peak[d]:
-      peak[d] = mem[d]
+    free[d] -= 1
+    w.busy[d] += start + hold - now
+    mem[dst] += nbytes
+    if mem[dst] > peak[dst]:
+      peak[dst] = mem[dst]
     sent += nbytes
-    ev_size = heap_push(w.ev_t, w.ev_k, ev_size, now + hold, m + k)
+    ev_size = heap_push(w.ev_t, w.ev_k, ev_size, start + hold, m + k)
     ev_size = heap_push(w.ev_t, w.ev_k, ev_size, end, m + nx_max + k)
+  while free[d] > 0 and in_head[d] >= 0:
+    k = in_head[d]
+    in_head[d] = w.in_next[k]
+    free[d] -= 1
+    parse = w.x_recv[k] + lat_host[w.dev[w.x_prod[k]], d] / 2
+    w.busy[d] += parse
+    ev_size = heap_push(w.ev_t, w.ev_k, ev_size, now + parse,
+                        m + 2 * nx_max + k)
   return ev_size, sent
 
 
@@ -212,12 +212,12 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   an op ends (its transfers are queued on their links, FIFO; it drops its
   references to the tensors it read; its successors wait for one op fewer).
   With `overlap_lat` a transfer holds its link for bytes / bandwidth only.
-  With `rendezvous` a transfer instead also holds a slot on both its
-  devices (`_start_transfers`): the sender's next ready op goes first; and
-  the receiver parses it when it arrives (w.x_recv, one message at a time
-  per device): an idle receiver at once (an op it starts before the parse
-  ends starts after it), a busy one owes the time to the next op it starts;
-  its consumers are ready when the parse ends.
+  With `rendezvous` message work is done only by a device with no op
+  running or ready (`_serve_messages`, called after ops start): an op's
+  transfers wait in its device's outbox and an arrival in its receiver's
+  inbox, and the consumers are ready when the receiver has parsed it (on a
+  one-core TF server worker, RPC work is queued behind the ops the
+  executor can run: `measurement.send_delay`).
   """
   m = g.ops.shape[0]
   # Every array in a local: numba reference-counts each attribute read.
@@ -234,40 +234,21 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   x_prod, x_bytes = w.x_prod, w.x_bytes
   start_t, end_t, link_free = w.start, w.end, w.link_free
   done, ev_size, moved, step, now = 0, 0, 0.0, 0.0, 0.0
-  # Rendezvous queue w.xq: [head, seen) started or keeping slots, [seen,
-  # fresh) queued before `now`, not yet looked at, [fresh, tail) at `now`.
-  xq, waiting, rendezvous = w.xq, w.waiting, c.rendezvous
-  x_recv, recv_debt, recv_free = w.x_recv, w.recv_debt, w.recv_free
-  recv_end, slots = w.recv_end, c.slots
-  nx_max, xq_head, xq_seen, xq_fresh, xq_tail = max_transfers(g), 0, 0, 0, 0
+  rendezvous, running = c.rendezvous, w.running
+  out_next, out_head, out_tail = w.out_next, w.out_head, w.out_tail
+  in_next, in_head, in_tail = w.in_next, w.in_head, w.in_tail
+  nx_max = max_transfers(g)
   while True:
-    if xq_head < xq_fresh:  # Rendezvous: transfers queued earlier go first.
-      open_ends = 0
-      for d in range(free.shape[0]):
-        open_ends += free[d] > 0
-      # A start needs two devices with a free slot; else only mark.
-      lo = xq_head if open_ends > 1 else xq_seen
-      ev_size, sent = _start_transfers(lo, xq_fresh, True, ev_size, now, g,
-                                       c, w)
-      moved += sent
-      xq_seen = xq_fresh
-      while xq_head < xq_fresh and xq[xq_head] < 0:
-        xq_head += 1
     for d in range(free.shape[0]):  # Start ready ops.
       if free[d] > 0 and rq_ptr[UNSORTED, d]:
         _sort_pending(d, rq, rq_ptr)
-      kept = waiting[d]  # Slots kept for rendezvous transfers.
-      while free[d] > kept and rq_ptr[HEAD, d] < rq_ptr[TAIL, d]:
+      while free[d] > 0 and rq_ptr[HEAD, d] < rq_ptr[TAIL, d]:
         i = topo[rq[rq_ptr[HEAD, d]]]
         rq_ptr[HEAD, d] += 1
         free[d] -= 1
-        owed = 0.0
-        if rendezvous:  # Receive work the device owes goes first.
-          owed = recv_debt[d] + max(0.0, recv_free[d] - now)
-          recv_debt[d] = 0.0
-          recv_free[d] = now
-        start_t[i] = now + owed
-        end_t[i] = start_t[i] + dur[i]
+        running[d] += 1
+        start_t[i] = now
+        end_t[i] = now + dur[i]
         if strict and end_t[i] == start_t[i]:
           return np.inf, ZERO_TIME, moved
         busy[d] += dur[i]
@@ -275,36 +256,28 @@ def _event_loop(g, c, w, stop_on_oom, strict):
         if mem[d] > peak[d]:
           peak[d] = mem[d]
         ev_size = heap_push(ev_t, ev_k, ev_size, end_t[i], i)
-    if xq_fresh < xq_tail:  # Then those queued now, on slots still free.
-      ev_size, sent = _start_transfers(xq_fresh, xq_tail, False, ev_size, now,
-                                       g, c, w)
-      moved += sent
+      if (rendezvous and running[d] == 0 and free[d] > 0
+          and rq_ptr[HEAD, d] == rq_ptr[TAIL, d]
+          and (out_head[d] >= 0 or in_head[d] >= 0)):
+        ev_size, sent = _serve_messages(d, ev_size, now, g, c, w)
+        moved += sent
     if ev_size == 0:
       break
-    if rendezvous and ev_t[0] > now:
-      xq_fresh = xq_tail  # Queued before the new time.
     now = ev_t[0]
     while ev_size > 0 and ev_t[0] == now:
       _, key, ev_size = heap_pop(ev_t, ev_k, ev_size)
-      if key >= m:  # A transfer arrived (key m + C + k) or freed its ends.
+      if key >= m:  # A transfer event.
         k = key - m
-        if k < nx_max:  # Rendezvous transfer k frees its ends.
+        if k < nx_max:  # Rendezvous transfer k frees its sender's slot.
           free[dev[x_prod[k]]] += 1
-          free[x_dst[k]] += 1
           continue
         k -= nx_max
-        if x_recv[k] > 0.0:  # Rendezvous: the receiver parses it first.
-          d = x_dst[k]
-          ready = max(recv_end[d], now) + x_recv[k]  # One at a time.
-          recv_end[d] = ready
-          if free[d] == slots[d]:  # Idle: parses now, then runs ops.
-            recv_free[d] = ready
-          else:  # Busy: shares the core; the next op it starts pays.
-            recv_debt[d] += x_recv[k]
-          busy[d] += x_recv[k]
-          x_recv[k] = 0.0
-          ev_size = heap_push(ev_t, ev_k, ev_size, ready, m + nx_max + k)
+        if rendezvous and k < nx_max:  # Arrived: into the inbox.
+          _append(in_next, in_head, in_tail, x_dst[k], k)
           continue
+        if rendezvous:  # Parsed: the receiver's slot is free again.
+          k -= nx_max
+          free[x_dst[k]] += 1
         t = x_tensor[k]
         p = x_prod[k]
         if t < 0:  # A control message: p's successors there may start.
@@ -329,11 +302,11 @@ def _event_loop(g, c, w, stop_on_oom, strict):
       step = now
       s = dev[key]
       free[s] += 1
+      running[s] -= 1
       sent = 0.0
       for k in range(x_first[key], x_first[key] + x_count[key]):
-        if rendezvous:  # Queued (see `_start_transfers`).
-          xq[xq_tail] = k
-          xq_tail += 1
+        if rendezvous:  # Sent when s has nothing to run.
+          _append(out_next, out_head, out_tail, s, k)
           continue
         d = x_dst[k]
         nbytes = x_bytes[k]

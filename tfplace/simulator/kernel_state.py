@@ -18,8 +18,10 @@ structs):
     slots, xfer_ovh [D] (host seconds per message sent or received),
     xfer_byte [D] (host seconds per byte sent or received),
     step_ovh (seconds added to every step time), overlap_lat (latency does
-    not hold the link), rendezvous (a transfer holds a slot on both ends
-    while it moves its bytes).
+    not hold the link), rendezvous (message work is done by a device with
+    nothing else to run: `kernel._serve_messages`), lat_host [D, D] (the
+    part of each link's latency spent on its two ends' cores, on
+    rendezvous clusters; 0 elsewhere).
   Work: the per-placement state (`new_work`), reused across a batch.
     Transfers k < X = C + len(ctrl_dst) (`max_transfers`): one per data
     tensor and remote consumer device, and on rendezvous clusters one per
@@ -70,6 +72,7 @@ class KernelCluster(NamedTuple):
   step_ovh: float
   overlap_lat: bool
   rendezvous: bool
+  lat_host: np.ndarray
 
 
 class Work(NamedTuple):
@@ -77,14 +80,11 @@ class Work(NamedTuple):
   x_tensor/x_dst/x_start/x_end [X] (the first K entries are the transfers).
   x_prod/x_bytes [X]: each transfer's producer op and bytes; x_tensor is
   -1 for a control message (0 bytes).
-  Rendezvous transfers (`kernel._start_transfers`): xq [X] (transfers in
-  the order their producers ended; -1 once started), x_held [X] (it keeps
-  a slot of each end), waiting [D] (slots kept), x_recv [X] (the
-  receiver's host work on the transfer, done when it arrives; 0 once done)
-  and, per device, recv_debt [D] (receive work done while the device was
-  busy, added to the next op it starts), recv_free [D] (the time its
-  receive work done while idle ends) and recv_end [D] (the time its last
-  parse ends: messages are parsed one at a time).
+  Rendezvous transfers (`kernel._serve_messages`): running [D] (ops
+  running on each device), x_send/x_recv [X] (the sender's and the
+  receiver's host work on the transfer), and two lists per device, of transfers whose
+  producer ended (out_head/out_tail [D], out_next [X]) and of arrivals not
+  yet parsed (in_head/in_tail [D], in_next [X]); -1 ends a list.
   """
   dev: np.ndarray
   dur: np.ndarray
@@ -115,13 +115,15 @@ class Work(NamedTuple):
   link_free: np.ndarray
   stamp: np.ndarray
   slot: np.ndarray
-  xq: np.ndarray
-  x_held: np.ndarray
-  waiting: np.ndarray
+  running: np.ndarray
+  x_send: np.ndarray
   x_recv: np.ndarray
-  recv_debt: np.ndarray
-  recv_free: np.ndarray
-  recv_end: np.ndarray
+  out_next: np.ndarray
+  out_head: np.ndarray
+  out_tail: np.ndarray
+  in_next: np.ndarray
+  in_head: np.ndarray
+  in_tail: np.ndarray
 
 
 @njit(cache=True)
@@ -146,9 +148,10 @@ def new_work(num_ops, num_entries, num_transfers, num_devices):
       np.empty(m + 2 * c + 1, np.int64), np.empty(m, np.int64),
       np.empty((4, d), np.int64), np.empty(d), np.empty(d), np.zeros(d),
       np.zeros(d), np.empty(d, np.int64), np.empty((d, d)),
-      np.empty(d, np.int64), np.empty(d, np.int64), np.empty(c, np.int64),
-      np.zeros(c, np.bool_), np.zeros(d, np.int64), np.zeros(c),
-      np.zeros(d), np.zeros(d), np.zeros(d))
+      np.empty(d, np.int64), np.empty(d, np.int64), np.zeros(d, np.int64),
+      np.zeros(c), np.zeros(c),
+      np.empty(c, np.int64), np.full(d, -1, np.int64), np.empty(d, np.int64),
+      np.empty(c, np.int64), np.full(d, -1, np.int64), np.empty(d, np.int64))
 
 
 # Rows of `Work.rq_ptr` [4, D], the ready queues (see `kernel`): head, tail,
@@ -185,12 +188,10 @@ def init_state(dev_all, g, c, w):
   w.rq_time[:] = 0.0
   w.free[:] = c.slots
   w.link_free[:] = 0.0
+  w.running[:] = 0
   if c.rendezvous:
-    w.waiting[:] = 0
-    w.x_held[:] = False
-    w.recv_debt[:] = 0.0
-    w.recv_free[:] = 0.0
-    w.recv_end[:] = 0.0
+    w.out_head[:] = -1
+    w.in_head[:] = -1
   return kernels
 
 
@@ -272,16 +273,17 @@ def add_transfer_overheads(g, w, nx, xfer_ovh, xfer_byte, rendezvous):
   topological order by xfer_ovh[d] + b * xfer_byte[d] (deserialization
   before its compute): once per transfer, so a tensor read by several ops
   on one remote device is paid for once on each end. With `rendezvous`
-  the receiver's part is instead kept in w.x_recv[k], for the event loop
-  to charge when the transfer arrives (`kernel`), and control messages
-  are transfers already (`plan_transfers`); without, control edges from
+  the two parts are instead kept in w.x_send[k] and w.x_recv[k], for the
+  event loop to charge when each end does its message work
+  (`kernel._serve_messages`), and control messages are transfers already
+  (`plan_transfers`); without, control edges from
   op p to ops on another device d are one dummy message per (p, d),
   charged to the ops (no link time).
   """
   dev, dur, rank, cons, entry_x = w.dev, w.dur, g.rank, g.cons, w.entry_x
   ctrl_ptr, ctrl_dst = g.ctrl_ptr, g.ctrl_dst
   x_prod, x_bytes, x_dst = w.x_prod, w.x_bytes, w.x_dst
-  recv = np.full(nx, -1, np.int64)  # Each transfer's first consumer.
+  recv = np.full(0 if rendezvous else nx, -1, np.int64)  # First consumers.
   if not rendezvous:
     for e in range(cons.shape[0]):
       k = entry_x[e]
@@ -289,11 +291,13 @@ def add_transfer_overheads(g, w, nx, xfer_ovh, xfer_byte, rendezvous):
         recv[k] = cons[e]
   for k in range(nx):
     p = x_prod[k]
-    dur[p] += xfer_ovh[dev[p]] + x_bytes[k] * xfer_byte[dev[p]]
+    send = xfer_ovh[dev[p]] + x_bytes[k] * xfer_byte[dev[p]]
     cost = xfer_ovh[x_dst[k]] + x_bytes[k] * xfer_byte[x_dst[k]]
     if rendezvous:
+      w.x_send[k] = send
       w.x_recv[k] = cost
     else:
+      dur[p] += send
       dur[recv[k]] += cost
   if rendezvous:
     return

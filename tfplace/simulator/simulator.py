@@ -14,11 +14,23 @@ Semantics (one training step):
     `bytes / bandwidth` only and arrives `latency` after that (many RPCs in
     flight at once, as in TF's gRPC runtime).
   * With `Cluster.rendezvous_transfers` (one-core TF server workers) a
-    transfer also needs a slot on both its devices, which it holds for
-    `bytes / bandwidth`: the sender's next ready op starts first, then the
-    transfer waits until both ends (and its link) are free; a device with a
-    transfer waiting for it starts no op on the slot the transfer keeps.
-    Both devices' busy times include the hold.
+    device does message work only when it has no op running or ready: TF's
+    worker queues RPC work (a RecvTensor request, the consumers of a
+    received tensor) on its one-thread pool behind the ops its executor
+    can run, so a message waits while either end computes
+    (`tfplace.measurement.send_delay`: a scalar behind a 3.85 ms chain of
+    adds on its sender arrives 4.47 ms after its producer; 0.31 ms between
+    idle workers; also when the receiver's request was already waiting).
+    A transfer whose producer ended waits in its device's outbox; the
+    device, once idle, sends it, holding a slot for its host cost and
+    bytes / bandwidth; it arrives into the receiver's inbox, and the idle
+    receiver parses it, holding a slot, before its consumers are ready.
+    On a "loopback" link (gRPC between processes of one host) there is no
+    wire: the latency the ping-pong benchmark measures is system calls and
+    thread wake-ups, half charged to each end's slot (`Cluster.
+    host_latency`); judged on the twenty-two cross records this met the
+    error target on 119 of 154 graph-runs, 105 with the sender's next op
+    first and both ends held (WORKSPACE_NOTES.md, issue 13).
   * Memory per device: parameters (`OpCosts.param_bytes`) are resident all
     step. An op's outputs (`OpCosts.output_bytes`) are allocated when it
     starts and freed when its last local consumer has finished and all its
@@ -35,22 +47,16 @@ Semantics (one training step):
     lengthens its producer's execution by the sender's overhead (so the
     transfer starts that much later) and the execution of the tensor's first
     consumer (topological order) on the destination by the receiver's
-    overhead; with `Cluster.rendezvous_transfers` the receiver instead
-    parses the message when it arrives, one at a time: at once when idle
-    (its next op waits for the parse), else owed by the next op it starts,
-    and the tensor's consumers are ready when the parse is done (on one-core
-    workers a receiver waiting for its inputs parses them in that idle
-    time: rnnlm's m_topo placement, 140 tensors one way, measured 9.9 ms,
-    predicted 20.2 ms with every parse in its consumer, 12.8 ms so). A
-    tensor read by several ops on one remote device is paid for once per
-    end. With `Device.transfer_byte_s` each end also pays that
+    overhead; with `Cluster.rendezvous_transfers` the two ends instead
+    pay as they send and parse (above). A tensor read by several ops on
+    one remote device is paid for once per end. With `Device.transfer_byte_s` each end also pays that
     many seconds per byte of the tensor (copies through the RPC layer).
     TF's graph partitioner turns a cross-device control edge
     into a Send/Recv of a dummy tensor: control edges from one op to ops on
     another device cost one such message (host overhead on both ends, charged
     the same way; no link time, so with zero overheads a control edge only
     orders). With `Cluster.rendezvous_transfers` that message is a transfer
-    of 0 bytes like any other (link latency, both ends, parsed on arrival):
+    of 0 bytes like any other (sent, carried and parsed as above):
     between TF server workers it is an RPC, and the traced gap from a
     control predecessor's end to its successor's start on the other worker
     was 90-230 us (median per graph and cross record), as long as a small
@@ -190,7 +196,8 @@ class Simulator:
                            dtype=np.float64),
         step_ovh=float(cluster.step_overhead_s),
         overlap_lat=bool(cluster.overlap_latency),
-        rendezvous=bool(cluster.rendezvous_transfers))
+        rendezvous=bool(cluster.rendezvous_transfers),
+        lat_host=np.ascontiguousarray(cluster.host_latency, dtype=np.float64))
 
   def _check_ids(self, ids: np.ndarray) -> np.ndarray:
     ids = np.ascontiguousarray(ids, dtype=np.int32)
