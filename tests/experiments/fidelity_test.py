@@ -61,6 +61,10 @@ def test_markdown_table_lists_rows(graph):
   text = fidelity_report.markdown_table(report)
   assert "| m_etf | 7 | 2.00 | 4.00 | 1.00 | 100.0 % |" in text
   assert "per transfer CPU 200.0 µs" in text and "step 1.000 ms" in text
+  assert "trace excess" not in text
+  with_excess = dataclasses.replace(cal, trace_excess_s={"CPU": 1.2e-6})
+  assert "trace excess CPU 1.2 µs per op, per transfer" in (
+      fidelity_report.describe(with_excess))
 
 
 def test_suite_placements_run_each_device_alone_then_split(graph):

@@ -39,8 +39,8 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   `copy_bandwidth`, `conv_lanes`), `launch_overhead_s` their per-op overhead,
   `trace_excess_s` what the profiler adds to each real op's traced time
   beyond the benchmark's tiny op (taken off every op's cost, not below the
-  launch overhead), `transfer_overhead_s` their host cost per transfer, `transfer_byte_s`
-  their host cost per byte transferred; `links` replaces
+  launch overhead), `transfer_overhead_s` their host cost per transfer,
+  `transfer_byte_s` their host cost per byte transferred; `links` replaces
   latency and bandwidth of links (and the default link) of that kind;
   `step_overhead_s` sets the cluster's fixed step cost, `run_overhead_s`
   (per device name) the step cost of each device used (`Device.

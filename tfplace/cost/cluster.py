@@ -42,9 +42,9 @@ from tfplace.device_names import canonical_device, device_type_of
 from tfplace.errors import ClusterError
 from tfplace.io_utils import read_json
 
-# Device fields holding measured rates (0: not measured).
 # The link kind of gRPC between processes on one host (`LocalCluster`).
 LOOPBACK = "loopback"
+# Device fields holding measured rates (0: not measured).
 _MEASURED_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth")
 # Optional device fields left out of the JSON form when 0.
 _OMITTED_WHEN_ZERO = _MEASURED_RATES + ("conv_lanes", "run_overhead_s",

@@ -45,8 +45,10 @@ def describe(calibration: Calibration) -> str:
   link = next(iter(calibration.links.values()), None)
   link_text = (f"link latency {format_seconds(link.latency_s)}, "
                f"{link.bandwidth / 1e9:.2f} GB/s" if link else "no link")
+  excess = {k: v for k, v in calibration.trace_excess_s.items() if v > 0}
   return (f"calibration: launch {_per_type(calibration.launch_overhead_s)}, "
-          f"per transfer {_per_type(calibration.transfer_overhead_s)}"
+          + (f"trace excess {_per_type(excess)} per op, " if excess else "")
+          + f"per transfer {_per_type(calibration.transfer_overhead_s)}"
           f"{_per_megabyte(calibration.transfer_byte_s)}, "
           f"step {format_seconds(calibration.step_overhead_s)}, {link_text}"
           f"{' (rendezvous)' if calibration.rendezvous_transfers else ''}, "
