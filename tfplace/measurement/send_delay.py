@@ -5,13 +5,14 @@ the "sender" case the sender also runs a chain of `busy_ops` ops that starts
 right after the producer; in the "receiver" case the receiver runs the chain
 from the start of the step. The "waiting_sender" case is the "sender" case
 with the sender idle first: its producer also reads a scalar `go` that the
-receiver sends after a chain of `WAIT_OPS` adds, so the sender has nothing
-to run for a while before the producer (TF's worker handles the receiver's
-request for the producer's tensor, a task on its one-thread pool queued
-behind the ops it can run, in that idle time). From the traced step (FULL_TRACE op records):
-the delay is the consumer's start less the producer's end, and the busy time
-is how long the busy worker ran its chain after the producer ended (sender)
-or after the step started (receiver).
+receiver computes from the sender's seed with a chain of `WAIT_OPS` adds,
+so the sender has nothing to run for a while before the producer (TF's
+worker takes the receiver's request for the producer's tensor, a task on
+its one-thread pool queued behind the ops it can run, in that idle time).
+From the traced step (FULL_TRACE op records): the delay is the consumer's
+start less the producer's end, and the busy time is how long the busy
+worker ran its chain after the producer ended (the sender cases) or after
+the step started (receiver).
 
 On this project's one-core TF server workers a message moves only when its
 sender, then its receiver, has nothing left to run: behind 6.4 ms of scalar
