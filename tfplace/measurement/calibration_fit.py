@@ -464,14 +464,17 @@ def fit_trace_excess(cluster: Cluster, calibration: Calibration,
     The excess of each device type with a short run (none: empty).
   """
   excess: Dict[str, List[float]] = {}
+  simulators: Dict[int, Simulator] = {}  # One per graph (runs share them).
   for graph, ids, measured in one_device_runs:
     if measured > bounds.small_step_s:
       continue
     step_devices = set(ids[graph.step_mask].tolist())
     if len(step_devices) != 1:
       continue
-    predicted = calibrated_simulator(graph, cluster, calibration).simulate(
-        ids).step_time_s
+    if id(graph) not in simulators:
+      simulators[id(graph)] = calibrated_simulator(graph, cluster,
+                                                   calibration)
+    predicted = simulators[id(graph)].simulate(ids).step_time_s
     device_type = cluster.devices[step_devices.pop()].type
     excess.setdefault(device_type, []).append(
         (predicted - measured) / int(graph.step_mask.sum()))
