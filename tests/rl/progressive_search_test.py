@@ -68,11 +68,15 @@ def test_masked_device_is_never_chosen(chains):
   start = np.zeros(chains.groups.num_groups, np.int32)
   setup = placeto_setup(chains, start, float(chains.simulate_groups(
       start[None])[0]), ProgressiveConfig(batch_size=8, hidden=8))
-  run_search(setup, AgentConfig(baseline="per_step", lr=0.1),
-             SearchConfig(budget_s=120, max_samples=200,
-                          warm_start="baseline", **EAGER), seed=0)
-  ops = np.concatenate(seen[1:])  # Device per op; op 2 has no kernel on 1.
-  assert len(ops) >= 150
+  result = run_search(setup, AgentConfig(baseline="per_step", lr=0.1),
+                      SearchConfig(budget_s=120, max_samples=200,
+                                   warm_start="baseline", **EAGER), seed=0)
+  assert result.samples >= 200
+  # Device per op of every distinct placement simulated; op 2 has no kernel
+  # on device 1. Repeats hit the memo, and how many there are depends on the
+  # machine's float rounding (209 here, 149 on CI): ask for a third.
+  ops = np.concatenate(seen[1:])
+  assert len(ops) >= 64
   assert not np.any(ops[:, 2] == 1)
   assert len(set(ops[:, 3].tolist())) == 3  # Others use every device.
 
