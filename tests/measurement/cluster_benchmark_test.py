@@ -159,7 +159,7 @@ def test_apply_leaves_unmeasured_devices_alone():
   assert dataclasses.replace(bench, links=()).apply(cluster).links == ()
 
 
-class _DriftingRunner(cluster_benchmark._Runner):
+class _DriftingRunner(cluster_benchmark.BenchmarkRunner):
   """A runner whose machine slows by `drift` seconds per run: fetch "a"
   costs 10 ms, "b" 4 ms, plus the drift so far."""
 

@@ -66,3 +66,14 @@ def test_send_delay_refuses_bad_flags_before_starting_a_cluster(
              cwd=tmp_path)
   assert run.returncode == 2
   assert f"{flag}" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("flag,value", [("--contexts", "busy"),
+                                        ("--few", "0"), ("--many", "500"),
+                                        ("--steps", "0")])
+def test_message_cost_refuses_bad_flags_before_starting_a_cluster(
+    flag, value, tmp_path):
+  run = _run([os.path.join(SCRIPTS, "message_cost.py"), flag, value],
+             cwd=tmp_path)
+  assert run.returncode == 2
+  assert f"{flag}" in run.stderr and "Traceback" not in run.stderr

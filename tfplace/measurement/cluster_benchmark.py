@@ -402,7 +402,7 @@ def _benchmark_once(cluster: Cluster, config: MeasureConfig, built,
   pairs = [(a, b) for a in names for b in names if a != b]
   with StepSession(built.graph.as_graph_def(), StepFetches(), config=config,
                    num_cpu_devices=cluster.num_devices) as session:
-    runner = _Runner(session, config)
+    runner = BenchmarkRunner(session, config)
     with tqdm(total=len(names) + len(pairs) + 1, desc="cluster benchmark",
               disable=not progress) as bar:
       devices = {}
@@ -424,18 +424,21 @@ def _benchmark_once(cluster: Cluster, config: MeasureConfig, built,
   return result
 
 
-class _Runner:
-  """Median step times and traced op durations of fetches in one session."""
+class BenchmarkRunner:
+  """Median step times and traced op durations of fetches in one session
+  (`what` names the benchmark in errors)."""
 
-  def __init__(self, session: StepSession, config: MeasureConfig):
+  def __init__(self, session: StepSession, config: MeasureConfig,
+               what: str = "the cluster benchmark"):
     self.session = session
     self.config = config
+    self.what = what
 
   def _run(self, fetch: Sequence[str], trace: bool = False):
     import tensorflow as tf
     metadata = tf.compat.v1.RunMetadata() if trace else None
     options = self.session.run_options(trace)
-    with tf_errors("the cluster benchmark"):
+    with tf_errors(self.what):
       start = time.perf_counter()
       self.session.session.run(list(fetch), options=options,
                                run_metadata=metadata)
@@ -486,7 +489,7 @@ class _Runner:
     return out
 
 
-def _benchmark_device(runner: "_Runner", name: str,
+def _benchmark_device(runner: "BenchmarkRunner", name: str,
                       g) -> DeviceBenchmark:
   """The figures of one device from its part of the graph."""
   empty = runner.median(g.empty)
@@ -527,7 +530,7 @@ def _tick(seconds: float) -> float:
   return max(seconds, 1e-6)
 
 
-def _benchmark_link(runner: "_Runner", a: str, b: str, g,
+def _benchmark_link(runner: "BenchmarkRunner", a: str, b: str, g,
                     tiny_s: float) -> LinkBenchmark:
   """The figures of a -> b; `tiny_s`: the untraced time of a tiny op."""
   fan = runner.median_difference(g.fanout_many, g.fanout_one) / (
@@ -541,7 +544,7 @@ def _benchmark_link(runner: "_Runner", a: str, b: str, g,
                            runner, g), hop_s=max(0.0, hop))
 
 
-def _bandwidth_slope(runner: _Runner, g) -> float:
+def _bandwidth_slope(runner: BenchmarkRunner, g) -> float:
   """Seconds per byte of a -> b: least squares over the transfer sizes.
 
   Raises:

@@ -176,10 +176,9 @@ def make_worker_cluster(num_workers: int, cores_per_worker: int = 1,
 
   With one core per worker its transfers are rendezvous transfers
   (`Cluster.rendezvous_transfers`): the gRPC runtime serializes and parses
-  a tensor on the cores that also compute, and a worker's next op runs
-  first. Traced on two one-core workers (resnet_large, m_etf placement):
-  consumers of 1-4 MB tensors from a busy worker waited 3-8 times the
-  tensors' measured link time, about one convolution of the sender's.
+  a tensor on the cores that also compute, and only when the worker has
+  no op left to run (`scripts/send_delay.py`: a message waits as long as
+  either end computes).
   """
   memory = _memory_bytes() / max(1, num_workers)
   devices = tuple(
