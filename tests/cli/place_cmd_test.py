@@ -104,7 +104,7 @@ def test_learned_placer_flags(tmp_path):
              "--out", str(out))
   assert proc.returncode == 2 and "resume needs a logdir" in proc.stderr
   proc = run(GRAPH, "--cluster", "k80x2", "--placer", "colocrl", "--agent",
-             "reinforce", "--budget_s", "60", "--max_samples", "32",
+             "reinforce", "--budget_s", "600", "--max_samples", "32",
              "--init", "m_etf", "--placer_options", "hidden=8,progress=false",
              "--logdir", str(logdir), "--out", str(out), "--json")
   assert proc.returncode == 0, proc.stderr

@@ -19,7 +19,7 @@ def place(*args):
 
 def test_placeto_search_and_resume(tmp_path):
   out, logdir = tmp_path / "p.json", tmp_path / "search"
-  proc = place("--agent", "reinforce", "--budget_s", "60", "--max_samples",
+  proc = place("--agent", "reinforce", "--budget_s", "600", "--max_samples",
                "16", "--logdir", str(logdir), "--out", str(out), "--json")
   assert proc.returncode == 0, proc.stderr
   result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -27,7 +27,7 @@ def test_placeto_search_and_resume(tmp_path):
   first = json.loads(out.read_text())["metadata"]["search"]
   assert first["samples"] >= 16 and not first["resumed"]
   assert (logdir / "best_placement.json").exists()
-  proc = place("--agent", "reinforce", "--budget_s", "60", "--max_samples",
+  proc = place("--agent", "reinforce", "--budget_s", "600", "--max_samples",
                str(first["samples"] + 16), "--logdir", str(logdir),
                "--resume", "--out", str(out))
   assert proc.returncode == 0, proc.stderr

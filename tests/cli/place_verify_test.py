@@ -38,7 +38,7 @@ def test_verify_and_fine_tune_write_the_measured_best_with_reports(
   assert proc.returncode == 0, proc.stderr
   printed = json.loads(proc.stdout.strip().splitlines()[-1])
   verify, real = printed["verify"], printed["real_reward"]
-  assert real["search"]["evaluations"] >= 1 and real["seconds"] < 15
+  assert real["search"]["evaluations"] >= 1 and real["seconds"] < 30
   assert json.loads(out.read_text())["metadata"]["real_reward"] == real
   labels = [c["label"] for c in verify["candidates"]]
   assert labels[:2] == ["local_search #1", "local_search #2"]

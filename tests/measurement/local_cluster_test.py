@@ -63,7 +63,7 @@ def test_two_workers_measure_then_dead_worker_then_stop():
   assert not os.path.exists(log_dir)
 
 
-def _busy_worker(pid: int, cpu_s: float = 0.3, timeout_s: float = 60.0):
+def _busy_worker(pid: int, cpu_s: float = 1.0, timeout_s: float = 60.0):
   """Waits until process `pid` has used `cpu_s` more CPU seconds (steps are
   running on it)."""
   def cpu():

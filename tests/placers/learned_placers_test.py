@@ -56,7 +56,7 @@ def test_short_search_returns_a_feasible_placement_no_slower_than_start(
   problem = lib.chain_problem()
   logdir = str(tmp_path / name)
   placer = get_placer(name, {
-      "agent": agent, "budget_s": 60, "max_samples": 64, "batch_size": 32,
+      "agent": agent, "budget_s": 600, "max_samples": 64, "batch_size": 32,
       "hidden": 8, "ppo_epochs": 1, "logdir": logdir, "progress": False})
   run = run_placer(problem, placer, seed=0)
   search = run.placement.metadata.extra["search"]

@@ -42,7 +42,7 @@ def test_short_search_returns_a_feasible_placement_no_slower_than_start(
   problem = lib.chain_problem()
   logdir = str(tmp_path / "placeto")
   placer = get_placer("placeto", {
-      "agent": "reinforce", "budget_s": 60, "max_samples": 48,
+      "agent": "reinforce", "budget_s": 600, "max_samples": 48,
       "batch_size": 8, "hidden": 8, "logdir": logdir, "progress": False})
   run = run_placer(problem, placer, seed=0)
   search = run.placement.metadata.extra["search"]

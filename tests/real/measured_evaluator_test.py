@@ -75,7 +75,9 @@ def test_a_fine_tune_returns_the_start_unless_a_fresh_duel_confirms(
   summary = result.placement.metadata.extra["real_reward"]
   assert summary["improved"] == result.improved
   assert summary["search"]["algorithm"] == algorithm
-  assert result.seconds < 3 + 10  # the budget holds the duel too (+ slack)
+  # A 3 s budget, the duel included; slack for a slow machine, far under
+  # the default budget (300 s).
+  assert result.seconds < 30
 
 
 def test_a_dead_worker_stops_the_search(graph):

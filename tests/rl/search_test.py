@@ -41,7 +41,7 @@ def test_two_groups_learned_in_a_few_hundred_samples(two_groups, agent):
   before = device_1_probability(setup)
   result = run_search(
       setup, AgentConfig(kind=agent, lr=0.1, ppo_epochs=2),
-      SearchConfig(budget_s=120, max_samples=320, warm_start="baseline",
+      SearchConfig(budget_s=600, max_samples=320, warm_start="baseline",
                    **EAGER), seed=1)
   after = device_1_probability(setup)
   np.testing.assert_allclose(before, 0.5, atol=0.05)  # Uniform at the start.
@@ -66,16 +66,20 @@ def test_masked_device_is_never_chosen(chains):
                  builders.EnvConfig(batch_size=32, hidden=8, num_chunks=2,
                                     num_groups=4, bias_scale=1.0))
     run_search(setup, AgentConfig(lr=0.1),
-               SearchConfig(budget_s=120, max_samples=96, replay_best=0,
+               SearchConfig(budget_s=600, max_samples=96, replay_best=0,
                             warm_start="baseline", **EAGER), seed=0)
-  sampled = np.concatenate(seen[1:])  # Distinct placements (memo).
-  assert len(sampled) >= 40
+  # Distinct placements simulated (repeats hit the memo): 59 here, and
+  # memo hits vary with the machine's float rounding (a like count came out
+  # 0.7x on CI). Unmasked, 20 of them would put group 1 on device 1 with
+  # probability > 0.999.
+  sampled = np.concatenate(seen[1:])
+  assert len(sampled) >= 20
   assert not np.any(sampled[:, 1] == 1)  # Group 1 has no kernel on 1.
   assert len(set(sampled[:, 2].tolist())) == 3  # Others use all devices.
 
 
 def search(problem, logdir, max_samples, **kwargs):
-  config = SearchConfig(budget_s=120, max_samples=max_samples, logdir=logdir,
+  config = SearchConfig(budget_s=600, max_samples=max_samples, logdir=logdir,
                         **EAGER, **kwargs)
   return run_search(two_group_setup(problem), AgentConfig(lr=0.1), config,
                     seed=0)
@@ -171,7 +175,7 @@ def test_reexplore_after_batches_without_a_better_placement(
   # batch is a stalled one; 8 batches re-explore after batches 3 and 6.
   setup = builders.colocrl_setup(two_groups, np.array([1, 1]), 2.0, ENV)
   result = run_search(setup, AgentConfig(lr=0.1), SearchConfig(
-      budget_s=120, max_samples=256, reexplore_after=patience, **EAGER),
+      budget_s=600, max_samples=256, reexplore_after=patience, **EAGER),
                       seed=0)
   assert result.reexplorations == expected
   assert result.summary()["reexplorations"] == expected
