@@ -32,6 +32,8 @@ _FEW = flags.DEFINE_integer("few", 8, "scalars in the smaller step")
 _MANY = flags.DEFINE_integer("many", 40, "scalars in the larger step")
 _CHAIN_OPS = flags.DEFINE_integer("chain_ops", 200,
                                   "128 x 128 matmuls in a busy chain")
+_BYTES = flags.DEFINE_integer("message_bytes", 4, "bytes per message (4: a "
+                              "scalar; else a float32 vector)")
 _STEPS = flags.DEFINE_integer("steps", 10, "timed runs (x 2 x 3 pairs)")
 _CALIBRATION = flags.DEFINE_string(
     "calibration", None, "calibration JSON of the two workers (default: "
@@ -57,9 +59,11 @@ def main(argv):
   if _STEPS.value < 1:
     raise MeasureError(f"--steps must be >= 1, got {_STEPS.value}")
   try:
-    sizes = MessageCostConfig(_FEW.value, _MANY.value, _CHAIN_OPS.value)
+    sizes = MessageCostConfig(_FEW.value, _MANY.value, _CHAIN_OPS.value,
+                              _BYTES.value)
   except MeasureError as e:
-    raise MeasureError(f"--few, --many, --chain_ops: {e}") from None
+    raise MeasureError(f"--few, --many, --chain_ops, --message_bytes: {e}"
+                       ) from None
   cluster = make_worker_cluster(2)
   calibration = None
   if _CALIBRATION.value:
@@ -92,7 +96,8 @@ def main(argv):
   if _JSON.value:
     print(json.dumps({"measured_s": measured, "simulated_s": predicted,
                       "few": sizes.few, "many": sizes.many,
-                      "chain_ops": sizes.chain_ops}))
+                      "chain_ops": sizes.chain_ops,
+                      "message_bytes": sizes.message_bytes}))
 
 
 if __name__ == "__main__":

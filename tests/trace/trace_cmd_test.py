@@ -39,11 +39,25 @@ def test_text_summary():
   assert "busy ms" in out and "critical path" in out and "mm1" in out
 
 
+def test_host_threads_of_a_two_worker_profile():
+  profile = os.path.join(DATA, "profile_2workers")
+  rc, out, err = _run(profile, "--threads")
+  assert rc == 0, err
+  assert "| /job:worker/replica:0/task:1 | tf_Compute |" in out
+  assert "Recv issues: 1" in out
+  rc, out, err = _run(profile, "--threads", "--json")
+  assert rc == 0, err
+  threads = json.loads(out)["host_threads"]["threads"]
+  assert {t["worker"] for t in threads if t["thread"] == "tf_Compute"} == {
+      "/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"}
+
+
 @pytest.mark.parametrize("args", [
     ["/nonexistent.json"],
     [],
     [JSON_TRACE, "--perfetto", "OUT.txt"],
     [JSON_TRACE, "--compare", "/nonexistent.json", "--perfetto", "OUT.json"],
+    [JSON_TRACE, "--threads", "--perfetto", "OUT.json"],
 ])
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, args):
   args = [a.replace("OUT", str(tmp_path / "out")) for a in args]

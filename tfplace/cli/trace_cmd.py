@@ -2,14 +2,17 @@
 
 usage: tfplace trace PATH [--json] [--top 10] [--perfetto OUT.json]
                           [--gantt OUT.png [--placement p.json]]
-                          [--compare OTHER_PATH]
+                          [--compare OTHER_PATH] [--threads]
 
 PATH is a TF profiler log directory (or .xplane.pb), a Chrome-trace JSON
 (.json/.json.gz) or a saved StepStats/RunMetadata (.pb/.pbtxt). Prints a
 one-page summary: per-device busy time and idle gaps, transfers, top ops, and
 the critical path by device and its longest segments (--top rows per list;
 --json has every event); with --compare, also how OTHER_PATH differs from
-PATH. Bad input exits with status 2 and writes nothing.
+PATH; with --threads (a TF profiler log directory or .xplane.pb), where
+each worker's host threads spent the step: ops, sends, Recv issues and
+completions, executor (`tfplace.trace.host_activity`). Bad input exits with
+status 2 and writes nothing.
 """
 
 import json
@@ -28,6 +31,10 @@ _GANTT = flags.DEFINE_string("gantt", None, "also draw a Gantt chart (.png; "
                              "needs matplotlib, the viz extra)")
 _COMPARE = flags.DEFINE_string("compare", None, "a second trace to compare "
                                "PATH with (PATH is 'before')")
+_THREADS = flags.DEFINE_bool(
+    "threads", False, "also print each worker's host threads: self time in "
+    "ops, sends, Recv issues and completions, executor (profiler xplanes "
+    "only)")
 _PLACEMENT = flags.DEFINE_string(
     "placement", None, "the placement JSON that ran, to title the Gantt "
     "chart with its placer and devices")
@@ -36,7 +43,7 @@ _PLACEMENT = flags.DEFINE_string(
 def main(argv):
   """Runs `tfplace trace`."""
   from tfplace.trace import compare as compare_lib  # pylint: disable=import-outside-toplevel
-  from tfplace.trace import export, plot, reader, summary  # pylint: disable=import-outside-toplevel
+  from tfplace.trace import export, host_activity, plot, reader, summary  # pylint: disable=import-outside-toplevel
   if len(argv) != 2:
     raise TraceError("expected exactly one trace PATH "
                      f"(got {len(argv) - 1}; see tfplace trace --help)")
@@ -48,6 +55,9 @@ def main(argv):
   if _PLACEMENT.value:
     from tfplace.placement import Placement  # pylint: disable=import-outside-toplevel
     placement = Placement.load(_PLACEMENT.value)
+  threads = None
+  if _THREADS.value:
+    threads = host_activity.host_activity(reader.xplane_files(argv[1]))
   trace = reader.load_trace(argv[1])
   other = reader.load_trace(_COMPARE.value) if _COMPARE.value else None
   result = summary.summarize(trace, top_k=_TOP.value)
@@ -58,10 +68,13 @@ def main(argv):
     plot.gantt(trace, _GANTT.value, placement=placement)
   if _JSON.value:
     print(json.dumps({"summary": result.to_dict(),
-                      "comparison": comparison.to_dict() if comparison else None},
+                      "comparison": comparison.to_dict() if comparison else None,
+                      "host_threads": threads.to_dict() if threads else None},
                      indent=2))
     return 0
   print(summary.format_summary(result), end="")
+  if threads is not None:
+    print("\n" + host_activity.format_host_activity(threads), end="")
   if comparison is not None:
     print(f"\ncompared with {_COMPARE.value}:")
     print(compare_lib.format_comparison(comparison), end="")

@@ -40,7 +40,8 @@ from tfplace.cost.calibrated import Calibration
 from tfplace.errors import MeasureError
 from tfplace.measurement.config import MeasureConfig
 
-CONTEXTS = ("idle", "sender_busy", "receiver_busy", "both_busy", "scattered")
+CONTEXTS = ("idle", "sender_busy", "receiver_busy", "both_busy", "scattered",
+            "two_way")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,16 +54,22 @@ class MessageCostConfig:
     chain_ops: 128 x 128 matmuls in each busy worker's chain (~45 us each
       on one core here), at least `many` (the scattered context takes one
       scalar every `chain_ops // count` of them).
+    message_bytes: bytes of each message: a scalar (4), or a float32
+      vector of message_bytes / 4 elements.
   """
   few: int = 8
   many: int = 40
   chain_ops: int = 200
+  message_bytes: int = 4
 
   def __post_init__(self):
     if not 1 <= self.few < self.many <= self.chain_ops:
       raise MeasureError(
           f"message cost: needs 1 <= few < many <= chain_ops, got few="
           f"{self.few}, many={self.many}, chain_ops={self.chain_ops}")
+    if self.message_bytes < 4 or self.message_bytes % 4:
+      raise MeasureError(f"message cost: message_bytes must be a multiple "
+                         f"of 4, got {self.message_bytes}")
 
 
 def _check_contexts(contexts: Sequence[str]) -> None:
@@ -84,12 +91,14 @@ def _matmuls(start, count: int, seed: int) -> List:
 
 
 def build_case(context: str, count: int, sender: str, receiver: str,
-               chain_ops: int) -> List:
-  """Adds one context's step with `count` messages to the default graph;
-  returns its fetches (see the module docstring)."""
+               chain_ops: int, message_bytes: int = 4) -> List:
+  """Adds one context's step with `count` messages of `message_bytes` each
+  to the default graph; returns its fetches (see the module docstring)."""
   import tensorflow as tf
   _check_contexts([context])
   fetches = []
+  # A scalar, or a vector that the sender fills from one.
+  shape = [] if message_bytes == 4 else [message_bytes // 4]
   with tf.device(sender):
     seed = tf.random.stateless_uniform([], seed=[1, 1])
     if context == "scattered":
@@ -105,8 +114,16 @@ def build_case(context: str, count: int, sender: str, receiver: str,
           _matmuls(tf.add_n(scalars), chain_ops, 7)[-1]))
     if context == "both_busy":
       fetches.append(tf.reduce_sum(_matmuls(seed, chain_ops, 7)[-1]))
+    messages = scalars if not shape else [tf.fill(shape, s) for s in scalars]
   with tf.device(receiver):
-    fetches.append(tf.add_n([tf.multiply(s, 2.0) for s in scalars]))
+    fetches.append(tf.add_n([tf.multiply(m, 2.0) for m in messages]))
+    if context == "two_way":
+      back = tf.random.stateless_uniform([], seed=[2, 1])
+      back = [tf.add(back, float(j)) for j in range(count)]
+      back = back if not shape else [tf.fill(shape, b) for b in back]
+  if context == "two_way":
+    with tf.device(sender):
+      fetches.append(tf.add_n([tf.multiply(b, 2.0) for b in back]))
     if context in ("receiver_busy", "both_busy"):
       start = tf.random.stateless_uniform([], seed=[3, 1])
       fetches.append(tf.reduce_sum(_matmuls(start, chain_ops, 8)[-1]))
@@ -136,7 +153,8 @@ def measure_message_costs(sender: str, receiver: str,
       for count in (sizes.few, sizes.many):
         with tf.name_scope(f"{context}_{count}"):
           fetches[context, count] = [t.name for t in build_case(
-              context, count, sender, receiver, sizes.chain_ops)]
+              context, count, sender, receiver, sizes.chain_ops,
+              sizes.message_bytes)]
   out = {}
   with StepSession(graph.as_graph_def(), StepFetches(),
                    config=config) as session:
@@ -176,7 +194,7 @@ def predicted_message_costs(cluster: Cluster, calibration: Calibration,
       graph = tf.Graph()
       with graph.as_default():
         fetches = build_case(context, count, sender, receiver,
-                             sizes.chain_ops)
+                             sizes.chain_ops, sizes.message_bytes)
       op_graph = from_tf_graph(graph, [t.op.name for t in fetches], None,
                                name=f"{context}_{count}")
       ids = np.array([index[op.requested_device] for op in op_graph.ops],

@@ -79,6 +79,24 @@ def load_trace(path: str) -> Trace:
   return step_stats_to_trace(_parse_step_stats(data, path), path)
 
 
+def xplane_files(path: str) -> List[str]:
+  """The `.xplane.pb` files at `path`: the file itself, or the newest
+  profile run under a log directory.
+
+  Raises:
+    TraceError: `path` is neither (host threads need the TF profiler's
+      xplanes; StepStats and Chrome traces have none).
+  """
+  if not os.path.exists(path):
+    raise TraceError(f"{path}: no such file or directory")
+  if os.path.isdir(path):
+    return _xplane_files(path)
+  if path.endswith(".xplane.pb"):
+    return [path]
+  raise TraceError(f"{path}: host threads are read from a TF profiler log "
+                   "directory or an .xplane.pb file")
+
+
 def _parse_json(data: bytes, source: str) -> Any:
   try:
     return json.loads(data)
