@@ -39,9 +39,27 @@ def test_every_context_sends_count_scalars_each_read_once(context):
   chains = {op.device for op in graph.get_operations()
             if op.type == "MatMul"}
   busy = {"idle": set(), "sender_busy": {W0}, "receiver_busy": {W1},
-          "both_busy": {W0, W1}, "scattered": {W0}}[context]
+          "both_busy": {W0, W1}, "scattered": {W0},
+          "two_way": set()}[context]
   assert chains == busy
-  assert len(fetches) == 1 + len(busy)
+  assert len(fetches) == 1 + len(busy) + (context == "two_way")
+
+
+def test_two_way_sends_as_many_scalars_back():
+  graph, _ = _case("two_way")
+  back = [op for op in graph.get_operations() if op.device == W0
+          and any(t.op.device == W1 for t in op.inputs)]
+  assert len(back) == 4 and {op.type for op in back} == {"Mul"}
+
+
+def test_messages_of_given_bytes_are_float_vectors():
+  graph = tf.Graph()
+  with graph.as_default():
+    message_cost.build_case("idle", 3, W0, W1, 12, message_bytes=4096)
+  sizes = [t.shape.num_elements() * t.dtype.size
+           for op in _remote_reads(graph) for t in op.inputs
+           if t.op.device == W0]
+  assert sizes == [4096] * 3
 
 
 def test_scattered_scalars_sum_every_few_results_of_the_chain():
@@ -61,10 +79,13 @@ def test_a_busy_sender_chain_starts_from_every_scalar():
   assert len(add_n) == 1 and len(add_n[0].inputs) == 4
 
 
-@pytest.mark.parametrize("sizes", [dict(few=0), dict(few=8, many=8),
-                                   dict(many=40, chain_ops=20)])
-def test_bad_sizes_are_refused(sizes):
-  with pytest.raises(MeasureError, match="few < many <= chain_ops"):
+@pytest.mark.parametrize("sizes, message", [
+    (dict(few=0), "few < many <= chain_ops"),
+    (dict(few=8, many=8), "few < many <= chain_ops"),
+    (dict(many=40, chain_ops=20), "few < many <= chain_ops"),
+    (dict(message_bytes=6), "multiple of 4")])
+def test_bad_sizes_are_refused(sizes, message):
+  with pytest.raises(MeasureError, match=message):
     message_cost.MessageCostConfig(**sizes)
 
 

@@ -1,7 +1,7 @@
 """What one message adds to a step, by what its two workers are doing.
 
-A sender makes `count` scalars, each read by its own op on a receiver (the
-reads are summed there), in five contexts:
+A sender makes `count` scalars (or vectors of `message_bytes`), each read
+by its own op on a receiver (the reads are summed there), in six contexts:
 
 * "idle": the scalars come from one seed: a stream between two workers
   that have nothing else to run;
@@ -13,7 +13,9 @@ reads are summed there), in five contexts:
 * "both_busy": the stream while each worker runs its own chain;
 * "scattered": the scalars are sums of the sender's chain's results, one
   every `chain_ops // count` matmuls: messages one at a time while the
-  sender computes.
+  sender computes;
+* "two_way": the idle stream, and as many scalars sent back at the same
+  time (the cost is per pair of messages, one each way).
 
 Each context's step is timed with `few` and with `many` scalars, in
 back-to-back pairs (`cluster_benchmark.BenchmarkRunner.median_difference`);
@@ -117,6 +119,9 @@ def build_case(context: str, count: int, sender: str, receiver: str,
     messages = scalars if not shape else [tf.fill(shape, s) for s in scalars]
   with tf.device(receiver):
     fetches.append(tf.add_n([tf.multiply(m, 2.0) for m in messages]))
+    if context in ("receiver_busy", "both_busy"):
+      start = tf.random.stateless_uniform([], seed=[3, 1])
+      fetches.append(tf.reduce_sum(_matmuls(start, chain_ops, 8)[-1]))
     if context == "two_way":
       back = tf.random.stateless_uniform([], seed=[2, 1])
       back = [tf.add(back, float(j)) for j in range(count)]
@@ -124,9 +129,6 @@ def build_case(context: str, count: int, sender: str, receiver: str,
   if context == "two_way":
     with tf.device(sender):
       fetches.append(tf.add_n([tf.multiply(b, 2.0) for b in back]))
-    if context in ("receiver_busy", "both_busy"):
-      start = tf.random.stateless_uniform([], seed=[3, 1])
-      fetches.append(tf.reduce_sum(_matmuls(start, chain_ops, 8)[-1]))
   return fetches
 
 
