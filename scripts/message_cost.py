@@ -3,8 +3,8 @@
 Starts a 2-worker local TF server cluster (one core each) and, for every
 --contexts entry, times steps that send --few and --many scalars from task
 0 to task 1 while the workers are idle, one of them or both run a chain of
---chain_ops matmuls, or the sender sends one scalar every few matmuls of its
-chain (`tfplace.measurement.message_cost`). Prints one row per context: the
+--chain_ops matmuls, the sender sends one scalar every few matmuls of its
+chain, or both send to each other (`tfplace.measurement.message_cost`). Prints one row per context: the
 measured seconds per message, the simulator's for the same graphs, and
 their ratio. The simulator uses --calibration (a calibration of these two
 workers, e.g. `scripts/fidelity.py --cross --calibration_out DIR`), or else
@@ -27,7 +27,8 @@ from tfplace.cli.app_runner import run_app
 
 _CONTEXTS = flags.DEFINE_list(
     "contexts", ["idle", "sender_busy", "receiver_busy", "both_busy",
-                 "scattered"], "what the workers do besides the messages")
+                 "scattered", "two_way"],
+    "what the workers do besides the messages")
 _FEW = flags.DEFINE_integer("few", 8, "scalars in the smaller step")
 _MANY = flags.DEFINE_integer("many", 40, "scalars in the larger step")
 _CHAIN_OPS = flags.DEFINE_integer("chain_ops", 200,

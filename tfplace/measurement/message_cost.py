@@ -24,11 +24,11 @@ are in both steps, so they cancel. `predicted_message_costs` gives the
 simulator's figure for the same graphs, so the two can be read side by
 side (`scripts/message_cost.py`).
 
-On this project's 2-worker local cluster (one core each; medians of three
-runs, 2026-11-26), a message adds 42 us to an idle stream, 48-50 us
-behind one busy worker, 58 us scattered and 63 us with both workers busy,
-against a ping-pong hop of 141 us; the simulator's rendezvous clusters
-charge each end half a hop, 74 us, whatever the context
+On this project's 2-worker local cluster (one core each; medians of six
+runs, 2026-11-26), a message adds 42 us to an idle stream, 49-53 us
+behind one busy worker, 56 us scattered and 63 us with both workers busy,
+against a ping-pong hop of 139 us; the simulator's rendezvous clusters
+charge each end about half a hop, 73 us, whatever the context
 (WORKSPACE_NOTES.md, issue 13).
 """
 
