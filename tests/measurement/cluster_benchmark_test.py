@@ -266,11 +266,15 @@ def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
   monkeypatch.setattr(calibration_runs, "benchmark_cluster", fake_benchmark)
   monkeypatch.setattr(calibration_runs, "_measure_graph", fake_measure)
   monkeypatch.setattr(calibration_runs, "report_from_runs", fake_report)
+  monkeypatch.setattr(calibration_runs, "with_recv_issue",
+                      lambda bench, cluster, config: (
+                          events.append("issue"), bench)[1])
   graphs = [types.SimpleNamespace(name=n) for n in "abcab"]
   bench, labels = calibration_runs.calibrate_on_cluster(
       graphs, None, None, rounds=2, bench_repeats=3)
   # Before the first graph, after round(5 / 2) = 2 graphs and after all.
-  assert events == ["bench", "a", "b", "bench", "c", "a", "b", "bench"]
+  assert events == ["bench", "a", "b", "bench", "c", "a", "b", "bench",
+                    "issue"]
   assert bench == cluster_benchmark.median_benchmark(
       [_scaled_bench(1.0), _scaled_bench(3.0), _scaled_bench(1.2)])
   # Labels count repeats over the whole suite, not per share.
@@ -279,7 +283,7 @@ def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
   given = _scaled_bench(5.0)
   bench, _ = calibration_runs.calibrate_on_cluster(
       graphs[:2], None, None, bench=given, rounds=2)
-  assert events == ["a", "b"] and bench == given
+  assert events == ["a", "b"] and bench == given  # Given: not measured.
   with pytest.raises(MeasureError, match="bench_repeats"):
     calibration_runs.calibrate_on_cluster(graphs, None, None,
                                           bench_repeats=0)

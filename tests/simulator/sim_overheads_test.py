@@ -253,12 +253,15 @@ def test_measured_device_fields_round_trip_and_stay_out_when_zero():
   c = cpu_cluster(2)
   measured = (dataclasses.replace(c.devices[0], matmul_flops=1e11,
                                   conv_flops=9e10, copy_bandwidth=2e10,
-                                  run_overhead_s=1e-4),) + c.devices[1:]
+                                  run_overhead_s=1e-4, recv_issue_s=2e-5),
+                ) + c.devices[1:]
   m = dataclasses.replace(c, devices=measured)
   data = json.loads(m.to_json())
   assert data["devices"][0]["matmul_flops"] == 1e11
+  assert data["devices"][0]["recv_issue_s"] == 2e-5
   assert "matmul_flops" not in data["devices"][1]
   assert "run_overhead_s" not in data["devices"][1]
+  assert "recv_issue_s" not in data["devices"][1]
   assert Cluster.from_dict(data) == m
   with pytest.raises(ClusterError):
     dataclasses.replace(c.devices[0], conv_flops=-1.0)
@@ -443,3 +446,50 @@ def test_cluster_json_round_trip():
   assert not Cluster.from_dict(old).rendezvous_transfers
   with pytest.raises(ClusterError, match="rendezvous_transfers"):
     link("yes")
+
+
+def with_recv_issue(cluster, seconds):
+  return dataclasses.replace(cluster, devices=tuple(
+      dataclasses.replace(d, recv_issue_s=seconds) for d in cluster.devices))
+
+
+def test_recvs_are_issued_first_and_a_stored_tensor_skips_the_latency():
+  # op0 (1 s, device 0) -> op1 (1 s, device 1); loopback latency 0.4 s
+  # (0.2 s of host work on each end), no per-message cost, bytes free.
+  # Device 1 issues its Recv 0-0.3 s: the request reaches device 0 at 0.3,
+  # while op0 runs (0-1), so op0's tensor is stored before it is asked
+  # for, and the sender answers without the latency's share: it arrives
+  # at 1. The issue is part of the receive cost, so the parse (0.2 - 0.3,
+  # not below -0.2) is free: op1 runs 1-2. Without an issue cost: the
+  # send 1-1.2, the parse 1.2-1.4, op1 1.4-2.4.
+  g = make_graph(2, [(0, 1, 10, 0)])
+  costs = make_costs([1.0, 1.0], 2)
+  plain = link(True, latency_s=0.4, bandwidth=1e12, kind="loopback")
+  r = run(g, with_recv_issue(plain, 0.3), costs, [0, 1])
+  np.testing.assert_allclose(starts(r), [0.0, 1.0])
+  np.testing.assert_allclose(r.device_busy_s, [1.0, 1.3])
+  assert run(g, plain, costs, [0, 1]).step_time_s == pytest.approx(2.4)
+
+
+def test_a_send_answers_a_request_that_waited_with_the_latencys_share():
+  # op0 (1 s, device 1) -> op1 (0.5 s, device 0) -> op2 (1 s, device 1),
+  # issue 0.3 s on each device. Device 1 issues 0-0.3 and runs op0
+  # 0.3-1.3 without a pause: op0's tensor is stored before device 0's
+  # request (0.3) is taken: sent free, arrives and is parsed at 1.3; op1
+  # 1.3-1.8. Device 0 was idle 0.3-1.3, after device 1's request came
+  # (0.3): op1's send answers it, holding device 0 for 0.2 s (1.8-2.0);
+  # op2 2.0-3.0. Without issue costs: 3.3 s (each message 0.2 + 0.2).
+  g = make_graph(3, [(0, 1, 10, 0), (1, 2, 10, 0)])
+  costs = make_costs([1.0, 0.5, 1.0], 2)
+  plain = link(True, latency_s=0.4, bandwidth=1e12, kind="loopback")
+  r = run(g, with_recv_issue(plain, 0.3), costs, [1, 0, 1])
+  np.testing.assert_allclose(starts(r), [0.3, 1.3, 2.0])
+  assert r.step_time_s == pytest.approx(3.0)
+  np.testing.assert_allclose(r.device_busy_s, [1.0, 2.3])
+  assert run(g, plain, costs, [1, 0, 1]).step_time_s == pytest.approx(3.3)
+  # Only rendezvous clusters have an issue phase.
+  other = with_recv_issue(link(False, latency_s=0.4, bandwidth=1e12,
+                               kind="loopback"), 0.3)
+  assert run(g, other, costs, [1, 0, 1]).step_time_s == pytest.approx(
+      run(g, link(False, latency_s=0.4, bandwidth=1e12, kind="loopback"),
+          costs, [1, 0, 1]).step_time_s)

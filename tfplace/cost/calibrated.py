@@ -160,6 +160,8 @@ class Calibration:
     op_types: device type -> op type -> `OpTypeCost`.
     run_overhead_s: device name -> step cost when the device is used.
     transfer_byte_s: device type -> host seconds per byte transferred.
+    recv_issue_s: device type -> host seconds to start one Recv
+      (`Device.recv_issue_s`; measured on a profiled step).
     trace_excess_s: device type -> seconds a traced op's duration overstates
       its time in an untraced step, beyond what the tiny op of the
       benchmark shows (`calibration_fit.fit_trace_excess`): taken off every
@@ -186,11 +188,14 @@ class Calibration:
   rendezvous_transfers: bool = False
   trace_excess_s: Mapping[str, float] = dataclasses.field(
       default_factory=dict)
+  recv_issue_s: Mapping[str, float] = dataclasses.field(
+      default_factory=dict)
 
   def __post_init__(self):
     _check_factors(self.transfer_overhead_s, "transfer_overhead_s",
                    allow_zero=True)
     _check_factors(self.trace_excess_s, "trace_excess_s", allow_zero=True)
+    _check_factors(self.recv_issue_s, "recv_issue_s", allow_zero=True)
     _check_factors(self.transfer_byte_s, "transfer_byte_s", allow_zero=True)
     _check_factors(self.run_overhead_s, "run_overhead_s", allow_zero=True)
     _check_factors({"": self.step_overhead_s}, "step_overhead_s",
@@ -216,6 +221,7 @@ class Calibration:
             "op_type_scale": dict(self.op_type_scale),
             "launch_overhead_s": dict(self.launch_overhead_s),
             "trace_excess_s": dict(self.trace_excess_s),
+            "recv_issue_s": dict(self.recv_issue_s),
             "links": {k: {"latency_s": v.latency_s, "bandwidth": v.bandwidth}
                       for k, v in self.links.items()},
             "transfer_overhead_s": dict(self.transfer_overhead_s),
@@ -249,6 +255,8 @@ class Calibration:
                                             allow_zero=True),
                  trace_excess_s=_factors(data, "trace_excess_s",
                                          allow_zero=True),
+                 recv_issue_s=_factors(data, "recv_issue_s",
+                                       allow_zero=True),
                  links=links, notes=str(data.get("notes", "")),
                  transfer_overhead_s=_factors(data, "transfer_overhead_s",
                                               allow_zero=True),
@@ -348,6 +356,8 @@ def _calibrated_device(device, calibration: Calibration):
         device.type]
   if device.type in calibration.transfer_byte_s:
     changes["transfer_byte_s"] = calibration.transfer_byte_s[device.type]
+  if device.type in calibration.recv_issue_s:
+    changes["recv_issue_s"] = calibration.recv_issue_s[device.type]
   if device.name in calibration.run_overhead_s:
     changes["run_overhead_s"] = calibration.run_overhead_s[device.name]
   return dataclasses.replace(device, **changes) if changes else device

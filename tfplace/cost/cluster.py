@@ -10,7 +10,7 @@ JSON form (all numbers SI: seconds, bytes, bytes/s, FLOP/s):
          "memory_bytes": 12e9, "launch_overhead_s": 1e-5, "slots": 1,
          "transfer_overhead_s": 0.0, "matmul_flops": 0.0, "conv_flops": 0.0,
          "copy_bandwidth": 0.0, "run_overhead_s": 0.0,
-         "transfer_byte_s": 0.0, "conv_lanes": 0.0}
+         "transfer_byte_s": 0.0, "conv_lanes": 0.0, "recv_issue_s": 0.0}
       ],
       "links": [{"src": "...GPU:0", "dst": "...GPU:1", "latency_s": 1e-5,
                  "bandwidth": 8e9, "kind": "pcie"}],
@@ -26,8 +26,8 @@ optional and default to 0, `overlap_latency` and `rendezvous_transfers`
 (per cluster) to false (see `Device` and `Cluster`). `matmul_flops`,
 `conv_flops` and `copy_bandwidth` are measured rates
 (`tfplace.measurement.cluster_benchmark`), optional, 0 when not measured;
-so are `conv_lanes`, `run_overhead_s` and `transfer_byte_s` (per device,
-default 0).
+so are `conv_lanes`, `run_overhead_s`, `transfer_byte_s` and
+`recv_issue_s` (per device, default 0).
 """
 
 import dataclasses
@@ -48,7 +48,7 @@ LOOPBACK = "loopback"
 _MEASURED_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth")
 # Optional device fields left out of the JSON form when 0.
 _OMITTED_WHEN_ZERO = _MEASURED_RATES + ("conv_lanes", "run_overhead_s",
-                                        "transfer_byte_s")
+                                        "transfer_byte_s", "recv_issue_s")
 
 
 def _positive(value, what: str) -> float:
@@ -106,6 +106,12 @@ class Device:
       (measured: the width of the vector unit its kernels fill along the
       channels, 16 float32 lanes with AVX-512); one with fewer runs at
       channels / conv_lanes of the rate (0: not measured, no such loss).
+    recv_issue_s: host seconds the device spends starting each Recv of a
+      step (its RecvTensor call) on a cluster with
+      `Cluster.rendezvous_transfers`: a one-core TF server worker starts
+      every Recv of its part of the step before its ops (profiled: 13-18
+      us each here; `tfplace.measurement.recv_issue`). 0: not measured,
+      no issue phase.
   """
   name: str
   type: str
@@ -121,6 +127,7 @@ class Device:
   run_overhead_s: float = 0.0
   transfer_byte_s: float = 0.0
   conv_lanes: float = 0.0
+  recv_issue_s: float = 0.0
 
   def __post_init__(self):
     full = canonical_device(self.name)

@@ -6,7 +6,9 @@ calibration graph (the shipped suite, `tfplace.models.calibration_suite`, or
 graphs the caller chooses) its `suite_placements` measured with
 `measure_rounds`, the per-op-type fit of `calibration_fit` on the op
 records of the one-device runs, and the fitted simulator's in-sample error
-on every run. `tfplace.experiments.fidelity` judges the result on other
+on every run; on one-core server workers (rendezvous transfers) also each
+worker's cost to start a Recv, from a profiled step
+(`tfplace.measurement.recv_issue`). `tfplace.experiments.fidelity` judges the result on other
 graphs.
 
 Also here: placement generators shared with fidelity (`halves_placement`,
@@ -36,6 +38,7 @@ from tfplace.measurement.cluster_benchmark import (BenchmarkConfig,
                                                    benchmark_cluster,
                                                    median_benchmark)
 from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.recv_issue import with_recv_issue
 from tfplace.placement import Placement
 
 
@@ -340,4 +343,7 @@ def calibrate_on_cluster(graphs: Sequence[OpGraph], cluster: Cluster,
     if i + 1 in again:
       benches.append(benchmark_cluster(cluster, config, bench_config,
                                        progress=False))
-  return report_from_runs(cluster, median_benchmark(benches), runs, bounds)
+  measured = median_benchmark(benches)
+  if bench is None:
+    measured = with_recv_issue(measured, cluster, config)
+  return report_from_runs(cluster, measured, runs, bounds)

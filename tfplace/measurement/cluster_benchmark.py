@@ -118,6 +118,8 @@ class DeviceBenchmark:
       (the full convolutions' channels x the narrow ones' time / theirs,
       within [`narrow_channels`, channels]); 0: not measured (accelerators,
       and files written before it was).
+    recv_issue_s: seconds to start one Recv, from a profiled step
+      (`tfplace.measurement.recv_issue`); 0: not measured.
   """
   device: str
   matmul_flops: float
@@ -127,6 +129,7 @@ class DeviceBenchmark:
   traced_op_s: float
   empty_step_s: float
   conv_lanes: float = 0.0
+  recv_issue_s: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +235,7 @@ class ClusterBenchmark:
           memory_bandwidth=m.copy_bandwidth, matmul_flops=m.matmul_flops,
           conv_flops=m.conv_flops, copy_bandwidth=m.copy_bandwidth,
           launch_overhead_s=m.op_overhead_s, run_overhead_s=run[d.name],
-          conv_lanes=m.conv_lanes,
+          conv_lanes=m.conv_lanes, recv_issue_s=m.recv_issue_s,
           transfer_overhead_s=per_device.get(d.name, d.transfer_overhead_s),
           transfer_byte_s=per_byte.get(d.name, d.transfer_byte_s)))
     names = set(cluster.device_names)
@@ -253,7 +256,9 @@ class ClusterBenchmark:
           f"{format_seconds(d.op_overhead_s)} (traced "
           f"{format_seconds(d.traced_op_s)}), empty step "
           f"{format_seconds(d.empty_step_s)}"
-          + (f", conv lanes {d.conv_lanes:.1f}" if d.conv_lanes else ""))
+          + (f", conv lanes {d.conv_lanes:.1f}" if d.conv_lanes else "")
+          + (f", Recv issue {format_seconds(d.recv_issue_s)}"
+             if d.recv_issue_s else ""))
     for l in self.links:
       lines.append(
           f"{l.src} -> {l.dst}: per message "

@@ -199,6 +199,32 @@ def _serve_messages(d, ev_size, now, g, c, w):
 
 
 @njit(cache=True)
+def _issue_recvs(ev_size, g, c, w):
+  """Rendezvous with a Recv issue cost: each receiver starts the Recvs of
+  its transfers (in transfer order) at the step start, holding a slot for
+  c.recv_issue each (key m + 3X + d ends the phase; w.issue_end), and
+  each request reaches its sender the link's wire latency later
+  (w.x_req). The issue is part of a message's measured receive cost, so
+  it is taken off the parse (not below the parse's latency share).
+  Returns the event count."""
+  m, nx_max = g.ops.shape[0], max_transfers(g)
+  dev, x_dst, issue_end = w.dev, w.x_dst, w.issue_end
+  for i in range(m):
+    for k in range(w.x_first[i], w.x_first[i] + w.x_count[i]):
+      d, s = x_dst[k], dev[i]
+      issue_end[d] += c.recv_issue[d]
+      w.x_req[k] = issue_end[d] + c.lat[d, s] - c.lat_host[d, s]
+      w.x_recv[k] = max(w.x_recv[k] - c.recv_issue[d], -c.lat_host[s, d] / 2)
+  for d in range(issue_end.shape[0]):
+    if issue_end[d] > 0.0:
+      w.free[d] -= 1
+      w.busy[d] += issue_end[d]
+      ev_size = heap_push(w.ev_t, w.ev_k, ev_size, issue_end[d],
+                          m + 3 * nx_max + d)
+  return ev_size
+
+
+@njit(cache=True)
 def _event_loop(g, c, w, stop_on_oom, strict):
   """Runs the events of one placement; returns (makespan, status, bytes
   moved).
@@ -217,7 +243,12 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   transfers wait in its device's outbox and an arrival in its receiver's
   inbox, and the consumers are ready when the receiver has parsed it (on a
   one-core TF server worker, RPC work is queued behind the ops the
-  executor can run: `measurement.send_delay`).
+  executor can run: `measurement.send_delay`). With a Recv issue cost
+  (c.recv_issue) each receiver first starts its Recvs (`_issue_recvs`),
+  and a transfer whose producer ends before its sender was idle after the
+  request came is stored: the sender answers it later without the
+  latency's share (the fan-out benchmark's path); otherwise the send
+  answers the waiting request (the ping-pong's path, the full share).
   """
   m = g.ops.shape[0]
   # Every array in a local: numba reference-counts each attribute read.
@@ -238,6 +269,10 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   out_next, out_head, out_tail = w.out_next, w.out_head, w.out_tail
   in_next, in_head, in_tail = w.in_next, w.in_head, w.in_tail
   nx_max = max_transfers(g)
+  issue = rendezvous and np.any(c.recv_issue > 0.0)
+  last_idle, x_req = w.last_idle, w.x_req
+  if issue:
+    ev_size = _issue_recvs(ev_size, g, c, w)
   while True:
     for d in range(free.shape[0]):  # Start ready ops.
       if free[d] > 0 and rq_ptr[UNSORTED, d]:
@@ -256,6 +291,9 @@ def _event_loop(g, c, w, stop_on_oom, strict):
         if mem[d] > peak[d]:
           peak[d] = mem[d]
         ev_size = heap_push(ev_t, ev_k, ev_size, end_t[i], i)
+      if (issue and running[d] == 0 and now >= w.issue_end[d]
+          and rq_ptr[HEAD, d] == rq_ptr[TAIL, d]):
+        last_idle[d] = now
       if (rendezvous and running[d] == 0 and free[d] > 0
           and rq_ptr[HEAD, d] == rq_ptr[TAIL, d]
           and (out_head[d] >= 0 or in_head[d] >= 0)):
@@ -266,6 +304,9 @@ def _event_loop(g, c, w, stop_on_oom, strict):
     now = ev_t[0]
     while ev_size > 0 and ev_t[0] == now:
       _, key, ev_size = heap_pop(ev_t, ev_k, ev_size)
+      if key >= m + 3 * nx_max:  # A Recv issue phase ended.
+        free[key - m - 3 * nx_max] += 1
+        continue
       if key >= m:  # A transfer event.
         k = key - m
         if k < nx_max:  # Rendezvous transfer k frees its sender's slot.
@@ -306,6 +347,8 @@ def _event_loop(g, c, w, stop_on_oom, strict):
       sent = 0.0
       for k in range(x_first[key], x_first[key] + x_count[key]):
         if rendezvous:  # Sent when s has nothing to run.
+          if issue and last_idle[s] < x_req[k]:  # Stored before asked.
+            w.x_send[k] -= c.lat_host[s, x_dst[k]] / 2
           _append(out_next, out_head, out_tail, s, k)
           continue
         d = x_dst[k]

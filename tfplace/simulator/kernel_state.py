@@ -73,6 +73,7 @@ class KernelCluster(NamedTuple):
   overlap_lat: bool
   rendezvous: bool
   lat_host: np.ndarray
+  recv_issue: np.ndarray
 
 
 class Work(NamedTuple):
@@ -84,7 +85,11 @@ class Work(NamedTuple):
   running on each device), x_send/x_recv [X] (the sender's and the
   receiver's host work on the transfer), and two lists per device, of transfers whose
   producer ended (out_head/out_tail [D], out_next [X]) and of arrivals not
-  yet parsed (in_head/in_tail [D], in_next [X]); -1 ends a list.
+  yet parsed (in_head/in_tail [D], in_next [X]); -1 ends a list. With a
+  Recv issue phase (`kernel._issue_recvs`): x_req [X] (when the
+  transfer's request reaches its sender), issue_end [D] (when each
+  device's issue phase ends) and last_idle [D] (when the device last had
+  no op running or ready; -1: not yet).
   """
   dev: np.ndarray
   dur: np.ndarray
@@ -124,6 +129,9 @@ class Work(NamedTuple):
   in_next: np.ndarray
   in_head: np.ndarray
   in_tail: np.ndarray
+  x_req: np.ndarray
+  issue_end: np.ndarray
+  last_idle: np.ndarray
 
 
 @njit(cache=True)
@@ -144,14 +152,15 @@ def new_work(num_ops, num_entries, num_transfers, num_devices):
       np.empty(e, np.int64), np.empty(m, np.int64), np.empty(m, np.int64),
       np.zeros(c, np.int64), np.zeros(c, np.int64), np.zeros(c),
       np.zeros(c, np.int64), np.zeros(c),
-      np.zeros(c), np.zeros(m), np.zeros(m), np.empty(m + 2 * c + 1),
-      np.empty(m + 2 * c + 1, np.int64), np.empty(m, np.int64),
+      np.zeros(c), np.zeros(m), np.zeros(m), np.empty(m + 2 * c + d + 1),
+      np.empty(m + 2 * c + d + 1, np.int64), np.empty(m, np.int64),
       np.empty((4, d), np.int64), np.empty(d), np.empty(d), np.zeros(d),
       np.zeros(d), np.empty(d, np.int64), np.empty((d, d)),
       np.empty(d, np.int64), np.empty(d, np.int64), np.zeros(d, np.int64),
       np.zeros(c), np.zeros(c),
       np.empty(c, np.int64), np.full(d, -1, np.int64), np.empty(d, np.int64),
-      np.empty(c, np.int64), np.full(d, -1, np.int64), np.empty(d, np.int64))
+      np.empty(c, np.int64), np.full(d, -1, np.int64), np.empty(d, np.int64),
+      np.zeros(c), np.zeros(d), np.full(d, -1.0))
 
 
 # Rows of `Work.rq_ptr` [4, D], the ready queues (see `kernel`): head, tail,
@@ -192,6 +201,8 @@ def init_state(dev_all, g, c, w):
   if c.rendezvous:
     w.out_head[:] = -1
     w.in_head[:] = -1
+    w.issue_end[:] = 0.0
+    w.last_idle[:] = -1.0
   return kernels
 
 

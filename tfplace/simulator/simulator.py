@@ -197,7 +197,9 @@ class Simulator:
         step_ovh=float(cluster.step_overhead_s),
         overlap_lat=bool(cluster.overlap_latency),
         rendezvous=bool(cluster.rendezvous_transfers),
-        lat_host=np.ascontiguousarray(cluster.host_latency, dtype=np.float64))
+        lat_host=np.ascontiguousarray(cluster.host_latency, dtype=np.float64),
+        recv_issue=np.array([dv.recv_issue_s for dv in devices],
+                            dtype=np.float64))
 
   def _check_ids(self, ids: np.ndarray) -> np.ndarray:
     ids = np.ascontiguousarray(ids, dtype=np.int32)
