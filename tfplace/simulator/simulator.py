@@ -31,6 +31,15 @@ Semantics (one training step):
     host_latency`); judged on the twenty-two cross records this met the
     error target on 119 of 154 graph-runs, 105 with the sender's next op
     first and both ends held (WORKSPACE_NOTES.md, issue 13).
+    With a measured Recv issue cost (`Device.recv_issue_s`) each receiver
+    first starts the Recvs of its transfers, holding a slot for that long
+    per Recv at the step start (a one-core TF worker starts every Recv of
+    its part of the step before its ops; profiled: 13-25 us each), and
+    that cost is taken off each parse (the measured per-message cost held
+    it). A tensor whose producer ends before its sender was idle after the
+    request came is stored and answered later without the latency's share
+    (the fan-out's path); a send that answers a waiting request pays it
+    (the ping-pong's path): profiled, 0.5 us and 50-90 us `_Send`s.
   * Memory per device: parameters (`OpCosts.param_bytes`) are resident all
     step. An op's outputs (`OpCosts.output_bytes`) are allocated when it
     starts and freed when its last local consumer has finished and all its
