@@ -81,3 +81,19 @@ def test_measures_each_workers_issue_cost_from_a_profile():
   # a millisecond.
   assert all(0.0 < s < 1e-3 for s in issue.values()), issue
   assert all(0.0 < d.recv_issue_s < 1e-3 for d in with_issue.devices)
+
+
+def test_issue_events_of_a_two_worker_profile_by_task(tmp_path):
+  import os
+  profile = os.path.join(os.path.dirname(__file__), "..", "..", "testdata",
+                         "traces", "profile_2workers")
+  found = recv_issue.issue_durations(profile)
+  # make_traces.py: each worker receives one tensor, so starts one Recv
+  # (60 us on task 0, 161 us on task 1 in that profile; the first Recvs of
+  # a fresh worker are slow).
+  assert sorted(found) == ["/job:worker/replica:0/task:0",
+                           "/job:worker/replica:0/task:1"]
+  assert [len(v) for v in found.values()] == [1, 1]
+  assert found["/job:worker/replica:0/task:0"][0] == pytest.approx(
+      60e-6, abs=1e-6)
+  assert recv_issue.issue_durations(str(tmp_path)) == {}

@@ -8,7 +8,7 @@ read off a profiled step: every worker sends `messages` scalars to the
 next one (a ring: each worker also issues `messages` Recvs), measured with
 `runner.measure(..., trace_dir=)` (the workers' profiler servers), and the
 median issue event of each worker over `repeats` profiled steps is its
-cost (`tfplace.trace.host_activity`). On this project's two one-core
+cost (the events `tfplace trace --threads` counts as Recv issues). On this project's two one-core
 workers: 12-29 us per step, 14.6 us over three steps (2026-11-26).
 
 The simulator charges it at the step start (`Device.recv_issue_s`,
@@ -24,11 +24,13 @@ import numpy as np
 from absl import logging
 
 from tfplace.cost.cluster import Cluster
-from tfplace.errors import MeasureError, TraceError
+from tfplace.errors import MeasureError
 from tfplace.measurement.config import MeasureConfig
 
 MESSAGES = 64
 REPEATS = 3
+# The profiler's event for an async kernel (a `_Recv`) starting.
+ISSUE_EVENT = "ExecutorState::ProcessAsync::Start"
 
 
 def ring_graph(devices: Sequence[str], messages: int = MESSAGES):
@@ -56,6 +58,42 @@ def _task(device: str) -> str:
   return device.split("/device:")[0]
 
 
+def issue_durations(trace_dir: str) -> Dict[str, List[float]]:
+  """TF task -> seconds of each of its Recv issue events in the profile
+  that `runner.measure` wrote under `trace_dir` (its run's tasks.json
+  names each file's task); {} without one. `tfplace trace --threads`
+  shows the same events with the rest of each thread's time."""
+  import glob
+  import json
+  import os
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  from tfplace.measurement.remote_profile import TASKS_FILE, TASKS_FORMAT
+  runs = sorted(glob.glob(os.path.join(trace_dir, "plugins", "profile", "*")))
+  if not runs:
+    return {}
+  try:
+    with open(os.path.join(runs[-1], TASKS_FILE)) as f:
+      doc = json.load(f)
+    tasks = dict(doc["tasks"]) if doc.get("format") == TASKS_FORMAT else {}
+  except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    return {}
+  out: Dict[str, List[float]] = {}
+  for host, task in tasks.items():
+    path = os.path.join(runs[-1], f"{host}.xplane.pb")
+    if not os.path.isfile(path):
+      continue
+    space = xplane_pb2.XSpace()
+    with open(path, "rb") as f:
+      space.ParseFromString(f.read())
+    for plane in space.planes:
+      issue = {k for k, m in plane.event_metadata.items()
+               if m.name.startswith(ISSUE_EVENT)}
+      out.setdefault(str(task), []).extend(
+          e.duration_ps / 1e12 for line in plane.lines for e in line.events
+          if e.metadata_id in issue)
+  return out
+
+
 def measure_recv_issue(cluster: Cluster, config: MeasureConfig,
                        messages: int = MESSAGES, repeats: int = REPEATS
                        ) -> Dict[str, float]:
@@ -67,24 +105,20 @@ def measure_recv_issue(cluster: Cluster, config: MeasureConfig,
     MeasureError: fewer than two devices, or a step failed.
   """
   from tfplace.measurement.runner import measure
-  from tfplace.trace.host_activity import host_activity
-  from tfplace.trace.reader import xplane_files
   graph, placement = ring_graph(cluster.device_names, messages)
   samples: Dict[str, List[float]] = {d: [] for d in cluster.device_names}
   by_task = {_task(d): d for d in cluster.device_names}
   for _ in range(repeats):
     with tempfile.TemporaryDirectory(prefix="tfplace_recv_issue_") as out:
       measure(graph, placement, config, cluster=cluster, trace_dir=out)
-      try:
-        activity = host_activity(xplane_files(out))
-      except TraceError as e:
-        logging.warning("Recv issue cost not measured: no profile of the "
-                        "workers (%s)", e)
-        return {}
-    for t in activity.threads:
-      device = by_task.get(t.worker)
-      if device is not None and "recv_issue" in t.counts:
-        samples[device].append(t.median_s["recv_issue"])
+      found = issue_durations(out)
+    if not found:
+      logging.warning("Recv issue cost not measured: no profile of the "
+                      "workers")
+      return {}
+    for task, durations in found.items():
+      if by_task.get(task) is not None and durations:
+        samples[by_task[task]].append(float(np.median(durations)))
   return {d: float(np.median(v)) for d, v in samples.items() if v}
 
 
