@@ -56,24 +56,15 @@ def test_every_script_imports_and_lists_its_flags(script, tmp_path):
   assert f"{script}:" in output and "Try --helpfull" in output
 
 
-@pytest.mark.parametrize("flag,value", [("--busy_ops", "x"),
-                                        ("--busy_ops", "-3"),
-                                        ("--busy_sides", "both"),
-                                        ("--kinds", "conv")])
-def test_send_delay_refuses_bad_flags_before_starting_a_cluster(
-    flag, value, tmp_path):
-  run = _run([os.path.join(SCRIPTS, "send_delay.py"), flag, value],
-             cwd=tmp_path)
-  assert run.returncode == 2
-  assert f"{flag}" in run.stderr and "Traceback" not in run.stderr
-
-
-@pytest.mark.parametrize("flag,value", [("--contexts", "busy"),
-                                        ("--few", "0"), ("--many", "500"),
-                                        ("--steps", "0")])
-def test_message_cost_refuses_bad_flags_before_starting_a_cluster(
-    flag, value, tmp_path):
-  run = _run([os.path.join(SCRIPTS, "message_cost.py"), flag, value],
-             cwd=tmp_path)
+@pytest.mark.parametrize("script,flag,value", [
+    ("send_delay.py", "--busy_ops", "x"), ("send_delay.py", "--busy_ops", "-3"),
+    ("send_delay.py", "--busy_sides", "both"),
+    ("send_delay.py", "--kinds", "conv"),
+    ("message_cost.py", "--contexts", "busy"),
+    ("message_cost.py", "--few", "0"), ("message_cost.py", "--many", "500"),
+    ("message_cost.py", "--steps", "0")])
+def test_cluster_scripts_refuse_bad_flags_before_starting_a_cluster(
+    script, flag, value, tmp_path):
+  run = _run([os.path.join(SCRIPTS, script), flag, value], cwd=tmp_path)
   assert run.returncode == 2
   assert f"{flag}" in run.stderr and "Traceback" not in run.stderr
