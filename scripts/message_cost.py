@@ -8,8 +8,8 @@ chain, or both send to each other (`tfplace.measurement.message_cost`). Prints o
 measured seconds per message, the simulator's for the same graphs, and
 their ratio. The simulator uses --calibration (a calibration of these two
 workers, e.g. `scripts/fidelity.py --cross --calibration_out DIR`), or else
-the cluster benchmark run here first (its ping-pong hop and fan-out per
-message are printed too). --json: the last line is a JSON object. Run it
+the cluster benchmark and the Recv issue cost measured here first (the
+benchmark's ping-pong hop and fan-out per message are printed too). --json: the last line is a JSON object. Run it
 alone on the machine.
 """
 
@@ -54,6 +54,7 @@ def main(argv):
   from tfplace.measurement.message_cost import (
       CONTEXTS, MessageCostConfig, measure_message_costs,
       predicted_message_costs)
+  from tfplace.measurement.recv_issue import with_recv_issue
   if not _CONTEXTS.value or set(_CONTEXTS.value) - set(CONTEXTS):
     raise MeasureError(f"--contexts takes {', '.join(CONTEXTS)}; got "
                        f"{_CONTEXTS.value}")
@@ -81,7 +82,9 @@ def main(argv):
             f"{link.message_overhead_s * 1e6:.1f} us per message, ping-pong "
             f"{link.hop_s * 1e6:.1f} us per hop\n")
       # The shares `calibration_fit.fit_transfer_shares` keeps on these
-      # rendezvous clusters.
+      # rendezvous clusters, and the Recv issue cost `tfplace calibrate`
+      # measures.
+      bench = with_recv_issue(bench, lc.to_cluster(), config)
       calibration = calibration_from_benchmark(
           bench.with_message_share(1.0, 0.0), cluster)
     measured = measure_message_costs(sender, receiver, _CONTEXTS.value,
