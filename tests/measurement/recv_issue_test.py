@@ -50,11 +50,26 @@ def test_the_issue_cost_reaches_the_calibration_and_the_cluster():
   applied = apply_calibration(cluster, calibration)
   assert applied.devices[0].recv_issue_s == 15e-6
   assert "Recv issue 15.0 µs" in _bench(15e-6).describe()
+  # A device the profile missed does not count.
+  two = dataclasses.replace(_bench(15e-6), devices=(
+      _bench(15e-6).devices[0],
+      dataclasses.replace(_bench(0.0).devices[0], device=W[1])))
+  assert calibration_from_benchmark(
+      two, make_worker_cluster(2)).recv_issue_s == {"CPU": 15e-6}
   # Not measured: no figure, and files from before load without one.
   assert calibration_from_benchmark(_bench(0.0), cluster).recv_issue_s == {}
   old = _bench(0.0).to_dict()
   del old["devices"][0]["recv_issue_s"]
   assert ClusterBenchmark.from_dict(old) == _bench(0.0)
+
+
+def test_a_failed_ring_keeps_the_benchmark(monkeypatch):
+  def failing(cluster, config):
+    raise MeasureError("worker task 1 died")
+  monkeypatch.setattr(recv_issue, "measure_recv_issue", failing)
+  bench = _bench(0.0)
+  assert recv_issue.with_recv_issue(bench, make_worker_cluster(2),
+                                    MeasureConfig()) is bench
 
 
 def test_only_rendezvous_clusters_are_profiled():

@@ -369,9 +369,11 @@ def calibration_from_benchmark(
                            for t, ds in by_type.items()},
       transfer_byte_s={t: median(ds, "transfer_byte_s")
                        for t, ds in by_type.items()},
-      recv_issue_s={t: median(ds, "recv_issue_s")
+      # Over the devices that measured one (a profile may miss a worker).
+      recv_issue_s={t: median([d for d in ds if d.recv_issue_s > 0],
+                              "recv_issue_s")
                     for t, ds in by_type.items()
-                    if median(ds, "recv_issue_s") > 0},
+                    if any(d.recv_issue_s > 0 for d in ds)},
       links=links, step_overhead_s=measured.step_overhead_s,
       run_overhead_s={d.name: d.run_overhead_s for d in measured.devices},
       overlap_latency=measured.overlap_latency,
