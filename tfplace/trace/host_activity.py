@@ -68,6 +68,12 @@ class ThreadActivity:
 
 @dataclasses.dataclass(frozen=True)
 class HostActivity:
+  """Every host thread of a profiled step.
+
+  Attributes:
+    window_s: the profiled step: first to last op event, over the files.
+    threads: per worker, its threads by self time (most first).
+  """
   window_s: float
   threads: Tuple[ThreadActivity, ...]
 
@@ -93,11 +99,11 @@ def _kind(name: str) -> str:
 def _lines(files: Sequence[str]):
   """(worker, thread, line start ns, [(offset ps, duration ps, name)]) per
   host line."""
-  from tfplace.trace.xplane import _parse_space, task_names, xplane_host
+  from tfplace.trace.xplane import parse_space, task_names, xplane_host
   tasks = task_names(files, []) if len(files) > 1 else {}
   for path in files:
     host = xplane_host(path)
-    for plane in _parse_space(path).planes:
+    for plane in parse_space(path).planes:
       if not plane.name.startswith("/host"):
         continue
       md = plane.event_metadata

@@ -41,7 +41,9 @@ def xplane_host(path: str) -> str:
   return os.path.basename(path)[:-len(".xplane.pb")]
 
 
-def _parse_space(path: str):
+def parse_space(path: str):
+  """The XSpace proto of an `.xplane.pb` file; raises TraceError if it is
+  empty or unreadable."""
   import tfplace  # noqa: F401  (env before TF)
   from google.protobuf import message
   from tensorflow.tsl.profiler.protobuf import xplane_pb2
@@ -93,7 +95,7 @@ def _plane_events(plane, device: str) -> List[_Raw]:
 
 def xplane_events(path: str, host: str = "") -> List[_Raw]:
   """The TF op events of one xplane file, devices prefixed with `host`."""
-  space = _parse_space(path)
+  space = parse_space(path)
   out = []
   for plane in space.planes:
     if plane.name.startswith("/"):  # devices; not "Task Environment"
