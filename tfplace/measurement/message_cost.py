@@ -41,6 +41,7 @@ from tfplace.cost.cluster import Cluster
 from tfplace.cost.calibrated import Calibration
 from tfplace.errors import MeasureError
 from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.send_delay import matmul_chain
 
 CONTEXTS = ("idle", "sender_busy", "receiver_busy", "both_busy", "scattered",
             "two_way")
@@ -80,18 +81,6 @@ def _check_contexts(contexts: Sequence[str]) -> None:
                        f"got {list(contexts)}")
 
 
-def _matmuls(start, count: int, seed: int) -> List:
-  """`count` chained 128 x 128 matmuls from the scalar `start`."""
-  import tensorflow as tf
-  w = tf.random.stateless_uniform([128, 128], seed=[seed, 1]) * 0.01
-  x = tf.random.stateless_uniform([128, 128], seed=[seed, 2]) + start
-  out = []
-  for _ in range(count):
-    x = tf.matmul(x, w)
-    out.append(x)
-  return out
-
-
 def build_case(context: str, count: int, sender: str, receiver: str,
                chain_ops: int, message_bytes: int = 4) -> List:
   """Adds one context's step with `count` messages of `message_bytes` each
@@ -104,7 +93,7 @@ def build_case(context: str, count: int, sender: str, receiver: str,
   with tf.device(sender):
     seed = tf.random.stateless_uniform([], seed=[1, 1])
     if context == "scattered":
-      chain = _matmuls(seed, chain_ops, 7)
+      chain = matmul_chain(seed, chain_ops, 7)
       every = chain_ops // count
       scalars = [tf.reduce_sum(chain[(j + 1) * every - 1])
                  for j in range(count)]
@@ -113,15 +102,15 @@ def build_case(context: str, count: int, sender: str, receiver: str,
       scalars = [tf.add(seed, float(j)) for j in range(count)]
     if context == "sender_busy":
       fetches.append(tf.reduce_sum(
-          _matmuls(tf.add_n(scalars), chain_ops, 7)[-1]))
+          matmul_chain(tf.add_n(scalars), chain_ops, 7)[-1]))
     if context == "both_busy":
-      fetches.append(tf.reduce_sum(_matmuls(seed, chain_ops, 7)[-1]))
+      fetches.append(tf.reduce_sum(matmul_chain(seed, chain_ops, 7)[-1]))
     messages = scalars if not shape else [tf.fill(shape, s) for s in scalars]
   with tf.device(receiver):
     fetches.append(tf.add_n([tf.multiply(m, 2.0) for m in messages]))
     if context in ("receiver_busy", "both_busy"):
       start = tf.random.stateless_uniform([], seed=[3, 1])
-      fetches.append(tf.reduce_sum(_matmuls(start, chain_ops, 8)[-1]))
+      fetches.append(tf.reduce_sum(matmul_chain(start, chain_ops, 8)[-1]))
     if context == "two_way":
       back = tf.random.stateless_uniform([], seed=[2, 1])
       back = [tf.add(back, float(j)) for j in range(count)]

@@ -23,7 +23,7 @@ sender, and the same behind a waiting sender (WORKSPACE_NOTES.md, issue
 """
 
 import dataclasses
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -64,13 +64,24 @@ class SendDelay:
   steps: int
 
 
+def matmul_chain(start, count: int, seed: int = 7,
+                 prefix: Optional[str] = None) -> List:
+  """The outputs of `count` (>= 1) chained 128 x 128 matmuls from the
+  scalar `start` (named prefix0, prefix1, ... when a prefix is given)."""
+  import tensorflow as tf
+  w = tf.random.stateless_uniform([128, 128], seed=[seed, 1]) * 0.01
+  x = tf.random.stateless_uniform([128, 128], seed=[seed, 2]) + start
+  out = []
+  for i in range(count):
+    x = tf.matmul(x, w, name=f"{prefix}{i}" if prefix else None)
+    out.append(x)
+  return out
+
+
 def _chain(x, kind: str, count: int, prefix: str):
   import tensorflow as tf
   if kind == "matmul":
-    w = tf.random.stateless_uniform([128, 128], seed=[7, 1]) * 0.01
-    x = tf.random.stateless_uniform([128, 128], seed=[7, 2]) + x
-    for i in range(count):
-      x = tf.matmul(x, w, name=f"{prefix}{i}")
+    x = matmul_chain(x, count, prefix=prefix)[-1]
   else:
     for i in range(count):
       x = tf.add(x, 1e-3, name=f"{prefix}{i}")
