@@ -78,3 +78,58 @@ def test_random_labels_fit_the_loss_in_either_form(loss, label_shape,
   assert g.op("y").output_shapes == (label_shape,)
   assert g.op("y").output_dtypes == (label_dtype,)
   assert np.isfinite(run_training_step(g.graph_def, g.fetches).loss)
+
+
+def _two_in_two_out():
+  tokens = tf_keras.Input((5,), dtype="int32", name="tokens")
+  image = tf_keras.Input((4, 4, 2), name="image")
+  e = tf_keras.layers.GlobalAveragePooling1D()(
+      tf_keras.layers.Embedding(50, 3)(tokens))
+  c = tf_keras.layers.Flatten()(tf_keras.layers.Conv2D(2, 3)(image))
+  h = tf_keras.layers.Concatenate()([e, c])
+  return tf_keras.Model(
+      [tokens, image], [tf_keras.layers.Dense(3, name="cls")(h),
+                        tf_keras.layers.Dense(1, name="score")(h)])
+
+
+def test_several_inputs_and_outputs_random_data_fit_each_one():
+  g = import_graph(_two_in_two_out(), optimizer="adam", batch_size=6,
+                   loss={"cls": tf_keras.losses.SparseCategoricalCrossentropy(
+                       from_logits=True), "score": "mse"})
+  assert g.op("x_0").output_shapes == ((6, 5),)
+  assert g.op("x_0").output_dtypes == ("int32",)
+  assert g.op("x_1").output_shapes == ((6, 4, 4, 2),)
+  assert g.op("y_0").output_shapes == ((6,),)
+  assert g.op("y_0").output_dtypes == ("int32",)
+  assert g.op("y_1").output_shapes == ((6, 1),)
+  assert "ResourceGather" in g.op_types and "Conv2D" in g.op_types
+  assert np.isfinite(run_training_step(g.graph_def, g.fetches).loss)
+
+
+def test_several_outputs_sum_their_losses_as_compile_does():
+  model = _two_in_two_out()
+  rng = np.random.RandomState(3)
+  x = {"image": rng.randn(4, 4, 4, 2).astype(np.float32),
+       "tokens": rng.randint(0, 50, size=(4, 5)).astype(np.int32)}
+  y = [np.array([0, 2, 1, 1]), rng.randn(4, 1).astype(np.float32)]
+  losses = ["sparse_categorical_crossentropy", "mae"]
+  g = import_graph(model, loss=losses, optimizer="sgd", x=x, y=y)
+  cls, score = model([x["tokens"], x["image"]])
+  eager = (np.mean(tf_keras.losses.sparse_categorical_crossentropy(
+      y[0], cls)) + np.mean(tf_keras.losses.mae(y[1], score)))
+  run = run_training_step(g.graph_def, g.fetches)
+  assert run.loss == pytest.approx(float(eager), rel=1e-5)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(loss=["mse"]), "1 losses for a model with 2 outputs"),
+    (dict(loss={"cls": "mse"}), r"missing \['score'\]"),
+    (dict(loss="mse", x={"tokens": np.zeros((2, 5), np.int32)}),
+     r"missing \['image'\]"),
+    (dict(loss="mse", y=[np.zeros((2, 3))]), "1 arrays for a model with 2 "
+     "outputs"),
+])
+def test_several_inputs_or_outputs_bad_data_or_losses_are_named(kwargs,
+                                                                message):
+  with pytest.raises(GraphImportError, match=message):
+    import_graph(_two_in_two_out(), optimizer="sgd", **kwargs)

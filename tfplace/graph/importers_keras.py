@@ -3,7 +3,10 @@
 The model is cloned into a fresh `tf.Graph`, its variables initialized from
 the model's current weights, fed constant data (the given `x`, `y`, or seeded
 random data of `batch_size`), and trained by the graph-mode (legacy) twin of
-the optimizer. The ops are named "loss", "train" and "init".
+the optimizer. The ops are named "loss", "train" and "init"; the data
+"x" and "y", or "x_0", "x_1", ... and "y_0", ... for a model with several
+inputs or outputs (each output's loss is averaged over the batch and the
+outputs' losses are summed, as `Model.compile` does with equal weights).
 """
 
 import inspect
@@ -24,12 +27,16 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
 
   Args:
     model: a built tf_keras model.
-    loss: a Keras loss (name, function or Loss object).
+    loss: a Keras loss (name, function or Loss object), the same for every
+      output; or for several outputs a list (one per output, in
+      `model.outputs` order) or a dict keyed by output name.
     optimizer: a Keras optimizer (name or instance); the legacy optimizer of
       the same class and config runs the update.
     batch_size: rows of random data when `x` is not given.
-    x: sample inputs (become Consts).
-    y: sample labels (random labels fitting the loss if not given).
+    x: sample inputs (become Consts): an array, or for a model with several
+      inputs a list (in `model.inputs` order) or a dict keyed by input name.
+    y: sample labels (random labels fitting the loss if not given): an
+      array, or a list / dict (by output name) for several outputs.
     name: graph name (default: the model's name).
     unknown_dim: size of unknown non-batch dimensions.
     seed: seeds the random data and the graph (dropout).
@@ -48,12 +55,12 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
   if not model.built:
     raise GraphImportError(f"Keras model {model.name!r} is not built; call it "
                            "on data or give it an input shape first")
-  loss_fn = tf_keras.losses.get(loss)
-  x, y = _data(model, loss_fn, batch_size, x, y, unknown_dim, seed)
+  loss_fns = _losses(model, loss)
+  x, y = _data(model, loss_fns, batch_size, x, y, unknown_dim, seed)
   opt_cls, opt_config = _legacy_optimizer(optimizer)  # Eagerly: reads values.
   weights = model.get_weights()
   try:
-    graph, loss_t, train, init = _build_step(model, loss_fn, opt_cls,
+    graph, loss_t, train, init = _build_step(model, loss_fns, opt_cls,
                                              opt_config, weights, x, y, seed)
   finally:
     _restore_v2_classes(model)
@@ -68,17 +75,22 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
       unknown_dim=unknown_dim, loop_trip_counts=loop_trip_counts)
 
 
-def _build_step(model, loss_fn, opt_cls, opt_config, weights, x, y, seed):
-  """Builds (graph, loss tensor, train op, init op) in a fresh graph."""
+def _build_step(model, loss_fns, opt_cls, opt_config, weights, x, y, seed):
+  """Builds (graph, loss tensor, train op, init op) in a fresh graph; `x`,
+  `y`: one array per input / output, `loss_fns` one loss per output."""
   import tensorflow as tf
   import tf_keras
   graph = tf.Graph()
   with graph.as_default():
     tf.compat.v1.set_random_seed(seed)
     clone = tf_keras.models.clone_model(model)
-    x_t = tf.constant(x, name="x")
-    pred = clone(x_t, training=True)
-    total = tf.reduce_mean(loss_fn(tf.constant(y, name="y"), pred))
+    x_t = [tf.constant(v, name=_data_name("x", i, len(x)))
+           for i, v in enumerate(x)]
+    pred = clone(x_t[0] if len(x_t) == 1 else x_t, training=True)
+    pred = pred if isinstance(pred, (list, tuple)) else [pred]
+    total = tf.add_n([
+        tf.reduce_mean(fn(tf.constant(v, name=_data_name("y", i, len(y))), p))
+        for i, (fn, v, p) in enumerate(zip(loss_fns, y, pred))])
     if clone.losses:
       total = total + tf.add_n(clone.losses)
     loss_t = tf.identity(total, name="loss")
@@ -86,7 +98,8 @@ def _build_step(model, loss_fn, opt_cls, opt_config, weights, x, y, seed):
     variables = clone.trainable_variables
     grads = tf.compat.v1.gradients(loss_t, variables)
     apply = opt.apply_gradients(zip(grads, variables))
-    train = tf.group([apply] + _updates(clone, x_t), name="train")
+    train = tf.group([apply] + _updates(
+        clone, x_t[0] if len(x_t) == 1 else x_t), name="train")
     init = _initializer(weights, clone)
   return graph, loss_t, train, init
 
@@ -172,32 +185,104 @@ def _legacy_optimizer(optimizer):
   return cls, config
 
 
-def _data(model, loss_fn, batch_size: int, x, y, unknown_dim: int,
-          seed: int) -> Tuple[np.ndarray, np.ndarray]:
-  """Sample inputs and labels: the given ones, or seeded random ones."""
+def _data_name(prefix: str, index: int, count: int) -> str:
+  return prefix if count == 1 else f"{prefix}_{index}"
+
+
+def _losses(model, loss) -> list:
+  """One Keras loss function per model output (see `from_keras`)."""
+  import tf_keras
+  names = list(getattr(model, "output_names", None) or [])
+  count = len(model.outputs) if getattr(model, "outputs", None) else 1
+  if isinstance(loss, dict):
+    loss = _in_order(loss, names, "loss")
+  if isinstance(loss, (list, tuple)):
+    if len(loss) != count:
+      raise GraphImportError(f"loss= lists {len(loss)} losses for a model "
+                             f"with {count} outputs")
+    return [tf_keras.losses.get(l) for l in loss]
+  return [tf_keras.losses.get(loss)] * count
+
+
+def _in_order(by_name: dict, names: Sequence[str], what: str) -> list:
+  """The values of `by_name` in the order of `names`, which it must key
+  exactly (`what` names the argument in the error)."""
+  unknown = sorted(set(by_name) - set(names))
+  missing = [n for n in names if n not in by_name]
+  if unknown or missing:
+    raise GraphImportError(f"{what}= by name must give every one of "
+                           f"{list(names)}; unknown {unknown}, missing "
+                           f"{missing}")
+  return [by_name[n] for n in names]
+
+
+def _as_list(values, names: Sequence[str], what: str) -> Optional[list]:
+  """`values` (None, an array, a list / tuple, or a dict by name) as one
+  array per name, in order; None stays None."""
+  if values is None:
+    return None
+  if isinstance(values, dict):
+    values = _in_order(values, names, what)
+  elif len(names) == 1:  # The array itself (maybe nested lists of rows).
+    single = (isinstance(values, (list, tuple)) and len(values) == 1
+              and hasattr(values[0], "shape"))
+    values = list(values) if single else [values]
+  elif not isinstance(values, (list, tuple)):
+    values = [values]
+  if len(values) != len(names):
+    kind = "inputs" if what == "x" else "outputs"
+    raise GraphImportError(f"{what}= gives {len(values)} arrays for a model "
+                           f"with {len(names)} {kind}")
+  return [np.asarray(v) for v in values]
+
+
+def _data(model, loss_fns, batch_size: int, x, y, unknown_dim: int,
+          seed: int) -> Tuple[list, list]:
+  """Sample inputs and labels, one array per model input / output: the
+  given ones, or seeded random ones (integer inputs in {0, 1}, so they are
+  valid ids of any table; labels fitting each output's loss)."""
   rng = np.random.RandomState(seed)
+  inputs = list(getattr(model, "inputs", None) or [])
+  input_names = [t.name.split(":")[0] for t in inputs] or ["x"]
+  x = _as_list(x, getattr(model, "input_names", None) or input_names, "x")
   if x is None:
-    shape = _concrete_shape(model.input_shape, batch_size, unknown_dim)
-    dtype = model.inputs[0].dtype if getattr(model, "inputs", None) else None
-    if dtype is not None and dtype.is_integer:
-      x = rng.randint(0, 2, size=shape).astype(dtype.as_numpy_dtype)
-    else:
-      x = rng.randn(*shape).astype(np.float32)
-  x = np.asarray(x)
+    shapes = _shapes(model.input_shape)
+    x = []
+    for i, shape in enumerate(shapes):
+      shape = _concrete_shape(shape, batch_size, unknown_dim)
+      dtype = inputs[i].dtype if i < len(inputs) else None
+      if dtype is not None and dtype.is_integer:
+        x.append(rng.randint(0, 2, size=shape).astype(dtype.as_numpy_dtype))
+      else:
+        x.append(rng.randn(*shape).astype(np.float32))
+  output_names = list(getattr(model, "output_names", None) or []) or [
+      f"output_{i}" for i in range(len(loss_fns))]
+  y = _as_list(y, output_names, "y")
   if y is not None:
-    return x, np.asarray(y)
-  out = _concrete_shape(model.output_shape, len(x), unknown_dim)
+    return x, y
+  shapes = _shapes(model.output_shape)
+  return x, [_labels(_concrete_shape(shape, len(x[0]), unknown_dim), fn, rng)
+             for shape, fn in zip(shapes, loss_fns)]
+
+
+def _shapes(shape) -> list:
+  """A Keras `input_shape` / `output_shape` as one shape per tensor."""
+  if isinstance(shape, dict):
+    return list(shape.values())
+  return shape if isinstance(shape, list) else [shape]
+
+
+def _labels(out: Tuple[int, ...], loss_fn, rng) -> np.ndarray:
+  """Random labels of an output of shape `out` that fit its loss."""
   kind = _loss_kind(loss_fn)
   if "sparsecategorical" in kind:
-    y = rng.randint(0, out[-1], size=out[:-1]).astype(np.int32)
-  elif "categorical" in kind:
-    y = np.eye(out[-1], dtype=np.float32)[rng.randint(0, out[-1],
-                                                      size=out[:-1])]
-  elif "binary" in kind or "hinge" in kind:
-    y = rng.randint(0, 2, size=out).astype(np.float32)
-  else:
-    y = rng.randn(*out).astype(np.float32)
-  return x, y
+    return rng.randint(0, out[-1], size=out[:-1]).astype(np.int32)
+  if "categorical" in kind:
+    return np.eye(out[-1], dtype=np.float32)[rng.randint(0, out[-1],
+                                                         size=out[:-1])]
+  if "binary" in kind or "hinge" in kind:
+    return rng.randint(0, 2, size=out).astype(np.float32)
+  return rng.randn(*out).astype(np.float32)
 
 
 def _loss_kind(loss_fn) -> str:
@@ -210,10 +295,5 @@ def _loss_kind(loss_fn) -> str:
 
 
 def _concrete_shape(shape, batch: int, unknown_dim: int) -> Tuple[int, ...]:
-  if isinstance(shape, list):
-    if len(shape) != 1:
-      raise GraphImportError("models with several inputs or outputs need "
-                             "x= and y=")
-    shape = shape[0]
   return (batch,) + tuple(unknown_dim if d is None else int(d)
                           for d in shape[1:])
