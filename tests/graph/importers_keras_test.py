@@ -133,3 +133,60 @@ def test_several_inputs_or_outputs_bad_data_or_losses_are_named(kwargs,
                                                                 message):
   with pytest.raises(GraphImportError, match=message):
     import_graph(_two_in_two_out(), optimizer="sgd", **kwargs)
+
+
+class _Subclassed(tf_keras.Model):
+  """Two inputs in a dict, batch norm (state updates) and an added loss."""
+
+  def __init__(self):
+    super().__init__()
+    self.dense = tf_keras.layers.Dense(6, activation="relu")
+    self.norm = tf_keras.layers.BatchNormalization()
+    self.out = tf_keras.layers.Dense(3)
+
+  def call(self, inputs, training=False):
+    h = self.dense(tf_keras.layers.concatenate([inputs["a"], inputs["b"]]))
+    h = self.norm(h, training=training)
+    self.add_loss(0.01 * tf_keras.backend.sum(tf_keras.backend.square(h)))
+    return self.out(h)
+
+
+def _subclassed():
+  model = _Subclassed()
+  model({"a": np.zeros((2, 4), np.float32), "b": np.zeros((2, 2), np.float32)})
+  return model
+
+
+def test_subclassed_model_step_matches_eager_and_leaves_the_model_alone():
+  model = _subclassed()
+  rng = np.random.RandomState(4)
+  x = {"a": rng.randn(5, 4).astype(np.float32),
+       "b": rng.randn(5, 2).astype(np.float32)}
+  y = np.array([0, 2, 1, 1, 0])
+  before = [w.copy() for w in model.get_weights()]
+  g = import_graph(model, loss="sparse_categorical_crossentropy",
+                   optimizer=tf_keras.optimizers.Adam(0.01), x=x, y=y)
+  assert g.op("x_0").output_shapes == ((5, 4),)
+  assert g.op("y").output_shapes == ((5,),)
+  assert any("AssignMovingAvg" in op.name for op in g.ops)
+  pred = model(x, training=True)
+  eager = (np.mean(tf_keras.losses.sparse_categorical_crossentropy(y, pred))
+           + float(sum(model.losses)))
+  run = run_training_step(g.graph_def, g.fetches)
+  assert run.loss == pytest.approx(float(eager), rel=1e-4)
+  # model(x, training=True) above moved the batch-norm statistics only.
+  after = model.get_weights()
+  assert all(np.array_equal(a, b) for a, b in zip(before[:2], after[:2]))
+
+
+def test_subclassed_model_random_data_takes_the_built_shapes():
+  g = import_graph(_subclassed(), loss="mse", optimizer="sgd", batch_size=7)
+  assert g.op("x_0").output_shapes == ((7, 4),)
+  assert g.op("x_1").output_shapes == ((7, 2),)
+  assert g.op("y").output_shapes == ((7, 3),)
+  assert np.isfinite(run_training_step(g.graph_def, g.fetches).loss)
+
+
+def test_subclassed_model_never_called_needs_data():
+  with pytest.raises(GraphImportError, match="not built"):
+    import_graph(_Subclassed(), loss="mse")

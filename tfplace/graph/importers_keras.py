@@ -1,12 +1,14 @@
 """Keras (tf_keras) model -> a graph-mode training step as an OpGraph.
 
-The model is cloned into a fresh `tf.Graph`, its variables initialized from
-the model's current weights, fed constant data (the given `x`, `y`, or seeded
-random data of `batch_size`), and trained by the graph-mode (legacy) twin of
-the optimizer. The ops are named "loss", "train" and "init"; the data
+A functional or Sequential model is cloned into a fresh `tf.Graph`, its
+variables initialized from the model's current weights, fed constant data
+(the given `x`, `y`, or seeded random data of `batch_size`), and trained by
+the graph-mode (legacy) twin of the optimizer. The ops are named "loss", "train" and "init"; the data
 "x" and "y", or "x_0", "x_1", ... and "y_0", ... for a model with several
 inputs or outputs (each output's loss is averaged over the batch and the
 outputs' losses are summed, as `Model.compile` does with equal weights).
+A subclassed model cannot be cloned: its step is a tf.function on the
+model's own variables, imported by `importers_function`.
 """
 
 import inspect
@@ -55,7 +57,11 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
   if not model.built:
     raise GraphImportError(f"Keras model {model.name!r} is not built; call it "
                            "on data or give it an input shape first")
-  loss_fns = _losses(model, loss)
+  if not getattr(model, "_is_graph_network", False):
+    return _from_subclassed(model, loss, optimizer, batch_size, x, y,
+                            name, unknown_dim, seed, train_ops, init_ops,
+                            loop_trip_counts)
+  loss_fns = _losses(loss, list(model.output_names), len(model.outputs))
   x, y = _data(model, loss_fns, batch_size, x, y, unknown_dim, seed)
   opt_cls, opt_config = _legacy_optimizer(optimizer)  # Eagerly: reads values.
   weights = model.get_weights()
@@ -102,6 +108,69 @@ def _build_step(model, loss_fns, opt_cls, opt_config, weights, x, y, seed):
         clone, x_t[0] if len(x_t) == 1 else x_t), name="train")
     init = _initializer(weights, clone)
   return graph, loss_t, train, init
+
+
+def _from_subclassed(model, loss, optimizer, batch_size, x, y, name,
+                     unknown_dim, seed, train_ops, init_ops,
+                     loop_trip_counts) -> OpGraph:
+  """A subclassed model (its layers cannot be cloned into a graph): its
+  training step as a tf.function on the model's own variables, with a
+  fresh optimizer of the same class and config, imported through
+  `importers_function` (the data are Consts, the variables start from the
+  model's weights; tracing runs nothing, so the model is left as it was).
+  """
+  import tensorflow as tf
+  import tf_keras
+  from tfplace.graph import importers
+  spec = getattr(model, "_saved_model_inputs_spec", None)
+  specs = tf.nest.flatten(spec) if spec is not None else []
+  if x is None and not specs:
+    raise GraphImportError(f"Keras model {model.name!r} is subclassed and "
+                           "its input shape is unknown: give x=")
+  # The data as the model is called with: the given structure (arrays,
+  # lists, tuples or dicts of arrays), or the one the model was built on.
+  structure = spec if x is None else x
+  rng = np.random.RandomState(seed)
+  x = [np.asarray(v) for v in tf.nest.flatten(x)] if x is not None else [
+      _random_input(_concrete_shape(s.shape, batch_size, unknown_dim),
+                    s.dtype, rng) for s in specs]
+  # The outputs' shapes, traced (nothing runs).
+  outputs = tf.nest.flatten(tf.function(lambda: model(
+      tf.nest.pack_sequence_as(structure, [tf.constant(v) for v in x]),
+      training=False)).get_concrete_function().structured_outputs)
+  output_names = [f"output_{i + 1}" for i in range(len(outputs))]
+  loss_fns = _losses(loss, output_names, len(outputs))
+  if y is None:
+    y = [_labels(tuple(o.shape), fn, rng) for o, fn in zip(outputs, loss_fns)]
+  else:
+    y = _as_list(y, output_names, "y")
+  if isinstance(optimizer, str):
+    opt = tf_keras.optimizers.get(optimizer)
+  else:
+    opt = type(optimizer).from_config(optimizer.get_config())
+
+  @tf.function
+  def train_step():
+    tf.random.set_seed(seed)
+    x_t = [tf.constant(v, name=_data_name("x", i, len(x)))
+           for i, v in enumerate(x)]
+    with tf.GradientTape() as tape:
+      pred = tf.nest.flatten(model(tf.nest.pack_sequence_as(structure, x_t),
+                                   training=True))
+      total = tf.add_n([
+          tf.reduce_mean(fn(tf.constant(v, name=_data_name("y", i, len(y))),
+                            p))
+          for i, (fn, v, p) in enumerate(zip(loss_fns, y, pred))])
+      if model.losses:
+        total = total + tf.add_n(model.losses)
+    grads = tape.gradient(total, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    return tf.identity(total, name="loss")
+
+  return importers.from_function(
+      train_step.get_concrete_function(), train_ops=train_ops,
+      init_ops=init_ops, name=name or model.name, unknown_dim=unknown_dim,
+      loop_trip_counts=loop_trip_counts)
 
 
 def _restore_v2_classes(model) -> None:
@@ -189,11 +258,10 @@ def _data_name(prefix: str, index: int, count: int) -> str:
   return prefix if count == 1 else f"{prefix}_{index}"
 
 
-def _losses(model, loss) -> list:
-  """One Keras loss function per model output (see `from_keras`)."""
+def _losses(loss, names: Sequence[str], count: int) -> list:
+  """One Keras loss function per model output (see `from_keras`); `names`
+  key a dict of losses."""
   import tf_keras
-  names = list(getattr(model, "output_names", None) or [])
-  count = len(model.outputs) if getattr(model, "outputs", None) else 1
   if isinstance(loss, dict):
     loss = _in_order(loss, names, "loss")
   if isinstance(loss, (list, tuple)):
@@ -238,31 +306,28 @@ def _as_list(values, names: Sequence[str], what: str) -> Optional[list]:
 
 def _data(model, loss_fns, batch_size: int, x, y, unknown_dim: int,
           seed: int) -> Tuple[list, list]:
-  """Sample inputs and labels, one array per model input / output: the
-  given ones, or seeded random ones (integer inputs in {0, 1}, so they are
-  valid ids of any table; labels fitting each output's loss)."""
+  """Sample inputs and labels of a functional or Sequential model, one
+  array per input / output: the given ones, or seeded random ones
+  (`_random_input`; labels fitting each output's loss)."""
   rng = np.random.RandomState(seed)
-  inputs = list(getattr(model, "inputs", None) or [])
-  input_names = [t.name.split(":")[0] for t in inputs] or ["x"]
-  x = _as_list(x, getattr(model, "input_names", None) or input_names, "x")
+  x = _as_list(x, list(model.input_names), "x")
   if x is None:
-    shapes = _shapes(model.input_shape)
-    x = []
-    for i, shape in enumerate(shapes):
-      shape = _concrete_shape(shape, batch_size, unknown_dim)
-      dtype = inputs[i].dtype if i < len(inputs) else None
-      if dtype is not None and dtype.is_integer:
-        x.append(rng.randint(0, 2, size=shape).astype(dtype.as_numpy_dtype))
-      else:
-        x.append(rng.randn(*shape).astype(np.float32))
-  output_names = list(getattr(model, "output_names", None) or []) or [
-      f"output_{i}" for i in range(len(loss_fns))]
-  y = _as_list(y, output_names, "y")
+    x = [_random_input(_concrete_shape(shape, batch_size, unknown_dim),
+                       t.dtype, rng)
+         for t, shape in zip(model.inputs, _shapes(model.input_shape))]
+  y = _as_list(y, list(model.output_names), "y")
   if y is not None:
     return x, y
   shapes = _shapes(model.output_shape)
   return x, [_labels(_concrete_shape(shape, len(x[0]), unknown_dim), fn, rng)
              for shape, fn in zip(shapes, loss_fns)]
+
+
+def _random_input(shape: Tuple[int, ...], dtype, rng) -> np.ndarray:
+  """Integer inputs in {0, 1} (valid ids of any table), others normal."""
+  if dtype.is_integer:
+    return rng.randint(0, 2, size=shape).astype(dtype.as_numpy_dtype)
+  return rng.randn(*shape).astype(np.float32)
 
 
 def _shapes(shape) -> list:
