@@ -74,6 +74,9 @@ _REAL_BUDGET_S = flags.DEFINE_float(
 _REAL_ALGORITHM = flags.DEFINE_enum(
     "real_algorithm", "local_search", ["local_search", "cross_entropy"],
     "the search on measured times")
+_REAL_CONFIRM = flags.DEFINE_integer(
+    "real_confirm_rounds", 2, "--real_graphs: fresh pairs that confirm a "
+    "placement measured faster than the search's best so far (0: none)")
 _REAL_LEARNED = flags.DEFINE_list(
     "real_learned", [], "learned placers (colocrl, hierarchical) trained on "
     "the simulator for --budget_s, then fine-tuned on measured times, on "
@@ -152,8 +155,11 @@ def _check_flags() -> None:
 
 def _real_settings():
   from tfplace.real.fine_tune import RealRewardSettings
-  return RealRewardSettings(budget_s=_REAL_BUDGET_S.value,
-                            algorithm=_REAL_ALGORITHM.value, progress=False)
+  from tfplace.real.measured_evaluator import MeasuredSettings
+  return RealRewardSettings(
+      budget_s=_REAL_BUDGET_S.value, algorithm=_REAL_ALGORITHM.value,
+      progress=False,
+      measured=MeasuredSettings(confirm_rounds=_REAL_CONFIRM.value))
 
 
 def main(argv):

@@ -13,12 +13,14 @@ from tfplace.cost.presets import cpu_cluster
 from tfplace.measurement.config import MeasureConfig
 from tfplace.models.registry import build_model
 from tfplace.placers.problem import PlacementProblem
-from tfplace.placers.search_support import StopSearch
+from tfplace.placers.search_support import StopSearch, group_devices
 from tfplace.real.fine_tune import RealRewardSettings, fine_tune
 from tfplace.real.measured_evaluator import MeasuredEvaluator, MeasuredSettings
 from tfplace.real.target import Target, resolve_target
 
 FAST = MeasuredSettings(measure=MeasureConfig(warmup=1, steps=2))
+# Counts measurements exactly: no confirmation of faster placements.
+UNCONFIRMED = dataclasses.replace(FAST, confirm_rounds=0)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,7 @@ def test_failures_are_a_penalty_and_placements_are_measured_once(graph):
   problem = PlacementProblem.build(graph, _cpus_and_a_gpu())
   g = problem.groups.num_groups
   reference = np.zeros(g, np.int32)
-  evaluator = MeasuredEvaluator(problem, Target(""), reference, FAST)
+  evaluator = MeasuredEvaluator(problem, Target(""), reference, UNCONFIRMED)
   assert evaluator.reference_s > 0
   split = (np.arange(g) % 2).astype(np.int32)
   on_gpu = np.full(g, 2, np.int32)
@@ -55,6 +57,39 @@ def test_failures_are_a_penalty_and_placements_are_measured_once(graph):
   assert np.array_equal(again, times[[1, 0]])
   assert evaluator.stats.measured == 5
   assert evaluator.stats.remembered == 2 + 2
+
+
+def test_a_faster_placement_is_confirmed_against_the_incumbent(graph):
+  problem = PlacementProblem.build(graph, cpu_cluster(2))
+  g = problem.groups.num_groups
+  reference = np.zeros(g, np.int32)
+  evaluator = MeasuredEvaluator(problem, Target(""), reference, FAST)
+  lucky, real, slow = (np.ones(g, np.int32), (np.arange(g) % 2).astype(
+      np.int32), (1 - np.arange(g) % 2).astype(np.int32))
+  # Scripted step times by placement, in seconds: the first figure of each,
+  # then every fresh one (the reference always 1.0).
+  first = {lucky.tobytes(): 0.5, real.tobytes(): 0.8, slow.tobytes(): 1.2}
+  fresh = {lucky.tobytes(): 1.1, real.tobytes(): 0.9,
+           reference.tobytes(): 1.0}
+  seen = set()
+
+  def scripted(placement, index, cache=True):
+    key = group_devices(problem, placement).tobytes()
+    evaluator.stats.measured += 1
+    if key in first and key not in seen:
+      seen.add(key)
+      return first[key]
+    return fresh[key]
+
+  evaluator._median = scripted
+  evaluator.reference_s, evaluator.stats.measured = 1.0, 0
+  times = evaluator(np.stack([lucky, real, slow]))
+  # lucky (0.5 first) loses its pairs to the reference: 1.1; real (0.8)
+  # is then confirmed against the reference (still the incumbent): 0.9.
+  assert times == pytest.approx([1.1, 0.9, 1.2])
+  assert evaluator.stats.confirmed == 2 and evaluator.stats.rejected == 1
+  # 2 references + 3 new + 2 pairs of 2.
+  assert evaluator.stats.measured == 2 + 3 + 8
 
 
 @pytest.mark.parametrize("algorithm", ["local_search", "cross_entropy"])

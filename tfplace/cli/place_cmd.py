@@ -9,7 +9,8 @@ usage: tfplace place GRAPH --cluster CLUSTER --placer NAME
                      [--verify_top_k K --target STATE|SPEC|grpc://...|local
                       [--verify_rounds 3] [--verify_steps 5]]
                      [--real_reward --target T [--real_budget_s 300]
-                      [--real_algorithm local_search|cross_entropy]]
+                      [--real_algorithm local_search|cross_entropy]
+                      [--real_confirm_rounds 2]]
                      [--json]
        tfplace place GRAPH --cluster CLUSTER
                      --placer colocrl|hierarchical|placeto

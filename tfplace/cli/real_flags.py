@@ -13,8 +13,10 @@ simulator knows its measured figures.
 --real_reward (with --target): then fine-tunes the placement on measured
 step times for --real_budget_s seconds (`tfplace.real.fine_tune`: a
 --real_algorithm search whose evaluator measures each batch between two
-runs of the start placement; failures are a penalty) and writes the result
-only if it beats the start in a duel of fresh rounds.
+runs of the start placement; failures are a penalty; a placement measured
+faster than the best so far is first confirmed against it in
+--real_confirm_rounds fresh pairs) and writes the result only if it beats
+the start in a duel of fresh rounds.
 """
 
 import os
@@ -44,6 +46,9 @@ _REAL_BUDGET_S = flags.DEFINE_float(
 _REAL_ALGORITHM = flags.DEFINE_enum(
     "real_algorithm", "local_search", ["local_search", "cross_entropy"],
     "--real_reward: the search on measured times")
+_REAL_CONFIRM = flags.DEFINE_integer(
+    "real_confirm_rounds", 2, "--real_reward: fresh pairs that confirm a "
+    "placement measured faster than the search's best so far (0: none)")
 
 
 def wanted() -> bool:
@@ -70,8 +75,10 @@ def check_flags() -> None:
 def real_settings():
   """The `RealRewardSettings` of the flags."""
   from tfplace.real.fine_tune import RealRewardSettings
-  return RealRewardSettings(budget_s=_REAL_BUDGET_S.value,
-                            algorithm=_REAL_ALGORITHM.value)
+  from tfplace.real.measured_evaluator import MeasuredSettings
+  return RealRewardSettings(
+      budget_s=_REAL_BUDGET_S.value, algorithm=_REAL_ALGORITHM.value,
+      measured=MeasuredSettings(confirm_rounds=_REAL_CONFIRM.value))
 
 
 def settings():

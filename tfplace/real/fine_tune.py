@@ -87,6 +87,8 @@ class FineTuneResult:
       placer's), without its curve.
     duel_ratio: fine-tuned / start in the duel's rounds (None: no duel).
     measured, remembered, failed: placements measured, looked up, failed.
+    confirmed, rejected: placements measured faster than the best so far,
+      and how many of them lost their confirmation pairs.
     drift: max / min of the start's medians over the run.
     seconds: wall time of the whole fine-tune.
   """
@@ -97,6 +99,8 @@ class FineTuneResult:
   measured: int
   remembered: int
   failed: int
+  confirmed: int
+  rejected: int
   drift: float
   seconds: float
 
@@ -104,7 +108,8 @@ class FineTuneResult:
     """JSON-ready figures (placement metadata "real_reward")."""
     return {"improved": self.improved, "duel_ratio": self.duel_ratio,
             "measured": self.measured, "remembered": self.remembered,
-            "failed": self.failed, "drift": round(self.drift, 4),
+            "failed": self.failed, "confirmed": self.confirmed,
+            "rejected": self.rejected, "drift": round(self.drift, 4),
             "seconds": round(self.seconds, 2), "search": dict(self.search)}
 
 
@@ -154,7 +159,8 @@ def fine_tune(problem: PlacementProblem, start: Placement, target: Target,
                              start.metadata.placer)
   out = FineTuneResult(
       chosen, improved, summary, ratio, stats.measured, stats.remembered,
-      len(stats.failed), drift(stats), time.perf_counter() - t0)
+      len(stats.failed), stats.confirmed, stats.rejected, drift(stats),
+      time.perf_counter() - t0)
   extra = dict(start.metadata.extra, real_reward=out.summary())
   return dataclasses.replace(out, placement=chosen.with_metadata(extra=extra))
 
@@ -213,6 +219,8 @@ def describe_summary(summary: dict) -> str:
   line = (f"real reward: {search.get('algorithm')} on measured steps, "
           f"{summary['measured']} runs ({summary['remembered']} looked up, "
           f"{summary['failed']} failed) in {summary['seconds']:.1f} s, "
+          f"{summary.get('confirmed', 0)} apparent improvements confirmed "
+          f"against the best so far ({summary.get('rejected', 0)} lost), "
           f"drift {summary['drift']:.2f}x; ")
   ratio = summary["duel_ratio"]
   if summary["improved"]:

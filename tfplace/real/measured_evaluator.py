@@ -16,6 +16,14 @@ ratio is remembered); with `cache_dir` its timing is also kept on disk by
 deadline of `timeout_factor` reference steps) gets `failure_penalty` times
 the reference's time: a penalty, not a crash. A dead worker ends the search
 (`StopSearch`) with the best so far kept.
+
+A placement that measures faster than the best so far (the incumbent of a
+greedy search) is confirmed before it is reported: it is measured against
+the incumbent in `confirm_rounds` fresh pairs (order alternating), and its
+figure becomes the incumbent's times the median ratio. So a search accepts
+a move on a paired comparison with what it would replace, not on one
+lucky figure that every later candidate then has to beat (the winner's
+curse of greedy acceptance on noisy times; WORKSPACE_NOTES.md, issue 11).
 """
 
 import dataclasses
@@ -48,20 +56,32 @@ class MeasuredSettings:
     min_step_timeout_s: the shortest per-step deadline.
     cache_dir: `measure_batch` cache of the candidates' timings (None: in
       memory only, for this run).
+    confirm_rounds: fresh pairs (placement, incumbent) that confirm a
+      placement measured faster than the best so far (0: none, its first
+      figure is reported).
   """
   measure: MeasureConfig = MeasureConfig(warmup=1, steps=4)
   failure_penalty: float = 2.0
   timeout_factor: float = 20.0
   min_step_timeout_s: float = 5.0
   cache_dir: Optional[str] = None
+  confirm_rounds: int = 2
+
+  def __post_init__(self):
+    if self.confirm_rounds < 0:
+      raise MeasureError(f"confirm_rounds must be >= 0, got "
+                         f"{self.confirm_rounds}")
 
 
 @dataclasses.dataclass
 class MeasuredStats:
-  """What the evaluator did: placements measured, remembered, failed, and
-  every reference median (the machine's drift)."""
+  """What the evaluator did: placements measured, remembered, failed,
+  confirmations (and how many of them the incumbent won), and every
+  reference median (the machine's drift)."""
   measured: int = 0
   remembered: int = 0
+  confirmed: int = 0
+  rejected: int = 0
   failed: List[Tuple[int, str]] = dataclasses.field(default_factory=list)
   reference_s: List[float] = dataclasses.field(default_factory=list)
 
@@ -92,6 +112,7 @@ class MeasuredEvaluator:
     self._inputs = resolve_inputs(problem.graph, feeds, feed_options)
     self._config = target.measure_config(self.settings.measure)
     self._ratios: Dict[bytes, float] = {self.reference.tobytes(): 1.0}
+    self._best_ratio, self._best_row = 1.0, self.reference
     self.stats = MeasuredStats()
     t0 = time.perf_counter()
     first = self._reference_median()
@@ -142,6 +163,30 @@ class MeasuredEvaluator:
       self._ratios[keys[i]] = penalty if t is None else t / scale
     if any(t is None for t in times):
       self._stop_if_dead()
+    for i in sorted(new, key=lambda i: self._ratios[keys[i]]):
+      if self._ratios[keys[i]] >= self._best_ratio:
+        continue
+      if self.settings.confirm_rounds:
+        self._ratios[keys[i]] = self._confirmed(candidates[i])
+      if self._ratios[keys[i]] < self._best_ratio:
+        self._best_ratio, self._best_row = self._ratios[keys[i]], candidates[i]
+
+  def _confirmed(self, row: np.ndarray) -> float:
+    """The ratio of a placement measured faster than the incumbent: the
+    incumbent's ratio times their median ratio over fresh pairs (the
+    incumbent's ratio: the pairs failed)."""
+    pair = (self.problem.placement(row),
+            self.problem.placement(self._best_row))
+    ratios = []
+    for r in range(self.settings.confirm_rounds):
+      order = (0, 1) if r % 2 == 0 else (1, 0)
+      t = {k: self._median(pair[k], -1, cache=False) for k in order}
+      if t[0] is not None and t[1] is not None:
+        ratios.append(t[0] / t[1])
+    self.stats.confirmed += 1
+    rho = float(np.median(ratios)) if ratios else 1.0
+    self.stats.rejected += rho >= 1.0
+    return self._best_ratio * rho
 
   def _reference_median(self) -> Optional[float]:
     t = self._median(self._ref_placement, -1, cache=False)
