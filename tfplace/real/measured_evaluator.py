@@ -169,7 +169,8 @@ class MeasuredEvaluator:
       if self.settings.confirm_rounds:
         self._ratios[keys[i]] = self._confirmed(candidates[i])
       if self._ratios[keys[i]] < self._best_ratio:
-        self._best_ratio, self._best_row = self._ratios[keys[i]], candidates[i]
+        self._best_ratio = self._ratios[keys[i]]
+        self._best_row = candidates[i].copy()  # The search may reuse it.
 
   def _confirmed(self, row: np.ndarray) -> float:
     """The ratio of a placement measured faster than the incumbent: the
@@ -181,7 +182,9 @@ class MeasuredEvaluator:
     for r in range(self.settings.confirm_rounds):
       order = (0, 1) if r % 2 == 0 else (1, 0)
       t = {k: self._median(pair[k], -1, cache=False) for k in order}
-      if t[0] is not None and t[1] is not None:
+      if t[0] is None or t[1] is None:
+        self._stop_if_dead()
+      else:
         ratios.append(t[0] / t[1])
     self.stats.confirmed += 1
     rho = float(np.median(ratios)) if ratios else 1.0
