@@ -121,15 +121,17 @@ def _table(rows) -> str:
 
 
 def _real_table(rows) -> str:
-  lines = ["| graph | budget | took | evaluations | measured | failed | drift "
-           "| kept (own duel) | fine-tuned ÷ simulator-only (confirm) | "
+  lines = ["| graph | budget | took | evaluations | measured | failed | "
+           "improvements confirmed (lost) | drift | kept (own duel) | "
+           "fine-tuned ÷ simulator-only (confirm) | "
            "fine-tuned ÷ heuristic (confirm) | improved |",
-           "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+           "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
   for r in rows:
     better = r.vs_sim_only is not None and r.vs_sim_only < 1.0
     lines.append(
         f"| {r.graph} | {r.budget_s:g} s | {r.seconds:g} s | {r.evaluations} "
-        f"| {r.measured} | {r.failed} | {r.drift:.2f}x | "
+        f"| {r.measured} | {r.failed} | {r.confirmed} ({r.rejected}) | "
+        f"{r.drift:.2f}x | "
         f"{'yes' if r.improved else 'no'} ({_ratio(r.duel_ratio)}) | "
         f"{_ratio(r.vs_sim_only)} | {_ratio(r.vs_heuristic)} | "
         f"{'yes' if better else 'no'} |")

@@ -142,6 +142,8 @@ class RealRewardRow:
     vs_sim_only: fine-tuned / simulator-only in fresh rounds (1.0: the same
       placement).
     vs_heuristic: fine-tuned / the best heuristic in fresh rounds.
+    confirmed, rejected: apparent improvements confirmed against the
+      search's best so far, and how many lost (`MeasuredSettings`).
   """
   graph: str
   budget_s: float
@@ -154,6 +156,8 @@ class RealRewardRow:
   duel_ratio: Optional[float]
   vs_sim_only: Optional[float]
   vs_heuristic: Optional[float]
+  confirmed: int = 0
+  rejected: int = 0
 
 
 def real_reward_row(graph, servers, cluster, verified: VerifyResult,
@@ -175,7 +179,7 @@ def real_reward_row(graph, servers, cluster, verified: VerifyResult,
       confirm(graph, tuned, sim_only, servers, confirm_rounds, measure,
               settings.progress),
       confirm(graph, tuned, heuristic, servers, confirm_rounds, measure,
-              settings.progress))
+              settings.progress), result.confirmed, result.rejected)
 
 
 def learned_reward_row(graph, servers, cluster, placer_name: str,
@@ -203,4 +207,4 @@ def learned_reward_row(graph, servers, cluster, placer_name: str,
       confirm(graph, tuned, sim_only, servers, confirm_rounds, measure,
               settings.progress),
       confirm(graph, tuned, heuristic, servers, confirm_rounds, measure,
-              settings.progress))
+              settings.progress), result.confirmed, result.rejected)
