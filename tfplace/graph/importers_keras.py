@@ -3,12 +3,13 @@
 A functional or Sequential model is cloned into a fresh `tf.Graph`, its
 variables initialized from the model's current weights, fed constant data
 (the given `x`, `y`, or seeded random data of `batch_size`), and trained by
-the graph-mode (legacy) twin of the optimizer. The ops are named "loss", "train" and "init"; the data
-"x" and "y", or "x_0", "x_1", ... and "y_0", ... for a model with several
-inputs or outputs (each output's loss is averaged over the batch and the
-outputs' losses are summed, as `Model.compile` does with equal weights).
-A subclassed model cannot be cloned: its step is a tf.function on the
-model's own variables, imported by `importers_function`.
+the graph-mode (legacy) twin of the optimizer. The ops are named "loss",
+"train" and "init"; the data "x" and "y", or "x_0", "x_1", ... and "y_0",
+... for a model with several inputs or outputs (each output's loss is
+averaged over the batch and the outputs' losses are summed, as
+`Model.compile` does with equal weights). A subclassed model cannot be
+cloned: its step is a tf.function on the model's own variables (a fresh
+optimizer of the same class and config), imported by `importers_function`.
 """
 
 import inspect
@@ -33,7 +34,8 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
       output; or for several outputs a list (one per output, in
       `model.outputs` order) or a dict keyed by output name.
     optimizer: a Keras optimizer (name or instance); the legacy optimizer of
-      the same class and config runs the update.
+      the same class and config runs the update (a subclassed model: a new
+      instance of the same class and config).
     batch_size: rows of random data when `x` is not given.
     x: sample inputs (become Consts): an array, or for a model with several
       inputs a list (in `model.inputs` order) or a dict keyed by input name.
@@ -50,7 +52,6 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
   Returns:
     The OpGraph of one step.
   """
-  import tf_keras
   from tfplace.graph import importers
   if loss is None:
     raise GraphImportError("importing a Keras model needs loss=")
