@@ -22,6 +22,23 @@ def test_batch_matmul():
       2 * 3 * 4 * 2 * 5)
 
 
+@pytest.mark.parametrize("equation, ins, out, expected", [
+    # Keras EinsumDense: [8,16,32] x [32,4,8] -> [8,16,4,8], K = 32.
+    ("abc,cde->abde", [(8, 16, 32), (32, 4, 8)], (8, 16, 4, 8),
+     2 * 8 * 16 * 4 * 8 * 32),
+    # Attention scores: key [8,16,4,8] . query [8,16,4,8] -> [8,4,16,16].
+    (b"aecd,abcd->acbe", [(8, 16, 4, 8), (8, 16, 4, 8)], (8, 4, 16, 16),
+     2 * 8 * 4 * 16 * 16 * 8),
+    # A batch matmul with an ellipsis, as BatchMatMul counts it.
+    ("...ij,...jk->...ik", [(3, 4, 5), (3, 5, 2)], (3, 4, 2), 2 * 3 * 4 * 2 * 5),
+    ("ij->ji", [(4, 6)], (6, 4), 0),      # a transpose
+    ("ij->i", [(4, 6)], (4,), 24),        # a reduction
+    ("ij,jk", [(4, 6), (6, 2)], (4, 2), 0),  # implicit output: not costed
+])
+def test_einsum(equation, ins, out, expected):
+  assert op_flops("Einsum", ins, [out], _attrs(equation=equation)) == expected
+
+
 def test_conv2d_and_backprops_match_forward():
   x, f, y = (1, 8, 8, 3), (3, 3, 3, 16), (1, 8, 8, 16)
   forward = 2 * 8 * 8 * 16 * 3 * 3 * 3

@@ -15,7 +15,7 @@ _UNARY = frozenset({
     "Abs", "Neg", "Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Tanh",
     "Sigmoid", "Exp", "Expm1", "Log", "Log1p", "Sqrt", "Rsqrt", "Square",
     "Reciprocal", "Inv", "Sign", "Floor", "Ceil", "Round", "Sin", "Cos",
-    "Erf", "Softplus", "Softsign", "Cast", "ClipByValue", "Gelu",
+    "Erf", "Erfc", "Softplus", "Softsign", "Cast", "ClipByValue", "Gelu",
 })
 _BINARY = frozenset({
     "Add", "AddV2", "Sub", "Mul", "Div", "RealDiv", "DivNoNan", "FloorDiv",
@@ -107,6 +107,39 @@ def _batch_matmul(ins, outs, attr) -> float:
   return 2.0 * num_elements(outs[0]) * k
 
 
+def _einsum(ins, outs, attr) -> float:
+  """2 x output elements x the sizes of the contracted indices (those of the
+  inputs that the output lacks); one input: a transpose (0) or a reduction
+  (1 FLOP per input element). Ellipses ("...") stand for the dims the
+  letters leave; an equation without "->" is not costed."""
+  equation = attr("equation")
+  if isinstance(equation, bytes):
+    equation = equation.decode()
+  if not equation or "->" not in equation or not outs:
+    return 0.0
+  lhs, out = equation.replace(" ", "").split("->")
+  terms = lhs.split(",")
+  if len(terms) != len(ins):
+    return 0.0
+  sizes = {}
+  for term, shape in zip(terms, ins):
+    letters = term.replace("...", "")
+    if "..." in term:
+      before = term.index("...")
+      rest = len(shape) - len(letters)
+      dims = list(shape[:before]) + list(shape[before + rest:])
+    else:
+      dims = list(shape)
+    if len(dims) != len(letters):
+      return 0.0
+    sizes.update(zip(letters, (int(d) for d in dims)))
+  contracted = math.prod(n for letter, n in sizes.items()
+                         if letter not in out)
+  if len(ins) == 1:
+    return float(num_elements(ins[0])) if set(sizes) - set(out) else 0.0
+  return 2.0 * num_elements(outs[0]) * contracted
+
+
 def _conv2d(ins, outs, attr) -> float:
   # filter [kh, kw, cin, cout]; out [n, h, w, cout]: 2*kh*kw*cin per output.
   f = ins[1]
@@ -160,6 +193,7 @@ _HANDLERS: Dict[str, Callable[..., float]] = {
     "MatMul": _matmul,
     "BatchMatMul": _batch_matmul, "BatchMatMulV2": _batch_matmul,
     "BatchMatMulV3": _batch_matmul,
+    "Einsum": _einsum,
     "Conv2D": _conv2d,
     "Conv2DBackpropInput": _conv2d_backprop_input,
     "Conv2DBackpropFilter": _conv2d_backprop_filter,
