@@ -47,6 +47,19 @@ def test_conv2d_and_backprops_match_forward():
   assert op_flops("Conv2DBackpropFilter", [x, (4,), y], [f]) == forward
 
 
+def test_conv3d_and_backprops_match_forward_and_pool3d():
+  x, f, y = (2, 6, 8, 8, 3), (3, 3, 3, 3, 4), (2, 4, 6, 6, 4)
+  forward = 2 * (2 * 4 * 6 * 6 * 4) * (3 * 3 * 3 * 3)
+  assert op_flops("Conv3D", [x, f], [y]) == forward
+  assert op_flops("Conv3DBackpropInputV2", [(5,), f, y], [x]) == forward
+  assert op_flops("Conv3DBackpropFilterV2", [x, (5,), y], [f]) == forward
+  assert op_flops("MaxPool3D", [y], [(2, 2, 3, 3, 4)],
+                  _attrs(ksize=[1, 2, 2, 2, 1])) == 2 * 2 * 3 * 3 * 4 * 8
+  # A fused conv (grappler's remapping) counts as its convolution.
+  assert op_flops("_FusedConv2D", [(1, 8, 8, 3), (3, 3, 3, 16), (16,)],
+                  [(1, 8, 8, 16)]) == 2 * 8 * 8 * 16 * 27
+
+
 def test_depthwise_and_pool():
   assert op_flops("DepthwiseConv2dNative", [(1, 4, 4, 2), (3, 3, 2, 1)],
                   [(1, 4, 4, 2)]) == 2 * 32 * 9

@@ -140,24 +140,26 @@ def _einsum(ins, outs, attr) -> float:
   return 2.0 * num_elements(outs[0]) * contracted
 
 
-def _conv2d(ins, outs, attr) -> float:
-  # filter [kh, kw, cin, cout]; out [n, h, w, cout]: 2*kh*kw*cin per output.
-  f = ins[1]
-  if len(f) != 4:
-    return 0.0
-  return 2.0 * num_elements(outs[0]) * f[0] * f[1] * f[2]
+def _window_mads(f) -> int:
+  """Multiply-adds per output of a 2-D or 3-D convolution: the filter
+  [kh, kw, cin, cout] or [kd, kh, kw, cin, cout] without cout (0 if the
+  filter's shape is not one of those)."""
+  return math.prod(int(d) for d in f[:-1]) if len(f) in (4, 5) else 0
 
 
-def _conv2d_backprop_input(ins, outs, attr) -> float:
+def _conv(ins, outs, attr) -> float:
+  # out [n, (d,) h, w, cout]: 2 x the window's multiply-adds per output.
+  return 2.0 * num_elements(outs[0]) * _window_mads(ins[1])
+
+
+def _conv_backprop_input(ins, outs, attr) -> float:
   # inputs: input_sizes, filter, out_backprop: same work as the forward conv.
-  f, dy = ins[1], ins[2]
-  return 2.0 * num_elements(dy) * f[0] * f[1] * f[2] if len(f) == 4 else 0.0
+  return 2.0 * num_elements(ins[2]) * _window_mads(ins[1])
 
 
-def _conv2d_backprop_filter(ins, outs, attr) -> float:
+def _conv_backprop_filter(ins, outs, attr) -> float:
   # inputs: input, filter_sizes, out_backprop; output: the filter gradient.
-  f, dy = outs[0], ins[2]
-  return 2.0 * num_elements(dy) * f[0] * f[1] * f[2] if len(f) == 4 else 0.0
+  return 2.0 * num_elements(ins[2]) * _window_mads(outs[0])
 
 
 def _depthwise(ins, outs, attr) -> float:
@@ -193,13 +195,17 @@ _HANDLERS: Dict[str, Callable[..., float]] = {
     "MatMul": _matmul,
     "BatchMatMul": _batch_matmul, "BatchMatMulV2": _batch_matmul,
     "BatchMatMulV3": _batch_matmul,
-    "Einsum": _einsum,
-    "Conv2D": _conv2d,
-    "Conv2DBackpropInput": _conv2d_backprop_input,
-    "Conv2DBackpropFilter": _conv2d_backprop_filter,
+    "Einsum": _einsum, "_FusedMatMul": _matmul,
+    "Conv2D": _conv, "_FusedConv2D": _conv, "Conv3D": _conv,
+    "Conv2DBackpropInput": _conv_backprop_input,
+    "Conv3DBackpropInputV2": _conv_backprop_input,
+    "Conv2DBackpropFilter": _conv_backprop_filter,
+    "Conv3DBackpropFilterV2": _conv_backprop_filter,
     "DepthwiseConv2dNative": _depthwise,
     "DepthwiseConv2dNativeBackpropInput": _depthwise_backprop_input,
     "DepthwiseConv2dNativeBackpropFilter": _depthwise_backprop_filter,
     "MaxPool": _pool, "AvgPool": _pool, "MaxPoolV2": _pool,
+    "MaxPool3D": _pool, "AvgPool3D": _pool,
     "MaxPoolGrad": _pool_grad, "AvgPoolGrad": _pool_grad,
+    "MaxPool3DGrad": _pool_grad, "AvgPool3DGrad": _pool_grad,
 }
