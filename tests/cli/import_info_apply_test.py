@@ -102,3 +102,32 @@ def test_missing_or_empty_graph_file_writes_nothing(tmp_path):
   with pytest.raises(GraphImportError, match="empty"):
     info_cmd.info(str(tmp_path / "empty.pbtxt"))
   assert not out.exists()
+
+
+def test_import_a_saved_keras_model_then_place_it(tmp_path):
+  import tf_keras
+  model = tf_keras.Sequential([tf_keras.Input((6,)),
+                               tf_keras.layers.Dense(8, activation="relu"),
+                               tf_keras.layers.Dense(3)])
+  saved = str(tmp_path / "mlp.keras")
+  model.save(saved)
+  out = str(tmp_path / "mlp.meta")
+  no_loss = _tfplace("import", saved, "--out", out)
+  assert no_loss.returncode == 2 and "needs --loss" in no_loss.stderr
+  assert not os.path.exists(out)
+  done = _tfplace("import", saved, "--loss", "sparse_categorical_crossentropy",
+                  "--optimizer", "adam", "--batch_size", "5", "--out", out,
+                  "--json")
+  assert done.returncode == 0, done.stderr
+  assert json.loads(done.stdout.strip().splitlines()[-1])["name"] == "mlp"
+  graph, meta = graph_io.read_graph_file(out)
+  x = next(n for n in graph.node if n.name == "x")
+  assert [d.size for d in x.attr["value"].tensor.tensor_shape.dim] == [5, 6]
+  assert any(n.op == "ResourceApplyAdam" for n in graph.node)
+  placed = _tfplace("place", out, "--cluster", "k80x2", "--placer", "m_etf",
+                    "--out", str(tmp_path / "p.json"))
+  assert placed.returncode == 0, placed.stderr
+  broken = tmp_path / "broken.keras"
+  broken.write_bytes(b"not a keras file")
+  bad = _tfplace("import", str(broken), "--loss", "mse", "--out", out)
+  assert bad.returncode == 2 and "cannot load it" in bad.stderr

@@ -2,9 +2,17 @@
 
   tfplace import GRAPH_FILE --out FILE [--json] [--loop_trip_counts L=N,...]
                  [--batch_size N] [--input_shapes name=DxD,...]
+                 [--loss TENSOR]
+  tfplace import MODEL.keras --loss LOSS [--optimizer sgd] [--batch_size 32]
+                 --out FILE [--json]
   tfplace import --model NAME --out FILE [--json]
 
-FILE is a MetaGraphDef (keeping the train_op, losses and init_op collections)
+A saved Keras model (.keras, .h5 or .hdf5, loaded with tf_keras without its
+compile state) becomes its training step with --loss (a Keras loss name,
+for every output) and --optimizer (a Keras optimizer name), fed seeded
+random data of --batch_size rows (`tfplace.import_graph`); a model with
+custom layers cannot be loaded here: import it in Python. FILE is a
+MetaGraphDef (keeping the train_op, losses and init_op collections)
 when it ends with .meta or .meta.pbtxt, else a GraphDef; text when it ends
 with .pbtxt. Prints the graph's summary. Trip counts given with
 --loop_trip_counts are recorded in FILE's loops, and shapes given with
@@ -32,15 +40,26 @@ _OUT = flags.DEFINE_string("out", None, "graph file to write",
 _JSON = flags.DEFINE_bool("json", False, "print the summary as JSON",
                           allow_override=True)
 flags.adopt_module_key_flags(input_flags)
+_LOSS = flags.DEFINE_string("loss", None, "a saved Keras model: its loss "
+                            "(a Keras loss name); a graph file: its loss "
+                            "tensor (detected when not given)",
+                            allow_override=True)
+_OPTIMIZER = flags.DEFINE_string("optimizer", "sgd", "a saved Keras model: "
+                                 "its optimizer (a Keras optimizer name)",
+                                 allow_override=True)
+KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 _LOOP_TRIP_COUNTS = flags.DEFINE_string(
     "loop_trip_counts", None, LOOP_TRIP_COUNTS_HELP + "; recorded in FILE",
     allow_override=True)
 
 
 def load(source: Optional[str], model: Optional[str],
-         loop_trip_counts: Optional[str] = None, **sizes) -> OpGraph:
-  """The OpGraph of a graph file or a benchmark model name (`sizes`: the
-  importer's batch_size and input_shapes, for a graph file)."""
+         loop_trip_counts: Optional[str] = None, loss: Optional[str] = None,
+         optimizer: Optional[str] = None, **sizes) -> OpGraph:
+  """The OpGraph of a graph file, a saved Keras model (`loss`, `optimizer`:
+  Keras names) or a benchmark model name (`sizes`: the importer's
+  batch_size and input_shapes, for a file; `loss` for a graph file: its
+  loss tensor)."""
   if (source is None) == (model is None):
     raise GraphImportError("give exactly one of a graph file or --model NAME")
   if model is not None:
@@ -54,8 +73,41 @@ def load(source: Optional[str], model: Optional[str],
       raise GraphImportError(f"unknown model {model!r}") from None
   from tfplace.cli.run_helpers import parse_loop_trip_counts
   from tfplace.graph.importers import import_graph
-  return import_graph(source, loop_trip_counts=parse_loop_trip_counts(
-      loop_trip_counts), **sizes)
+  trip_counts = parse_loop_trip_counts(loop_trip_counts)
+  if source.endswith(KERAS_SUFFIXES):
+    if sizes.get("input_shapes"):
+      raise GraphImportError("--input_shapes sizes a graph file's "
+                             "placeholders; a Keras model takes --batch_size")
+    return _keras_file(source, loss, optimizer or "sgd",
+                       sizes.get("batch_size"), trip_counts)
+  if optimizer is not None:
+    raise GraphImportError("--optimizer is for a saved Keras model; a graph "
+                           "file has its training ops already")
+  return import_graph(source, loss=loss, loop_trip_counts=trip_counts,
+                      **sizes)
+
+
+def _keras_file(path: str, loss: Optional[str], optimizer: str,
+                batch_size: Optional[int], trip_counts) -> OpGraph:
+  """The training step of a saved Keras model (see the module docstring)."""
+  import tf_keras
+  from tfplace.graph.importers import import_graph
+  if not loss:
+    raise GraphImportError(f"{path}: a Keras model file needs --loss (a "
+                           "Keras loss name, e.g. "
+                           "sparse_categorical_crossentropy)")
+  if not os.path.isfile(path):
+    raise GraphImportError(f"{path}: no such file")
+  try:
+    model = tf_keras.models.load_model(path, compile=False)
+  except (ValueError, TypeError, OSError, KeyError) as e:
+    raise GraphImportError(f"{path}: tf_keras cannot load it ({e}); a model "
+                           "with custom layers is imported in Python, with "
+                           "tfplace.import_graph(model, loss=...)") from None
+  name = os.path.splitext(os.path.basename(path))[0]
+  return import_graph(model, loss=loss, optimizer=optimizer,
+                      batch_size=batch_size or 32, name=name,
+                      loop_trip_counts=trip_counts)
 
 
 def is_meta_path(path: str) -> bool:
@@ -72,10 +124,11 @@ def write(graph: OpGraph, out: str) -> None:
 
 
 def run(source: Optional[str], model: Optional[str], out: str,
-        loop_trip_counts: Optional[str] = None, **sizes) -> dict:
-  """Imports and writes; returns the summary (`sizes`: see `load`)."""
+        loop_trip_counts: Optional[str] = None, loss: Optional[str] = None,
+        optimizer: Optional[str] = None, **sizes) -> dict:
+  """Imports and writes; returns the summary (the arguments: see `load`)."""
   check_out_path(out)
-  graph = load(source, model, loop_trip_counts, **sizes)
+  graph = load(source, model, loop_trip_counts, loss, optimizer, **sizes)
   write(graph, out)
   summary = graph.summary()
   summary["out"] = os.path.abspath(out)
@@ -85,8 +138,10 @@ def run(source: Optional[str], model: Optional[str], out: str,
 def main(argv) -> None:
   if len(argv) > 2:
     raise TfplaceError(f"expected one graph file, got {argv[1:]}")
+  optimizer = _OPTIMIZER.value if flags.FLAGS["optimizer"].present else None
   summary = run(argv[1] if len(argv) == 2 else None, _MODEL.value, _OUT.value,
-                _LOOP_TRIP_COUNTS.value, **input_flags.import_kwargs())
+                _LOOP_TRIP_COUNTS.value, _LOSS.value, optimizer,
+                **input_flags.import_kwargs())
   if _JSON.value:
     print(json.dumps(summary))
   else:
