@@ -190,3 +190,23 @@ def test_subclassed_model_random_data_takes_the_built_shapes():
 def test_subclassed_model_never_called_needs_data():
   with pytest.raises(GraphImportError, match="not built"):
     import_graph(_Subclassed(), loss="mse")
+
+
+def test_mixed_precision_with_a_loss_scale_optimizer_in_either_form():
+  tf_keras.mixed_precision.set_global_policy("mixed_float16")
+  try:
+    functional = _model()
+    subclassed = _subclassed()
+  finally:
+    tf_keras.mixed_precision.set_global_policy("float32")
+  for model in (functional, subclassed):
+    opt = tf_keras.mixed_precision.LossScaleOptimizer(
+        tf_keras.optimizers.Adam(0.01))
+    g = import_graph(model, loss="mse", optimizer=opt, batch_size=4)
+    # The optimizer's own step: the update runs in a cond on finite
+    # gradients (an If, costed as its branch); the half-precision matmuls
+    # are costed.
+    assert any(op.type == "MatMul" and op.output_dtypes == ("float16",)
+               for op in g.ops)
+    assert any(op.type in ("If", "StatelessIf") for op in g.ops)
+    assert np.isfinite(run_training_step(g.graph_def, g.fetches).loss)

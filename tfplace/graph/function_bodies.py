@@ -85,6 +85,24 @@ def _reachable(name: str, library: Dict[str, object]) -> List[str]:
   return seen
 
 
+def _drop_outer_colocation(graph_def) -> None:
+  """Removes the colocation constraints (`_class` "loc:@NODE") that name
+  nodes outside the body (a Keras optimizer's update inside a `tf.cond`
+  names its variable, a node of the outer graph): TensorFlow refuses to
+  import them, and the body is imported only to cost it."""
+  names = {n.name for n in graph_def.node}
+  for node in graph_def.node:
+    if "_class" not in node.attr:
+      continue
+    kept = [v for v in node.attr["_class"].list.s
+            if v.decode().split("@", 1)[-1] in names]
+    if kept:
+      del node.attr["_class"].list.s[:]
+      node.attr["_class"].list.s.extend(kept)
+    else:
+      del node.attr["_class"]
+
+
 def function_graph(name: str, library: Dict[str, object],
                    specs: Sequence[ArgSpec]) -> FunctionGraph:
   """Imports library function `name` with argument `specs`.
@@ -114,6 +132,7 @@ def function_graph(name: str, library: Dict[str, object],
     raise ValueError(f"cannot read function {name}: {e}") from None
   for fname in _reachable(name, library)[1:]:
     graph_def.library.function.add().CopyFrom(library[fname])
+  _drop_outer_colocation(graph_def)
   graph = tf.Graph()
   with graph.as_default():
     args = []

@@ -103,7 +103,8 @@ def _build_step(model, loss_fns, opt_cls, opt_config, weights, x, y, seed):
     loss_t = tf.identity(total, name="loss")
     opt = opt_cls(**opt_config)
     variables = clone.trainable_variables
-    grads = tf.compat.v1.gradients(loss_t, variables)
+    grads = _unscaled(opt, tf.compat.v1.gradients(_scaled(opt, loss_t),
+                                                  variables))
     apply = opt.apply_gradients(zip(grads, variables))
     train = tf.group([apply] + _updates(
         clone, x_t[0] if len(x_t) == 1 else x_t), name="train")
@@ -164,7 +165,8 @@ def _from_subclassed(model, loss, optimizer, batch_size, x, y, name,
           for i, (fn, v, p) in enumerate(zip(loss_fns, y, pred))])
       if model.losses:
         total = total + tf.add_n(model.losses)
-    grads = tape.gradient(total, model.trainable_variables)
+      scaled = _scaled(opt, total)
+    grads = _unscaled(opt, tape.gradient(scaled, model.trainable_variables))
     opt.apply_gradients(zip(grads, model.trainable_variables))
     return tf.identity(total, name="loss")
 
@@ -172,6 +174,18 @@ def _from_subclassed(model, loss, optimizer, batch_size, x, y, name,
       train_step.get_concrete_function(), train_ops=train_ops,
       init_ops=init_ops, name=name or model.name, unknown_dim=unknown_dim,
       loop_trip_counts=loop_trip_counts)
+
+
+def _scaled(opt, loss):
+  """The loss a LossScaleOptimizer (mixed precision) differentiates: scaled,
+  as its training step does (`_unscaled` undoes it on the gradients)."""
+  return opt.get_scaled_loss(loss) if hasattr(opt, "get_scaled_loss") else loss
+
+
+def _unscaled(opt, grads) -> list:
+  if hasattr(opt, "get_unscaled_gradients"):
+    return opt.get_unscaled_gradients(grads)
+  return grads
 
 
 def _restore_v2_classes(model) -> None:
@@ -239,6 +253,12 @@ def _legacy_optimizer(optimizer):
   """
   import tf_keras
   legacy = tf_keras.optimizers.legacy
+  if hasattr(optimizer, "inner_optimizer"):  # A LossScaleOptimizer.
+    inner_cls, inner_config = _legacy_optimizer(optimizer.inner_optimizer)
+    scale = {k: v for k, v in optimizer.get_config().items()
+             if k in ("dynamic", "initial_scale", "dynamic_growth_steps")}
+    return (lambda: tf_keras.mixed_precision.LossScaleOptimizer(
+        inner_cls(**inner_config), **scale)), {}
   if isinstance(optimizer, str):
     names = {n.lower(): n for n in dir(legacy) if not n.startswith("_")}
     if optimizer.lower() not in names:
