@@ -62,7 +62,7 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
     return _from_subclassed(model, loss, optimizer, batch_size, x, y,
                             name, unknown_dim, seed, train_ops, init_ops,
                             loop_trip_counts)
-  loss_fns = _losses(loss, list(model.output_names), len(model.outputs))
+  loss_fns = _losses(loss, list(model.output_names))
   x, y = _data(model, loss_fns, batch_size, x, y, unknown_dim, seed)
   opt_cls, opt_config = _legacy_optimizer(optimizer)  # Eagerly: reads values.
   weights = model.get_weights()
@@ -141,7 +141,7 @@ def _from_subclassed(model, loss, optimizer, batch_size, x, y, name,
       tf.nest.pack_sequence_as(structure, [tf.constant(v) for v in x]),
       training=False)).get_concrete_function().structured_outputs)
   output_names = [f"output_{i + 1}" for i in range(len(outputs))]
-  loss_fns = _losses(loss, output_names, len(outputs))
+  loss_fns = _losses(loss, output_names)
   if y is None:
     y = [_labels(tuple(o.shape), fn, rng) for o, fn in zip(outputs, loss_fns)]
   else:
@@ -279,18 +279,18 @@ def _data_name(prefix: str, index: int, count: int) -> str:
   return prefix if count == 1 else f"{prefix}_{index}"
 
 
-def _losses(loss, names: Sequence[str], count: int) -> list:
-  """One Keras loss function per model output (see `from_keras`); `names`
-  key a dict of losses."""
+def _losses(loss, names: Sequence[str]) -> list:
+  """One Keras loss function per model output, the outputs named `names`
+  (see `from_keras`)."""
   import tf_keras
   if isinstance(loss, dict):
     loss = _in_order(loss, names, "loss")
   if isinstance(loss, (list, tuple)):
-    if len(loss) != count:
+    if len(loss) != len(names):
       raise GraphImportError(f"loss= lists {len(loss)} losses for a model "
-                             f"with {count} outputs")
+                             f"with {len(names)} outputs")
     return [tf_keras.losses.get(l) for l in loss]
-  return [tf_keras.losses.get(loss)] * count
+  return [tf_keras.losses.get(loss)] * len(names)
 
 
 def _in_order(by_name: dict, names: Sequence[str], what: str) -> list:

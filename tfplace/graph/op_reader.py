@@ -15,26 +15,26 @@ _VARIABLE_OPS = ("VarHandleOp", "VariableV2", "Variable")
 _warned_unknown_dims = [False]
 
 
-def resolve_shape(shape, unknown_dim: int,
-                  where: Optional[str] = None) -> Tuple[int, ...]:
+def resolve_shape(shape, unknown_dim: int, tensor=None) -> Tuple[int, ...]:
   """A static `tf.TensorShape` as ints, unknown dimensions -> unknown_dim
-  (`where` names the tensor in the warning)."""
+  (`tensor`, whose shape it is, is named in the warning)."""
   if shape.rank is None:
-    _warn_unknown(where)
+    _warn_unknown(tensor)
     return (unknown_dim,)
   dims = []
   for d in shape.as_list():
     if d is None:
-      _warn_unknown(where)
+      _warn_unknown(tensor)
       d = unknown_dim
     dims.append(int(d))
   return tuple(dims)
 
 
-def _warn_unknown(where: Optional[str]) -> None:
+def _warn_unknown(tensor) -> None:
   if not _warned_unknown_dims[0]:
     _warned_unknown_dims[0] = True
-    first = f" (the first: {where})" if where else ""
+    first = (f" (the first: {tensor.name} ({tensor.op.type}))"
+             if tensor is not None else "")
     logging.warning(
         "some tensor shapes have unknown dimensions%s: they are costed as "
         "`unknown_dim` (default 1). Where a placeholder's batch dimension is "
@@ -63,11 +63,9 @@ def _param_bytes(node, unknown_dim: int) -> int:
 
 def op_shapes_and_flops(node, tf_op, unknown_dim: int):
   """(output shapes, input shapes, FLOPs of one execution) of an op."""
-  shapes = tuple(resolve_shape(t.shape, unknown_dim, f"{t.name} ({node.op})")
+  shapes = tuple(resolve_shape(t.shape, unknown_dim, t)
                  for t in tf_op.outputs)
-  in_shapes = [resolve_shape(t.shape, unknown_dim,
-                             f"{t.name}, an input of {node.name}")
-               for t in tf_op.inputs]
+  in_shapes = [resolve_shape(t.shape, unknown_dim, t) for t in tf_op.inputs]
 
   def attr(key: str):
     return tf_op.get_attr(key) if key in node.attr else None
