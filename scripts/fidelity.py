@@ -1,7 +1,10 @@
 """Simulator fidelity: calibrated predictions vs real step times.
 
 Starts a 2-worker local TF server cluster (one core each) and measures its
-devices and links (`tfplace.measurement.cluster_benchmark`).
+devices and links (`tfplace.measurement.cluster_benchmark`). With
+--in_process it measures in this process instead, on the devices TF sees
+here (the cluster preset `local`: /cpu:0 with every core, and each GPU):
+on a GPU machine, CPU + GPU.
 
 --cross (issue 13): calibrates once on the calibration suite (--suite, the
 graphs of `tfplace.models.calibration_suite`), then for every graph of
@@ -101,6 +104,10 @@ _PROBE_DRIFT = flags.DEFINE_bool(
     "probe_drift", True, "--cross: benchmark the cluster again after each "
     "graph's runs and print how the machine changed since calibration "
     "(~6 s per graph on 2 workers)")
+_IN_PROCESS = flags.DEFINE_bool(
+    "in_process", False, "measure in this process on the CPU and the GPUs "
+    "TF sees (cluster preset `local`; needs a GPU: two devices at least) "
+    "instead of on a 2-worker TF server cluster")
 _CACHE = flags.DEFINE_string("cache_dir", None, "measurement cache directory")
 _JSON = flags.DEFINE_bool("json", False, "end with a JSON summary line")
 _PLACEHOLDERS = flags.DEFINE_bool(
@@ -199,7 +206,8 @@ def _print_cross(cross):
                           inputs=_inputs(cross.reports))))
 
 
-def _per_graph(cluster, config, graphs):
+def _per_graph(cluster, config, graphs, specs):
+  del specs  # Only --cross records them.
   from tfplace.experiments import fidelity, fidelity_report
   from tfplace.measurement.cluster_benchmark import benchmark_cluster
   bench = benchmark_cluster(cluster, config)
@@ -264,12 +272,21 @@ def main(argv):
   names = _GRAPHS.value or (CROSS_DEFAULT if _CROSS.value
                             else PER_GRAPH_DEFAULT)
   graphs, specs = _build(names)
+  run = _cross if _CROSS.value else _per_graph
+  if _IN_PROCESS.value:
+    from tfplace.cost.presets import preset
+    cluster = preset("local")
+    if cluster.num_devices < 2:
+      raise TfplaceError(
+          f"--in_process: TF sees only {', '.join(cluster.device_names)} "
+          "here; placements need two devices (a GPU), or drop --in_process "
+          "for a 2-worker TF server cluster")
+    print(f"in process on {', '.join(cluster.device_names)}", flush=True)
+    run(cluster, MeasureConfig(steps=_STEPS.value), graphs, specs)
+    return
   with LocalCluster(num_workers=2, cores_per_worker=1) as lc:
     config = MeasureConfig(target=lc.target, steps=_STEPS.value)
-    if _CROSS.value:
-      _cross(lc.to_cluster(), config, graphs, specs)
-    else:
-      _per_graph(lc.to_cluster(), config, graphs)
+    run(lc.to_cluster(), config, graphs, specs)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ JUDGED_SPEC = ("mlp_towers", {"num_towers": 2, "hidden": 8, "batch_size": 4,
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 SCRIPT = os.path.join(ROOT, "scripts", "fidelity.py")
 SHIPPED = os.path.join(ROOT, "testdata", "cross_records")
+SHIPPED_GPU = SHIPPED + "_gpu"
 
 
 def _bench(message_s=5e-5):
@@ -196,3 +197,22 @@ def test_the_shipped_records_still_rebuild_their_graphs():
   for record in (first, last):
     assert len(record.judged) == 7 and record.cluster.rendezvous_transfers
     assert all(o.ok for j in record.judged for o in j.runs.outcomes)
+
+
+def test_the_shipped_gpu_records_hold_cpu_and_gpu_runs():
+  # Measured in process on an H200 and its host CPU (scripts/fidelity.py
+  # --cross --in_process): every placement ran, the GPU's stream records
+  # merged into its ops' records on load, and the GPU's own figures kept.
+  names = sorted(f for f in os.listdir(SHIPPED_GPU) if f.endswith(".json.gz"))
+  assert len(names) >= 2
+  record = cross_record.load_record(os.path.join(SHIPPED_GPU, names[0]))
+  gpu = "/job:localhost/replica:0/task:0/device:GPU:0"
+  assert record.cluster.device_names[-1] == gpu
+  assert not record.cluster.rendezvous_transfers
+  assert all(o.ok for j in record.judged for o in j.runs.outcomes)
+  devices = {r.device for g in record.suite for o in g.outcomes
+             for r in o.timing.op_records}
+  assert gpu in devices and all(d.startswith("/job:") for d in devices)
+  bench = {d.device: d for d in record.benchmark.devices}
+  cpu = record.cluster.device_names[0]
+  assert bench[gpu].matmul_flops > 10 * bench[cpu].matmul_flops

@@ -1,5 +1,6 @@
 """Tests for tfplace.measurement.runner: in-process timed steps and op records."""
 
+import dataclasses
 import os
 import time
 
@@ -60,6 +61,37 @@ def test_measure_two_logical_cpus(graph, tmp_path):
              for f in files)
 
 
+GPU = "/job:localhost/replica:0/task:0/device:GPU:0"
+
+
+def test_a_gpu_op_is_one_record_the_longer_of_its_launch_and_kernel():
+  from tensorflow.core.framework import step_stats_pb2
+  stats = step_stats_pb2.StepStats()
+  launches = stats.dev_stats.add(device=GPU)
+  kernels = stats.dev_stats.add(device="/device:GPU:0/stream:all")
+  host = stats.dev_stats.add(device=CPU % 0)
+  # conv: 40 us launch, 90 us kernel; add: 12 us launch, 2 us kernel.
+  for dev, name, start, dur in [(launches, "conv", 100, 40),
+                                (launches, "add", 150, 12),
+                                (kernels, "conv:Conv2D", 130, 90),
+                                (kernels, "add:AddV2", 225, 2),
+                                (host, "ids", 90, 5)]:
+    dev.node_stats.add(node_name=name, all_start_micros=start,
+                       all_end_rel_micros=dur)
+  records = timing.op_records(stats)
+  got = {(r.name, r.device): (round(r.start_s * 1e6), round(r.duration_s * 1e6))
+         for r in records}
+  assert got == {("ids", CPU % 0): (0, 5), ("conv", GPU): (40, 90),
+                 ("add", GPU): (60, 12)}
+  # Files written before the merge kept both records: they merge on load.
+  kept = [timing.OpRecord("conv", GPU, 0.0, 40e-6),
+          timing.OpRecord("conv", "/device:GPU:0", 30e-6, 90e-6)]
+  loaded = timing.StepTiming.from_dict(dict(
+      timing.timing_from_steps([1.0]).to_dict(),
+      op_records=[dataclasses.asdict(r) for r in kept]))
+  assert loaded.op_records == (timing.OpRecord("conv", GPU, 30e-6, 90e-6),)
+
+
 def test_mismatch_detected():
   rec = timing.OpRecord("a", CPU % 1, 0.0, 1e-3)
   placement = Placement({"a": CPU % 0})
@@ -72,6 +104,24 @@ def test_remote_device_in_process_is_an_error(graph):
                          for op in graph.ops})
   with pytest.raises(MeasureError, match="not a local device"):
     runner.measure(graph, placement, MeasureConfig(steps=1))
+
+
+def test_a_gpu_this_machine_lacks_is_an_error(graph):
+  from tfplace.measurement.local_devices import visible_gpus
+  have = visible_gpus()
+  gpu = f"/job:localhost/replica:0/task:0/device:GPU:{have}"
+  placement = Placement({op.name: gpu for op in graph.ops})
+  with pytest.raises(MeasureError, match=f"GPU:{have} but TensorFlow sees "
+                     f"{have} GPU"):
+    runner.measure(graph, placement, MeasureConfig(steps=1))
+
+
+def test_local_devices_count_cpus_and_refuse_other_types():
+  from tfplace.measurement.local_devices import local_devices_for
+  assert local_devices_for([CPU % 2, CPU % 0]).num_cpus == 3
+  assert local_devices_for([]).num_cpus == 1
+  with pytest.raises(MeasureError, match="only CPU and GPU"):
+    local_devices_for(["/job:localhost/replica:0/task:0/device:TPU:0"])
 
 
 def test_unreachable_target_fails_fast(graph):

@@ -68,3 +68,15 @@ def test_cluster_scripts_refuse_bad_flags_before_starting_a_cluster(
   run = _run([os.path.join(SCRIPTS, script), flag, value], cwd=tmp_path)
   assert run.returncode == 2
   assert f"{flag}" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["gpu_steps.py"], ["fidelity.py", "--in_process", "--cross"]])
+def test_gpu_scripts_stop_with_a_reason_where_tf_sees_no_gpu(args, tmp_path):
+  from tfplace.measurement.local_devices import visible_gpus
+  if visible_gpus():
+    pytest.skip("this machine has a GPU")
+  run = _run([os.path.join(SCRIPTS, args[0])] + args[1:], cwd=tmp_path)
+  assert run.returncode == 2, run.stderr[-2000:]
+  assert "device:CPU:0" in run.stderr and "GPU" in run.stderr
+  assert "Traceback" not in run.stderr

@@ -21,6 +21,7 @@ GIB = 2**30
 K80_GPU = (4.37e12, 240 * GB, 12 * GB)        # one GK210 of a K80 board, boost
 V100_SXM2 = (15.7e12, 900 * GB, 16 * GB)      # Tesla V100 SXM2 16 GB
 H100_SXM5 = (67e12, 3.35e12, 80 * GB)         # H100 SXM5 80 GB
+H200_SXM = (67e12, 4.8e12, 141 * GB)          # H200 SXM 141 GB
 # Haswell E5-2699 v3: 18 cores x 2.3 GHz x 32 fp32 FLOP/cycle (2 AVX2 FMA),
 # 4 x DDR4-2133 = 68 GB/s.
 HASWELL_18C = (1.32e12, 68 * GB, 128 * GB)
@@ -156,8 +157,9 @@ def _mem_total() -> float:
 
 
 def _gpu_figures(name: str):
-  table = {"H100": H100_SXM5, "V100": V100_SXM2, "K80": K80_GPU,
-           "A100": (19.5e12, 1.56e12, 40 * GB), "T4": (8.1e12, 320 * GB, 16 * GB)}
+  table = {"H100": H100_SXM5, "H200": H200_SXM, "V100": V100_SXM2,
+           "K80": K80_GPU, "A100": (19.5e12, 1.56e12, 40 * GB),
+           "T4": (8.1e12, 320 * GB, 16 * GB)}
   for key, figures in table.items():
     if key in name.upper():
       return figures

@@ -47,6 +47,7 @@ from tfplace.measurement.health import DeadTask, HealthMonitor
 from tfplace.measurement.local_cluster import (check_reachable,
                                                profiler_addresses_for,
                                                workers_for)
+from tfplace.measurement.local_devices import local_devices_for
 from tfplace.measurement.session import (Deadline, StepSession,
                                          TransientRunError, adopt_background)
 # The result types live in `timing`; they are importable from here too.
@@ -64,20 +65,9 @@ WATCHDOG_GRACE_S = 10.0
 
 
 def num_local_cpus(placement: Placement) -> int:
-  """Logical CPU devices an in-process session needs for `placement`."""
-  import tensorflow as tf
-  count = 1
-  for name in set(placement.devices.values()):
-    spec = tf.DeviceSpec.from_string(name)
-    if spec.job not in (None, "localhost") or spec.task not in (None, 0):
-      raise MeasureError(
-          f"device {name} is not a local device; pass --target or "
-          "--local_workers to measure on a server cluster")
-    if (spec.device_type or "").upper() != "CPU":
-      raise MeasureError(f"device {name}: only CPU devices can be measured "
-                         "in process on this machine")
-    count = max(count, (spec.device_index or 0) + 1)
-  return count
+  """Logical CPU devices an in-process session needs for `placement` (its
+  GPUs must be this machine's: `tfplace.measurement.local_devices`)."""
+  return local_devices_for(placement.devices.values()).num_cpus
 
 
 def _check_target(placement: Placement, config: MeasureConfig) -> int:

@@ -143,7 +143,8 @@ def session_config(num_cpu_devices: int = 1, remote: bool = False,
   """A ConfigProto for placed graphs.
 
   Args:
-    num_cpu_devices: logical CPU devices of an in-process session.
+    num_cpu_devices: logical CPU devices of an in-process session (which
+      also sees every GPU of this machine).
     remote: for a server target: no local device count, and variables
       isolated per session (each measurement starts from fresh state).
     timeout_s: default deadline of every blocking call of the session
@@ -155,6 +156,8 @@ def session_config(num_cpu_devices: int = 1, remote: bool = False,
     config.isolate_session_state = True
   else:
     config.device_count["CPU"] = max(1, int(num_cpu_devices))
+    # GPU memory as the graph needs it, not all of it up front.
+    config.gpu_options.allow_growth = True
   config.graph_options.rewrite_options.disable_meta_optimizer = True
   options = config.graph_options.optimizer_options
   options.opt_level = tf.compat.v1.OptimizerOptions.L0

@@ -8,7 +8,7 @@ and whether they ran where placed (`DeviceMismatch`).
 import dataclasses
 import json
 import statistics
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -121,7 +121,8 @@ class StepTiming:
   def from_dict(cls, data: dict) -> "StepTiming":
     data = dict(data)
     data["step_times_s"] = tuple(data["step_times_s"])
-    data["op_records"] = tuple(OpRecord(**r) for r in data.get("op_records", ()))
+    data["op_records"] = tuple(merge_stream_records(
+        [OpRecord(**r) for r in data.get("op_records", ())]))
     data["mismatches"] = tuple(
         DeviceMismatch(**m) for m in data.get("mismatches", ()))
     data["inputs"] = tuple(
@@ -156,6 +157,35 @@ def _device_name(name: str) -> str:
   return "/".join(keep).split(" ")[0]
 
 
+def _full_names(devices: Iterable[str]) -> Dict[str, str]:
+  """Short device names ("/device:GPU:0", as the GPU tracer names its
+  streams) -> the one full name among `devices` that ends with it."""
+  full = [d for d in devices if d.startswith("/job:")]
+  out = {}
+  for short in {d for d in devices if not d.startswith("/job:")}:
+    matches = [d for d in full if d.endswith(short)]
+    if len(matches) == 1:
+      out[short] = matches[0]
+  return out
+
+
+def merge_stream_records(records: Sequence[OpRecord]) -> List[OpRecord]:
+  """`records` with each GPU stream record (device "/device:GPU:0") merged
+  into its op's record on the full device name: one record per op and
+  device, the longer of the two. On a GPU the executor's record is the
+  kernel's launch on the host and the stream's the kernel itself; the op
+  holds the device for the longer (launches and kernels overlap in a
+  pipeline). Records of older files, which kept both, merge the same way."""
+  aliases = _full_names({r.device for r in records})
+  best: Dict[Tuple[str, str], OpRecord] = {}
+  for r in records:
+    r = dataclasses.replace(r, device=aliases.get(r.device, r.device))
+    key = (r.name, r.device)
+    if key not in best or r.duration_s > best[key].duration_s:
+      best[key] = r
+  return sorted(best.values(), key=lambda r: (r.start_s, r.name))
+
+
 def op_records(step_stats, graph=None) -> List[OpRecord]:
   """Graph op executions in `step_stats`, times relative to the step start.
 
@@ -164,7 +194,8 @@ def op_records(step_stats, graph=None) -> List[OpRecord]:
     graph: if given, an `OpGraph`; ops not in it are left out.
 
   A node listed on several dev_stats entries (the master and the worker of a
-  remote task) is kept once, with its longest duration.
+  remote task; a GPU's executor and its stream: `merge_stream_records`) is
+  kept once, with its longest duration.
   """
   raw: Dict[Tuple[str, str], Tuple[int, int]] = {}
   for dev in step_stats.dev_stats:
@@ -182,10 +213,10 @@ def op_records(step_stats, graph=None) -> List[OpRecord]:
   if not raw:
     return []
   t0 = min(s for s, _ in raw.values())
-  out = [OpRecord(name=n, device=d, start_s=(s - t0) * 1e-6,
-                  duration_s=max(0, dur) * 1e-6)
-         for (n, d), (s, dur) in raw.items()]
-  return sorted(out, key=lambda r: (r.start_s, r.name))
+  return merge_stream_records(
+      [OpRecord(name=n, device=d, start_s=(s - t0) * 1e-6,
+                duration_s=max(0, dur) * 1e-6)
+       for (n, d), (s, dur) in raw.items()])
 
 
 def device_mismatches(records: Sequence[OpRecord],

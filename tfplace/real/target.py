@@ -6,7 +6,7 @@
     anything with `target`, `addresses` and `to_cluster()`),
   * "grpc://host:port", one TF server (its devices are listed from it),
   * "" or "local": this process, on logical CPU devices
-    (`/job:localhost/replica:0/task:0/device:CPU:i`).
+    (`/job:localhost/replica:0/task:0/device:CPU:i`) and the GPUs here.
 
 `check_target` runs before any search: the servers answer, the cluster
 placed on is the target's (the same device names), and a calibration in
@@ -24,9 +24,10 @@ from tfplace.measurement.health import dead_tasks
 from tfplace.measurement.local_cluster import (check_reachable,
                                                cluster_from_target,
                                                workers_for)
+from tfplace.measurement.local_devices import local_devices_for
 from tfplace.placers.problem import PlacementProblem
 
-LOCAL_PREFIX = "/job:localhost/replica:0/task:0/device:CPU:"
+LOCAL_PREFIX = "/job:localhost/replica:0/task:0/device:"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,12 +114,13 @@ def check_target(target: Target, cluster: Cluster,
 def _check_devices(target: Target, cluster: Cluster) -> None:
   names = tuple(cluster.device_names)
   if not target.remote:
-    other = [n for n in names if not n.startswith(LOCAL_PREFIX)]
-    if other:
+    try:
+      local_devices_for(names)
+    except MeasureError as e:
       raise MeasureError(
-          f"cluster {cluster.name!r} has device {other[0]}, which this "
-          f"process cannot run; in process the devices are {LOCAL_PREFIX}i "
-          "(or give a target of TF servers)")
+          f"cluster {cluster.name!r} does not fit this process: {e} (in "
+          f"process the devices are {LOCAL_PREFIX}CPU:i and this machine's "
+          "GPUs; or give a target of TF servers)") from None
     return
   if names != target.device_names:
     raise MeasureError(
