@@ -177,6 +177,8 @@ def merge_stream_records(records: Sequence[OpRecord]) -> List[OpRecord]:
   holds the device for the longer (launches and kernels overlap in a
   pipeline). Records of older files, which kept both, merge the same way."""
   aliases = _full_names({r.device for r in records})
+  if not aliases:
+    return list(records)
   best: Dict[Tuple[str, str], OpRecord] = {}
   for r in records:
     r = dataclasses.replace(r, device=aliases.get(r.device, r.device))
@@ -213,10 +215,11 @@ def op_records(step_stats, graph=None) -> List[OpRecord]:
   if not raw:
     return []
   t0 = min(s for s, _ in raw.values())
-  return merge_stream_records(
+  merged = merge_stream_records(
       [OpRecord(name=n, device=d, start_s=(s - t0) * 1e-6,
                 duration_s=max(0, dur) * 1e-6)
        for (n, d), (s, dur) in raw.items()])
+  return sorted(merged, key=lambda r: (r.start_s, r.name))
 
 
 def device_mismatches(records: Sequence[OpRecord],
