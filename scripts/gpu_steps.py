@@ -5,7 +5,9 @@ CPU and every GPU TensorFlow sees here) with each --placers placer
 (`single_cpu`, `single_gpu` and the baselines), measures every placement
 in this process and prints the measured median step time beside the
 uncalibrated prediction (the preset's datasheet figures, analytical op
-costs). With --trace_dir, the placement of --trace_placer on the first graph
+costs); a placer whose placement an earlier one gave is measured again
+and says so (the spread of one placement's medians is the run-to-run
+noise). With --trace_dir, the placement of --trace_placer on the first graph
 is traced with the TF profiler and its per-device summary printed (on a GPU
 the trace holds the GPU's kernels and copies).
 
@@ -40,20 +42,23 @@ _TRACE_PLACER = flags.DEFINE_string("trace_placer", "single_gpu",
 _JSON = flags.DEFINE_bool("json", False, "end with a JSON summary line")
 
 
-def _row(graph, cluster, placer, config):
-  """(label, predicted s, measured s or None, error or None)."""
+def _row(graph, cluster, placer, config, seen):
+  """(predicted s, measured s or None, same placement as, error or None);
+  `seen`: placement -> the first placer that gave it (updated)."""
   from tfplace.errors import TfplaceError
   from tfplace.pipeline import place
   try:
     placement = place(graph, cluster, placer, seed=0)
   except TfplaceError as e:
-    return placer, None, None, f"placing: {e}"
+    return None, None, None, f"placing: {e}"
+  key = tuple(sorted(placement.devices.items()))
+  same = seen.setdefault(key, placer)
   predicted = placement.metadata.predicted_step_time_s
   try:
     timing = tfplace.measure(graph, placement, config, cluster=cluster)
   except TfplaceError as e:
-    return placer, predicted, None, f"measuring: {e}"
-  return placer, predicted, timing.median_step_time_s, None
+    return predicted, None, same, f"measuring: {e}"
+  return predicted, timing.median_step_time_s, same, None
 
 
 def _trace(graph, cluster, config):
@@ -74,6 +79,11 @@ def main(argv):
   from tfplace.errors import TfplaceError
   from tfplace.measurement.config import MeasureConfig
   from tfplace.models.registry import build_model
+  from tfplace.placers.registry import list_placers
+  unknown = sorted(set(_PLACERS.value) - set(list_placers()))
+  if unknown:
+    raise TfplaceError(f"--placers: unknown {unknown}; choose from "
+                       f"{', '.join(list_placers())}")
   cluster = preset("local")
   if not any(d.type == "GPU" for d in cluster.devices):
     raise TfplaceError("TF sees no GPU here (devices: "
@@ -84,19 +94,23 @@ def main(argv):
   results = {}
   for name in _GRAPHS.value:
     graph = build_model(name)
-    print(f"## {name}: {graph.num_ops} ops\n\n| placer | predicted | "
-          "measured | measured / predicted |\n|---|---:|---:|---:|")
+    print(f"## {name}: {graph.num_ops} ops\n\n| placer | same placement as "
+          "| predicted | measured | measured / predicted |\n"
+          "|---|---|---:|---:|---:|")
     rows = results[name] = {}
+    seen = {}
     for placer in _PLACERS.value:
-      label, predicted, measured, error = _row(graph, cluster, placer, config)
-      rows[label] = dict(predicted_s=predicted, measured_s=measured,
-                         error=error)
+      predicted, measured, same, error = _row(graph, cluster, placer, config,
+                                              seen)
+      same = "" if same in (None, placer) else same
+      rows[placer] = dict(predicted_s=predicted, measured_s=measured,
+                          same_placement_as=same or None, error=error)
       if error:
-        print(f"| {label} | | | {error} |", flush=True)
+        print(f"| {placer} | {same} | | | {error} |", flush=True)
         continue
       ratio = measured / predicted if predicted else float("nan")
-      print(f"| {label} | {predicted * 1e3:.2f} ms | {measured * 1e3:.2f} ms "
-            f"| {ratio:.2f} |", flush=True)
+      print(f"| {placer} | {same} | {predicted * 1e3:.2f} ms | "
+            f"{measured * 1e3:.2f} ms | {ratio:.2f} |", flush=True)
     print()
   if _TRACE_DIR.value:
     _trace(build_model(_GRAPHS.value[0]), cluster, config)

@@ -81,6 +81,31 @@ def test_calibrate_tiny_suite_on_two_local_workers_then_simulate(tmp_path):
   assert 0.0 <= printed["uncalibrated_share"] <= 1.0
 
 
+def test_calibrate_in_process_then_place_on_local(tmp_path):
+  # This process's devices (the preset `local`): CPU:0, and each GPU where
+  # TF sees one; the calibration is of that cluster and places on it.
+  from tfplace.cost.presets import preset
+  local = preset("local")
+  cal_path = str(tmp_path / "cal.json")
+  out = _tfplace("calibrate", "--suite", "tiny", "--in_process", "--out",
+                 cal_path, "--steps", "2", "--warmup", "1", "--json")
+  assert out.returncode == 0, out.stderr[-3000:]
+  result = json.loads(out.stdout.strip().splitlines()[-1])
+  assert result["cluster"] == "local"
+  assert result["num_devices"] == local.num_devices
+  assert [b["device"] for b in result["benchmark"]["devices"]] == list(
+      local.device_names)
+  assert result["num_runs"] >= 2 * local.num_devices
+  assert result["num_failed"] == 0
+  assert Calibration.load(cal_path).seen("CPU", "MatMul")
+  placed = str(tmp_path / "p.json")
+  run = _tfplace("place", OTHER_GRAPH, "--cluster", "local", "--placer",
+                 "m_etf", "--calibration", cal_path, "--out", placed)
+  assert run.returncode == 0, run.stderr[-3000:]
+  assert set(Placement.load(placed).devices.values()) <= set(
+      local.device_names)
+
+
 def _no_file_exit_2(tmp_path, *args, message):
   out_path = tmp_path / "cal.json"
   out = _tfplace("calibrate", *args, "--out", str(out_path), timeout=120)
@@ -96,6 +121,9 @@ def test_bad_arguments_exit_2_and_write_nothing(tmp_path):
   path = _no_file_exit_2(tmp_path, "mlp_towers", "--local_workers", "2",
                          "--target", "grpc://127.0.0.1:1",
                          message="exactly one of")
+  assert not path.exists()
+  path = _no_file_exit_2(tmp_path, "mlp_towers", "--local_workers", "2",
+                         "--in_process", message="exactly one of")
   assert not path.exists()
   # Unknown model or file, unknown suite.
   path = _no_file_exit_2(tmp_path, "no_such_model", "--local_workers", "2",

@@ -1,7 +1,8 @@
 """measure a real cluster, fit the simulator to it and save the calibration.
 
 usage: tfplace calibrate [GRAPH ...]
-         (--local_workers N | --cluster STATE_OR_SPEC | --target grpc://...)
+         (--local_workers N | --cluster STATE_OR_SPEC | --target grpc://...
+          | --in_process)
          --out calibration.json [--suite default] [--steps 10] [--warmup 2]
          [--json]
 
@@ -30,7 +31,10 @@ fidelity.py --cross` measures it on other graphs.
 --local_workers N starts N pinned local TF server processes and stops them
 after; --cluster takes the state file of `tfplace cluster up` or a cluster
 spec ({"worker": ["host:port", ...]}, inline or a file); --target names one
-server, whose cluster's workers are listed from it.
+server, whose cluster's workers are listed from it. --in_process
+calibrates this process's devices instead (the cluster preset `local`:
+/cpu:0 with every core, and each GPU TF sees): on a GPU machine, CPU +
+GPU; place with `--cluster local --calibration FILE` after.
 """
 
 import dataclasses
@@ -55,6 +59,9 @@ _CLUSTER = flags.DEFINE_string(
     "cluster", None, "`tfplace cluster up` state file, or a cluster spec JSON "
     "(inline or file) of running TF servers")
 _TARGET = flags.DEFINE_string("target", "", "session target, grpc://host:port")
+_IN_PROCESS = flags.DEFINE_bool(
+    "in_process", False, "calibrate this process's CPU and GPUs (the cluster "
+    "preset `local`) instead of TF servers")
 _OUT = flags.DEFINE_string("out", None, "calibration JSON file to write")
 _SUITE = flags.DEFINE_string(
     "suite", "default", "the calibration suite measured when no GRAPH is "
@@ -83,6 +90,12 @@ def main(argv: List[str]) -> None:
 def _calibrate(graphs, inputs):
   """(CalibrationReport, Cluster) on the cluster the flags name."""
   from tfplace.measurement.calibration_runs import calibrate_on_cluster
+  if _IN_PROCESS.value:
+    from tfplace.cost.presets import preset
+    cluster = preset("local")
+    return calibrate_on_cluster(graphs, cluster,
+                                measure_flags.measure_config(""),
+                                feeds=inputs), cluster
   if _LOCAL_WORKERS.value:
     from tfplace.measurement.local_cluster import LocalCluster
     with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
@@ -114,10 +127,11 @@ def _check_flags() -> None:
   if not _OUT.value:
     raise TfplaceError("--out is required (the calibration JSON to write)")
   chosen = [_LOCAL_WORKERS.value != 0, bool(_CLUSTER.value),
-            bool(_TARGET.value)]
+            bool(_TARGET.value), _IN_PROCESS.value]
   if sum(chosen) != 1:
     raise TfplaceError("give exactly one of --local_workers N, --cluster "
-                       "STATE_OR_SPEC, --target grpc://host:port")
+                       "STATE_OR_SPEC, --target grpc://host:port, "
+                       "--in_process")
   if _LOCAL_WORKERS.value < 0:
     raise TfplaceError("--local_workers must be >= 1")
   measure_flags.measure_config("")  # --steps, --warmup, timeouts
