@@ -8,7 +8,8 @@ usage: tfplace measure GRAPH --placement placement.json
 
 GRAPH is a graph file (any form `import_graph` reads) or a benchmark model
 name (`mlp_towers`, `small_cnn`, ...). Without a cluster option the steps run
-in this process on logical CPU devices (/job:localhost/.../CPU:i).
+in this process on logical CPU devices (/job:localhost/.../CPU:i) and this
+machine's GPUs (/job:localhost/.../GPU:i; e.g. placed on `--cluster local`).
 --local_workers N starts N pinned TF server processes for the run
 (devices /job:worker/replica:0/task:i/device:CPU:0) and stops them after;
 --cluster takes the state file of `tfplace cluster up` or a cluster spec
