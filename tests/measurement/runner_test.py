@@ -111,8 +111,8 @@ def test_a_gpu_this_machine_lacks_is_an_error(graph):
   have = visible_gpus()
   gpu = f"/job:localhost/replica:0/task:0/device:GPU:{have}"
   placement = Placement({op.name: gpu for op in graph.ops})
-  with pytest.raises(MeasureError, match=f"GPU:{have} but TensorFlow sees "
-                     f"{have} GPU"):
+  with pytest.raises(MeasureError, match=f"GPU:{have} is named but "
+                     f"TensorFlow sees {have} GPU"):
     runner.measure(graph, placement, MeasureConfig(steps=1))
 
 

@@ -57,8 +57,8 @@ def local_devices_for(device_names: Iterable[str]) -> LocalDevices:
     have = visible_gpus()
     if gpus > have:
       raise MeasureError(
-          f"the placement uses GPU:{gpus - 1} but TensorFlow sees "
-          f"{have} GPU(s) on this machine"
+          f"GPU:{gpus - 1} is named but TensorFlow sees {have} GPU(s) on "
+          "this machine"
           + ("" if have else " (a CPU-only TensorFlow, no CUDA driver, or "
              "CUDA_VISIBLE_DEVICES empty?)")
           + "; place on the cluster `local` to use the devices it has")
