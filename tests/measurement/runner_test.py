@@ -64,32 +64,63 @@ def test_measure_two_logical_cpus(graph, tmp_path):
 GPU = "/job:localhost/replica:0/task:0/device:GPU:0"
 
 
-def test_a_gpu_op_is_one_record_the_longer_of_its_launch_and_kernel():
+def test_a_gpu_op_is_one_record_the_longer_of_its_launch_and_kernels():
   from tensorflow.core.framework import step_stats_pb2
   stats = step_stats_pb2.StepStats()
   launches = stats.dev_stats.add(device=GPU)
   kernels = stats.dev_stats.add(device="/device:GPU:0/stream:all")
+  stream = stats.dev_stats.add(device="/device:GPU:0/stream:13")
   host = stats.dev_stats.add(device=CPU % 0)
-  # conv: 40 us launch, 90 us kernel; add: 12 us launch, 2 us kernel.
+  # conv: 40 us launch, kernels of 60 + 30 us; add: 12 us launch, 2 us
+  # kernel. stream:13 repeats stream:all's kernels.
   for dev, name, start, dur in [(launches, "conv", 100, 40),
                                 (launches, "add", 150, 12),
-                                (kernels, "conv:Conv2D", 130, 90),
+                                (kernels, "conv:Conv2D", 130, 60),
+                                (kernels, "conv:Conv2D", 195, 30),
                                 (kernels, "add:AddV2", 225, 2),
+                                (stream, "conv:Conv2D", 130, 60),
                                 (host, "ids", 90, 5)]:
     dev.node_stats.add(node_name=name, all_start_micros=start,
                        all_end_rel_micros=dur)
-  records = timing.op_records(stats)
-  got = {(r.name, r.device): (round(r.start_s * 1e6), round(r.duration_s * 1e6))
-         for r in records}
-  assert got == {("ids", CPU % 0): (0, 5), ("conv", GPU): (40, 90),
-                 ("add", GPU): (60, 12)}
-  # Files written before the merge kept both records: they merge on load.
+  got = {(r.name, r.device): (round(r.start_s * 1e6), round(r.duration_s * 1e6),
+                              r.kernel_s and round(r.kernel_s * 1e6))
+         for r in timing.op_records(stats)}
+  assert got == {("ids", CPU % 0): (0, 5, None), ("conv", GPU): (40, 90, 90),
+                 ("add", GPU): (60, 12, 2)}
+  # Files written before kept both records: they merge on load.
   kept = [timing.OpRecord("conv", GPU, 0.0, 40e-6),
           timing.OpRecord("conv", "/device:GPU:0", 30e-6, 90e-6)]
   loaded = timing.StepTiming.from_dict(dict(
       timing.timing_from_steps([1.0]).to_dict(),
       op_records=[dataclasses.asdict(r) for r in kept]))
-  assert loaded.op_records == (timing.OpRecord("conv", GPU, 30e-6, 90e-6),)
+  assert loaded.op_records == (
+      timing.OpRecord("conv", GPU, 30e-6, 90e-6, kernel_s=90e-6),)
+
+
+def test_a_real_gpu_step_gives_each_op_its_summed_kernels():
+  # step_stats of small_cnn on an H200 (scripts/gpu_steps.py --trace_dir).
+  from tensorflow.core.framework import step_stats_pb2
+  stats = step_stats_pb2.StepStats()
+  with open(os.path.join(os.path.dirname(__file__), "..", "..", "testdata",
+                         "h200_small_cnn_step_stats.pb"), "rb") as f:
+    stats.ParseFromString(f.read())
+  by_op = {}
+  for dev in stats.dev_stats:
+    if dev.device.endswith("/stream:all"):
+      for n in dev.node_stats:
+        name = n.node_name.split(":")[0]
+        by_op[name] = by_op.get(name, 0) + n.all_end_rel_micros * 1e-6
+  records = timing.op_records(stats)
+  assert {r.device for r in records} <= {GPU, CPU % 0}
+  assert len({(r.name, r.device) for r in records}) == len(records)
+  kernel = {r.name: r.kernel_s for r in records if r.kernel_s is not None}
+  assert kernel == pytest.approx(by_op)
+  assert len(kernel) > 30  # Several kernels for one convolution:
+  assert kernel["conv_0/Conv2D"] > max(
+      n.all_end_rel_micros for dev in stats.dev_stats
+      if dev.device.endswith("/stream:all") for n in dev.node_stats
+      if n.node_name.startswith("conv_0/Conv2D:")) * 1e-6
+  assert all(r.duration_s >= r.kernel_s for r in records if r.kernel_s)
 
 
 def test_mismatch_detected():

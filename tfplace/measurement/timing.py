@@ -27,12 +27,16 @@ class OpRecord:
     name: node name.
     device: full device string it ran on.
     start_s: start, seconds after the first op of the step started.
-    duration_s: wall time from start to end of all its work.
+    duration_s: wall time from start to end of all its work (on a GPU the
+      longer of its launch on the host and `kernel_s`).
+    kernel_s: on a GPU whose tracer recorded the kernels, the op's kernel
+      time (the sum of its kernels on the device's streams); else None.
   """
   name: str
   device: str
   start_s: float
   duration_s: float
+  kernel_s: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,22 +174,36 @@ def _full_names(devices: Iterable[str]) -> Dict[str, str]:
 
 
 def merge_stream_records(records: Sequence[OpRecord]) -> List[OpRecord]:
-  """`records` with each GPU stream record (device "/device:GPU:0") merged
-  into its op's record on the full device name: one record per op and
-  device, the longer of the two. On a GPU the executor's record is the
-  kernel's launch on the host and the stream's the kernel itself; the op
-  holds the device for the longer (launches and kernels overlap in a
-  pipeline). Records of older files, which kept both, merge the same way."""
+  """`records` with each GPU kernel record (on a short device name,
+  "/device:GPU:0") merged into its op's record on the full device name:
+  one record per op and device, lasting the longer of the two, with the
+  kernel's duration as `kernel_s`. On a GPU the executor's record is the
+  op's launch on the host and the stream's its kernels; the op holds the
+  device for the longer (launches and kernels overlap in a pipeline).
+  Records of files written before `kernel_s` (the op's longest kernel on
+  the short name) merge the same way; records with nothing to merge come
+  back as they were."""
   aliases = _full_names({r.device for r in records})
   if not aliases:
     return list(records)
-  best: Dict[Tuple[str, str], OpRecord] = {}
+  kernels = {(r.name, aliases[r.device]): r for r in records
+             if r.device in aliases}
+  hosts = {(r.name, r.device) for r in records if r.device not in aliases}
+  out = []
   for r in records:
-    r = dataclasses.replace(r, device=aliases.get(r.device, r.device))
-    key = (r.name, r.device)
-    if key not in best or r.duration_s > best[key].duration_s:
-      best[key] = r
-  return sorted(best.values(), key=lambda r: (r.start_s, r.name))
+    if r.device in aliases:
+      if (r.name, aliases[r.device]) not in hosts:  # No launch record.
+        out.append(dataclasses.replace(r, device=aliases[r.device],
+                                       kernel_s=r.duration_s))
+      continue
+    kernel = kernels.get((r.name, r.device))
+    if kernel is None:
+      out.append(r)
+      continue
+    longer = kernel if kernel.duration_s > r.duration_s else r
+    out.append(OpRecord(r.name, r.device, longer.start_s, longer.duration_s,
+                        kernel.duration_s))
+  return sorted(out, key=lambda r: (r.start_s, r.name))
 
 
 def op_records(step_stats, graph=None) -> List[OpRecord]:
@@ -196,12 +214,21 @@ def op_records(step_stats, graph=None) -> List[OpRecord]:
     graph: if given, an `OpGraph`; ops not in it are left out.
 
   A node listed on several dev_stats entries (the master and the worker of a
-  remote task; a GPU's executor and its stream: `merge_stream_records`) is
-  kept once, with its longest duration.
+  remote task) is kept once, with its longest duration. A GPU op's kernels
+  (the tracer's "/device:GPU:0/stream:all" records, several for one op:
+  a convolution runs 2-6 kernels) are summed into its `kernel_s` and its
+  record lasts the longer of its launch and its kernels
+  (`merge_stream_records`); the per-stream and copy records repeat them and
+  are left out.
   """
   raw: Dict[Tuple[str, str], Tuple[int, int]] = {}
+  kernels: Dict[Tuple[str, str], Tuple[int, int]] = {}
   for dev in step_stats.dev_stats:
     device = _device_name(dev.device)
+    streams = dev.device.endswith("/stream:all")
+    if not streams and ("/stream:" in dev.device
+                        or dev.device.endswith("/memcpy")):
+      continue  # They repeat stream:all's kernels, or are copies.
     for node in dev.node_stats:
       name = node.node_name.split(":")[0]
       if _is_runtime_node(name):
@@ -210,8 +237,12 @@ def op_records(step_stats, graph=None) -> List[OpRecord]:
         continue
       key = (name, device)
       start, dur = node.all_start_micros, node.all_end_rel_micros
-      if key not in raw or dur > raw[key][1]:
+      if streams:
+        first, total = kernels.get(key, (start, 0))
+        kernels[key] = (min(first, start), total + dur)
+      elif key not in raw or dur > raw[key][1]:
         raw[key] = (start, dur)
+  raw.update(kernels)
   if not raw:
     return []
   t0 = min(s for s, _ in raw.values())
