@@ -38,6 +38,9 @@ def test_two_workers_measure_then_dead_worker_then_stop():
   with lc:
     pids = lc.pids
     assert len(pids) == 2 and all(lc.alive())
+    # CPU workers: no GPU opened (each would reserve nearly all of it).
+    with open(f"/proc/{pids[0]}/environ", "rb") as f:
+      assert b"CUDA_VISIBLE_DEVICES=\x00" in f.read() + b"\x00"
     assert lc.target.startswith("grpc://127.0.0.1:")
     cluster = lc.to_cluster()
     assert cluster.device_names == [worker_device(0), worker_device(1)]

@@ -153,9 +153,15 @@ def _worker_env() -> Dict[str, str]:
   """The environment of a worker process: ours, with TF's GRPC_FAIL_FAST on
   (unless set), so that a worker's RPCs to a dead peer fail at once instead
   of waiting for it until their deadline (the master's clean-up after a
-  worker died would otherwise block the client's `Session.close()`)."""
+  worker died would otherwise block the client's `Session.close()`), and
+  no GPU: the workers are the CPU devices the cluster describes, and on a
+  GPU machine each would otherwise open every GPU and reserve nearly all
+  of its memory (TF's default), the first worker starving the next. This
+  machine's GPUs are measured in process (`tfplace calibrate --in_process`,
+  `tfplace measure` without a cluster)."""
   env = dict(os.environ)
   env.setdefault("GRPC_FAIL_FAST", "true")
+  env["CUDA_VISIBLE_DEVICES"] = ""
   return env
 
 
