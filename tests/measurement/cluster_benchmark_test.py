@@ -337,3 +337,12 @@ def test_a_transient_failure_reruns_the_benchmark_once(monkeypatch):
   with pytest.raises(MeasureError, match="failed twice: first AbortedError"):
     cluster_benchmark.benchmark_cluster(cluster, MeasureConfig(), SMALL)
   assert len(calls) == 2
+
+
+def test_logical_cpus_of_one_process_are_refused_with_the_reason():
+  # They share memory: a tensor between them is not copied, and the link
+  # benchmark would only report noise.
+  from tfplace.cost.presets import cpu_cluster
+  with pytest.raises(MeasureError, match="several logical CPUs"):
+    cluster_benchmark.benchmark_cluster(cpu_cluster(2), MeasureConfig(),
+                                        SMALL, progress=False)

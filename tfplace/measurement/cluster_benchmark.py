@@ -1,5 +1,6 @@
-"""Microbenchmarks of a running TF server cluster: what its devices and
-links really do, so that the simulator starts from measurements, not guesses.
+"""Microbenchmarks of a running TF server cluster (or of this process's CPU
+and GPUs): what its devices and links really do, so that the simulator
+starts from measurements, not guesses.
 
 One session on the cluster's target runs small graphs, each pinned to its
 devices (`BenchmarkConfig` sizes them); step times are medians of 2 x
@@ -385,6 +386,16 @@ def benchmark_cluster(cluster: Cluster, config: MeasureConfig,
       physical.
   """
   from tfplace.measurement import cluster_benchmark_graphs as graphs
+  logical_cpus = [n for n in cluster.device_names
+                  if n.startswith("/job:localhost/")
+                  and device_type_of(n) == "CPU"]
+  if not config.remote and len(logical_cpus) > 1:
+    raise MeasureError(
+        f"cluster {cluster.name!r} has several logical CPUs of this process: "
+        "they share its memory and cores, so a tensor between them is not "
+        "copied and their links cannot be measured; benchmark TF server "
+        "workers (--local_workers N, `tfplace cluster up`) or this "
+        "process's CPU and GPUs (the cluster `local`)")
   built = graphs.build(cluster.device_names, bench)
   try:
     return _benchmark_once(cluster, config, built, progress)
