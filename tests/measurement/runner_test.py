@@ -149,11 +149,11 @@ def test_a_gpu_this_machine_lacks_is_an_error(graph):
 
 
 def test_local_devices_count_cpus_and_refuse_other_types():
-  from tfplace.measurement.local_devices import local_devices_for
-  assert local_devices_for([CPU % 2, CPU % 0]).num_cpus == 3
-  assert local_devices_for([]).num_cpus == 1
+  from tfplace.measurement.local_devices import local_cpus_for
+  assert local_cpus_for([CPU % 2, CPU % 0]) == 3
+  assert local_cpus_for([]) == 1
   with pytest.raises(MeasureError, match="only CPU and GPU"):
-    local_devices_for(["/job:localhost/replica:0/task:0/device:TPU:0"])
+    local_cpus_for(["/job:localhost/replica:0/task:0/device:TPU:0"])
 
 
 def test_unreachable_target_fails_fast(graph):

@@ -62,7 +62,6 @@ from tfplace.device_names import device_type_of
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import StepFetches
 from tfplace.measurement.config import MeasureConfig
-from tfplace.measurement.local_devices import local_devices_for
 from tfplace.measurement.session import (StepSession, TransientRunError,
                                          tf_errors)
 from tfplace.measurement.timing import op_records
@@ -417,9 +416,10 @@ def _benchmark_once(cluster: Cluster, config: MeasureConfig, built,
   """One benchmark of every device and pair, in a fresh session."""
   names = cluster.device_names
   pairs = [(a, b) for a in names for b in names if a != b]
-  cpus = 1 if config.remote else local_devices_for(names).num_cpus
-  with StepSession(built.graph.as_graph_def(), StepFetches(), config=config,
-                   num_cpu_devices=cpus) as session:
+  # In process: one CPU (`benchmark_cluster` refuses logical ones) and
+  # the GPUs, which every session sees.
+  with StepSession(built.graph.as_graph_def(), StepFetches(),
+                   config=config) as session:
     runner = BenchmarkRunner(session, config)
     with tqdm(total=len(names) + len(pairs) + 1, desc="cluster benchmark",
               disable=not progress) as bar:

@@ -9,17 +9,9 @@ task, another device type, a GPU this machine lacks) is refused before a
 session opens, with the devices that would work.
 """
 
-import dataclasses
 from typing import Iterable
 
 from tfplace.errors import MeasureError
-
-
-@dataclasses.dataclass(frozen=True)
-class LocalDevices:
-  """What an in-process session must expose for a set of device names."""
-  num_cpus: int
-  num_gpus: int
 
 
 def visible_gpus() -> int:
@@ -28,9 +20,9 @@ def visible_gpus() -> int:
   return len(tf.config.list_physical_devices("GPU"))
 
 
-def local_devices_for(device_names: Iterable[str]) -> LocalDevices:
-  """The logical CPUs and GPUs an in-process session needs for
-  `device_names` (at least one CPU).
+def local_cpus_for(device_names: Iterable[str]) -> int:
+  """The logical CPUs an in-process session needs for `device_names` (at
+  least one; it sees every GPU of this machine).
 
   Raises:
     MeasureError: a name is not an in-process CPU or GPU, or names a GPU
@@ -62,4 +54,4 @@ def local_devices_for(device_names: Iterable[str]) -> LocalDevices:
           + ("" if have else " (a CPU-only TensorFlow, no CUDA driver, or "
              "CUDA_VISIBLE_DEVICES empty?)")
           + "; place on the cluster `local` to use the devices it has")
-  return LocalDevices(num_cpus=cpus, num_gpus=gpus)
+  return cpus

@@ -47,7 +47,7 @@ from tfplace.measurement.health import DeadTask, HealthMonitor
 from tfplace.measurement.local_cluster import (check_reachable,
                                                profiler_addresses_for,
                                                workers_for)
-from tfplace.measurement.local_devices import local_devices_for
+from tfplace.measurement.local_devices import local_cpus_for
 from tfplace.measurement.session import (Deadline, StepSession,
                                          TransientRunError, adopt_background)
 # The result types live in `timing`; they are importable from here too.
@@ -67,7 +67,7 @@ WATCHDOG_GRACE_S = 10.0
 def num_local_cpus(placement: Placement) -> int:
   """Logical CPU devices an in-process session needs for `placement` (its
   GPUs must be this machine's: `tfplace.measurement.local_devices`)."""
-  return local_devices_for(placement.devices.values()).num_cpus
+  return local_cpus_for(placement.devices.values())
 
 
 def _check_target(placement: Placement, config: MeasureConfig) -> int:

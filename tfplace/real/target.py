@@ -24,7 +24,7 @@ from tfplace.measurement.health import dead_tasks
 from tfplace.measurement.local_cluster import (check_reachable,
                                                cluster_from_target,
                                                workers_for)
-from tfplace.measurement.local_devices import local_devices_for
+from tfplace.measurement.local_devices import local_cpus_for
 from tfplace.placers.problem import PlacementProblem
 
 LOCAL_PREFIX = "/job:localhost/replica:0/task:0/device:"
@@ -115,7 +115,7 @@ def _check_devices(target: Target, cluster: Cluster) -> None:
   names = tuple(cluster.device_names)
   if not target.remote:
     try:
-      local_devices_for(names)
+      local_cpus_for(names)
     except MeasureError as e:
       raise MeasureError(
           f"cluster {cluster.name!r} does not fit this process: {e} (in "
