@@ -279,3 +279,76 @@ def test_coverage_share_on_a_hand_made_case():
   # A calibration that saw nothing: everything rests on unseen types.
   none = calibration_coverage(graph, cluster, Calibration(), costs)
   assert none.uncalibrated_share == pytest.approx(1.0)
+
+
+def _gpu_cluster():
+  from tfplace.cost.cluster import Cluster
+  devs = [Device("/job:localhost/replica:0/task:0/device:CPU:0", "CPU", 1e9,
+                 1e9, 1e12, launch_overhead_s=1e-6),
+          Device("/job:localhost/replica:0/task:0/device:GPU:0", "GPU", 1e9,
+                 1e9, 1e12, launch_overhead_s=5e-6)]
+  return Cluster("local", tuple(devs), default_link=LinkSpec(0, 1e10, "pcie"))
+
+
+def _launch_bound_calibration():
+  from tfplace.cost.calibrated import OpTypeCost
+  gpu = {"conv": 2e-5, "matmul": 1e-5, "elementwise": 4e-6,
+         "no_kernel": 5e-7}
+  return dataclasses.replace(
+      _new_calibration(), launch_s={"GPU": gpu}, dispatch_s={"GPU": 1e-6},
+      stall_s={"GPU": 3e-4}, kernel_free={"GPU": ("Cumsum",)},
+      trace_excess_s={"CPU": 5e-7, "GPU": 1e-3},
+      op_types={**_new_calibration().op_types,
+                "GPU": {"MatMul": OpTypeCost(1e-6, 1e-5, 10),
+                        "Conv2D": OpTypeCost(0.0, 1e-3, 10)}})
+
+
+def test_a_launch_bound_op_costs_the_longer_of_its_launch_and_its_kernel(
+    tmp_path):
+  cal = _launch_bound_calibration()
+  cluster = apply_calibration(_gpu_cluster(), cal)
+  # The stall is a cost of each step that uses the GPU.
+  assert cluster.devices[1].run_overhead_s == pytest.approx(3e-4)
+  assert cluster.devices[0].run_overhead_s == 0.0
+  ops = [Op("mm", "MatMul", output_bytes=(0,), flops=2e9),
+         Op("big", "Conv2D", output_bytes=(0,), flops=4e9),
+         Op("small", "Conv2D", output_bytes=(0,), flops=4e3),
+         Op("id", "Identity", output_bytes=(0,)),
+         Op("odd", "Cumsum", output_bytes=(0,), flops=1e9),
+         Op("add", "AddV2", output_bytes=(0,), flops=2e9)]
+  s = CalibratedCostModel(cal, UNIT).op_costs(
+      OpGraph(ops, [], graph_def=None), cluster).compute_s[:, 1]
+  d = 1e-6  # The dispatch, on every op.
+  # MatMul: its kernel fit 1 us + 1e-5 x 2 s of roofline = 21 us, over
+  # the matmul launch (10 us).
+  assert s[0] == pytest.approx(d + 1e-6 + 1e-5 * 2.0)
+  # A large convolution is kernel-bound (1 ms x 4), a small one
+  # launch-bound (20 us).
+  assert s[1] == pytest.approx(d + 1e-3 * 4.0)
+  assert s[2] == pytest.approx(d + 2e-5)
+  # Identity and a type that ran no kernel in calibration: the kernel-free
+  # launch, whatever their roofline; no trace excess comes off.
+  assert s[3] == pytest.approx(d + 5e-7)
+  assert s[4] == pytest.approx(d + 5e-7)
+  # An unseen type with a kernel: the element-wise launch or its roofline
+  # (2 s here), the longer.
+  assert s[5] == pytest.approx(d + 2.0)
+  # The CPU keeps the traced fit and its trace excess.
+  assert CalibratedCostModel(cal, UNIT).op_costs(
+      _typed_graph(), cluster).compute_s[0, 0] == pytest.approx(
+          1e-6 + 2e-6 + 0.75 - 5e-7)
+  path = str(tmp_path / "cal.json")
+  cal.save(path)
+  assert Calibration.load(path) == cal
+
+
+@pytest.mark.parametrize("launch, match", [
+    ({"conv": 1e-5}, "needs the 'elementwise' kind"),
+    ({"elementwise": 1e-5, "warp": 1e-6}, "unknown launch kinds"),
+    ({"elementwise": -1e-5}, "launch_s"),
+])
+def test_bad_launch_costs_raise(launch, match):
+  with pytest.raises(ClusterError, match=match):
+    Calibration(launch_s={"GPU": launch})
+  with pytest.raises(ClusterError, match="stall_s"):
+    Calibration(stall_s={"GPU": float("nan")})

@@ -65,6 +65,13 @@ def test_markdown_table_lists_rows(graph):
   with_excess = dataclasses.replace(cal, trace_excess_s={"CPU": 1.2e-6})
   assert "trace excess CPU 1.2 µs per op, per transfer" in (
       fidelity_report.describe(with_excess))
+  assert "launch-bound" not in text
+  launch_bound = dataclasses.replace(
+      cal, launch_s={"GPU": {"elementwise": 4e-6, "conv": 2e-5}},
+      dispatch_s={"GPU": 2e-6}, stall_s={"GPU": 3.5e-4})
+  assert ("GPU launch-bound (elementwise 4.0 µs, conv 20.0 µs, dispatch "
+          "2.0 µs per op, stall 350.0 µs per step)") in (
+              fidelity_report.describe(launch_bound))
 
 
 def test_suite_placements_run_each_device_alone_then_split(graph):

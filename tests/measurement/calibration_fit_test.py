@@ -355,3 +355,100 @@ def test_the_trace_excess_is_what_short_one_device_steps_are_over_by():
   assert fit.fit_trace_excess(cluster, cal, [(graph, on0, 2 * predicted)]
                               ) == {"CPU": 0.0}
   assert fit.fit_trace_excess(cluster, cal, runs[2:]) == {}
+
+
+def test_a_launch_bound_device_gives_kernel_time_samples():
+  from tfplace.measurement.local_cluster import make_worker_cluster
+  from tfplace.measurement.timing import OpRecord, StepTiming
+  from tfplace.models.registry import build_model
+  graph = build_model("chain_mlp", num_layers=1, batch_size=2, input_size=4,
+                      hidden=4)
+  cluster = _bench().apply(make_worker_cluster(2))
+  dev = cluster.device_names[1]
+  mm = next(op.name for op in graph.ops if op.type == "MatMul")
+  ident = next(op.name for i, op in enumerate(graph.ops)
+               if graph.step_mask[i] and op.type != "MatMul")
+  # The launch (40 us traced) is not the sample: the kernel (3 us) is, with
+  # nothing taken off; a record without a kernel time is left out.
+  records = (OpRecord(mm, dev, 0.0, 4e-5, kernel_s=3e-6),
+             OpRecord(ident, dev, 0.0, 2e-6))
+  timing = StepTiming(1e-3, 1e-3, 1e-3, 0.0, 0.0, (1e-3,), records)
+  samples = fit.samples_from_timing(graph, cluster, timing, {dev: 5e-7},
+                                    {dev})
+  assert [(s.op_type, s.measured_s) for s in samples] == [("MatMul", 3e-6)]
+  assert len(fit.samples_from_timing(graph, cluster, timing,
+                                     {dev: 5e-7})) == 2
+  # Types that never ran a kernel there, per launch-bound device type.
+  free = fit.kernel_free_types(
+      [OpSample("Identity", "GPU", 0.0, 0.0),
+       OpSample("StridedSlice", "GPU", 1e-6, 0.0),
+       OpSample("StridedSlice", "GPU", 1e-6, 2e-6),
+       OpSample("Identity", "CPU", 0.0, 0.0)], {"GPU"})
+  assert free == {"GPU": ("Identity",)}
+
+
+def test_launch_costs_are_the_median_per_kind_over_a_type_s_devices():
+  from tfplace.measurement.local_cluster import make_worker_cluster
+  bench = _bench()
+  bench = dataclasses.replace(bench, devices=(
+      dataclasses.replace(bench.devices[0], launch_s={
+          "elementwise": 4e-6, "conv": 2e-5, "matmul": 1e-5}),
+      dataclasses.replace(bench.devices[1], launch_s={
+          "elementwise": 6e-6, "conv": 3e-5})))
+  cal = fit.calibration_from_benchmark(bench, make_worker_cluster(2),
+                                       kernel_free={"CPU": ("Shape",)})
+  assert cal.launch_s == {"CPU": {"conv": pytest.approx(2.5e-5),
+                                  "elementwise": pytest.approx(5e-6)}}
+  assert cal.kernel_free == {"CPU": ("Shape",)}
+  # No launch figures: not launch-bound.
+  assert fit.calibration_from_benchmark(
+      _bench(), make_worker_cluster(2)).launch_s == {}
+
+
+def test_stalls_are_the_long_idle_gaps_of_one_device_steps():
+  from tfplace.measurement.timing import OpRecord, StepTiming
+
+  def timing(*spans):
+    records = tuple(OpRecord(f"op{i}", "/gpu:0", start, dur)
+                    for i, (start, dur) in enumerate(spans))
+    return StepTiming(1e-3, 1e-3, 1e-3, 0.0, 0.0, (1e-3,), records)
+
+  # Gaps of 100 and 60 us count; 10 us does not; an op that overlaps the
+  # one before starts no gap.
+  first = timing((0, 1e-5), (1.1e-4, 1e-5), (1.3e-4, 5e-5), (1.5e-4, 1e-5),
+                 (2.4e-4, 1e-5))
+  second = timing((0, 1e-5), (3.1e-4, 1e-5))
+  stalls = fit.fit_stall([("GPU", first), ("GPU", second),
+                          ("CPU", second)], {"GPU"})
+  assert stalls == {"GPU": pytest.approx((1.6e-4 + 3e-4) / 2)}
+  assert fit.fit_stall([("GPU", first)], {"GPU"},
+                       FitBounds(stall_gap_s=2e-4)) == {"GPU": 0.0}
+
+
+def _launch_bound_setup():
+  from tfplace.cost.presets import cpu_cluster
+  from tfplace.models.registry import build_model
+  graph = build_model("mlp_towers", num_towers=2, hidden=64, batch_size=8,
+                      input_size=64, num_layers=1)
+  cluster = cpu_cluster(2)
+  cal = Calibration(launch_s={"CPU": {"elementwise": 4e-6,
+                                      "matmul": 1e-5}})
+  return graph, cluster, cal
+
+
+def test_the_dispatch_is_what_launch_bound_steps_are_under_by():
+  graph, cluster, cal = _launch_bound_setup()
+  truth = dataclasses.replace(cal, dispatch_s={"CPU": 2e-6})
+  sim = fit.calibrated_simulator(graph, cluster, truth)
+  on0 = np.zeros(graph.num_ops, np.int32)
+  measured = sim.simulate(on0).step_time_s
+  assert measured < FitBounds().small_step_s
+  assert fit.fit_dispatch(cluster, cal, [(graph, on0, measured)]) == {
+      "CPU": pytest.approx(2e-6)}
+  # Within [0, max_dispatch_s]; the trace excess leaves such types out.
+  assert fit.fit_dispatch(cluster, cal, [(graph, on0, measured)],
+                          FitBounds(max_dispatch_s=1e-6)) == {
+                              "CPU": pytest.approx(1e-6)}
+  assert fit.fit_dispatch(cluster, cal, [(graph, on0, 1e-7)]) == {
+      "CPU": 0.0}
+  assert fit.fit_trace_excess(cluster, cal, [(graph, on0, 1e-7)]) == {}

@@ -346,3 +346,78 @@ def test_logical_cpus_of_one_process_are_refused_with_the_reason():
   with pytest.raises(MeasureError, match="several logical CPUs"):
     cluster_benchmark.benchmark_cluster(cpu_cluster(2), MeasureConfig(),
                                         SMALL, progress=False)
+
+
+def test_launch_chains_hold_ops_of_their_kind_and_run():
+  import tensorflow as tf
+  from tfplace.cost.launch_kinds import KINDS, launch_kind
+  from tfplace.measurement import cluster_benchmark_graphs as graphs
+  graph = tf.Graph()
+  with graph.as_default(), tf.device("/cpu:0"):
+    chains = graphs._launch_chains(3)
+  # Every kind but the element-wise one (the tiny chain) has a chain, and
+  # every op of it is of that kind: the benchmark measures what the cost
+  # model charges.
+  assert set(chains) == set(KINDS) - {"elementwise"}
+  by_name = {op.name: op for op in graph.get_operations()}
+  with tf.compat.v1.Session(graph=graph) as session:
+    for kind, (fetch, ops) in chains.items():
+      assert len(ops) == 3
+      assert {launch_kind(by_name[n].type) for n in ops} == {kind}
+      # Nothing else is in the chain's scope.
+      assert {n for n in by_name if n.startswith(f"launch_{kind}/")} == set(
+          ops)
+      session.run(list(fetch))
+      # Each op runs after the one before (data or control edge).
+      for before, after in zip(ops, ops[1:]):
+        inputs = {t.op.name for t in by_name[after].inputs} | {
+            c.name for c in by_name[after].control_inputs}
+        assert before in inputs
+
+
+def test_an_accelerator_measures_launch_costs_per_kind(monkeypatch):
+  # The accelerator part of the benchmark, run on this machine's CPU (its
+  # type patched to "GPU" where the graph is built): GPU-sized ops at the
+  # sizes given, and one launch cost per kind, the element-wise one the
+  # per-op overhead.
+  from tfplace.cost.launch_kinds import KINDS
+  from tfplace.cost.presets import local
+  from tfplace.measurement import cluster_benchmark_graphs as graphs
+  monkeypatch.setattr(graphs, "device_type_of", lambda name: "GPU")
+  config = dataclasses.replace(SMALL, accelerator_matmul_size=96,
+                               accelerator_conv_shape=(2, 8, 8),
+                               launch_ops=8, tiny_ops=50)
+  cluster = local()
+  bench = cluster_benchmark.benchmark_cluster(
+      cluster, MeasureConfig(steps=3, warmup=1), config, progress=False)
+  (device,) = bench.devices
+  assert set(device.launch_s) == set(KINDS)
+  assert device.launch_s["elementwise"] == device.op_overhead_s
+  assert all(0 <= s < 1e-2 for s in device.launch_s.values())
+  # A convolution's launch (its work included, at these sizes) costs more
+  # than passing a buffer on.
+  assert device.launch_s["conv"] > device.launch_s["no_kernel"]
+  assert "launch conv:" in bench.describe()
+  assert ClusterBenchmark.from_dict(json.loads(json.dumps(
+      bench.to_dict()))) == bench
+  # Each kind's median over benchmarks; a kind one benchmark lacks is left
+  # out.
+  other = dataclasses.replace(bench, devices=(dataclasses.replace(
+      device, launch_s={k: 3 * s for k, s in device.launch_s.items()
+                        if k != "matmul"}),))
+  third = dataclasses.replace(bench, devices=(dataclasses.replace(
+      device, launch_s={k: 2 * s for k, s in device.launch_s.items()}),))
+  median = cluster_benchmark.median_benchmark([bench, other, third])
+  assert set(median.devices[0].launch_s) == set(KINDS) - {"matmul"}
+  assert median.devices[0].launch_s["conv"] == pytest.approx(
+      2 * device.launch_s["conv"])
+
+
+def test_a_negative_launch_cost_is_refused():
+  data = json.loads(json.dumps(_bench().to_dict()))
+  data["devices"][0]["launch_s"] = {"conv": -1e-6, "elementwise": 1e-6}
+  with pytest.raises(MeasureError, match=r"launch_s\[conv\]"):
+    ClusterBenchmark.from_dict(data)
+  data["devices"][0]["launch_s"] = {"conv": "fast"}
+  with pytest.raises(MeasureError, match="malformed"):
+    ClusterBenchmark.from_dict(data)

@@ -23,6 +23,9 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
                                                     "curve_time_s": [...]}}}},
         "launch_overhead_s": {"CPU": 2e-7},
         "trace_excess_s": {"CPU": 1.2e-6},
+        "launch_s": {"GPU": {"conv": 3e-5, "matmul": 8e-6,
+                             "elementwise": 4e-6, "no_kernel": 1e-6, ...}},
+        "kernel_free": {"GPU": ["StridedSlice"]},
         "transfer_overhead_s": {"CPU": 4e-5},
         "transfer_byte_s": {"CPU": 2e-10},
         "links": {"loopback": {"latency_s": 6e-5, "bandwidth": 2e9}},
@@ -56,7 +59,17 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   present, is the same for the type's ops with a stride above 1.
   Ops of other types keep the analytical time, times `compute_scale` of
   their device type and `op_type_scale` of their op type (the older,
-  whole-graph form of a calibration). Files written before a key existed
+  whole-graph form of a calibration).
+
+  On a device type with `launch_s` (a GPU: the host launches its ops one
+  after another and goes on while their kernels run), an op holds the
+  device for the longer of its launch and its kernels: `launch_s` of its
+  launch kind (`tfplace.cost.launch_kinds`, measured on untraced chains;
+  an op type in `kernel_free` ran no kernel in calibration and is charged
+  the "no_kernel" launch) and its kernel time, `op_types` there being fits
+  of the traced kernel times (`OpRecord.kernel_s`), not of the traced
+  launches, which the GPU tracer makes 2-10x longer. No `trace_excess_s`
+  applies there. Files written before a key existed
   load with it empty (or 0, or false): the old behaviour.
 """
 
@@ -68,6 +81,7 @@ import numpy as np
 
 from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
 from tfplace.cost.cluster import Cluster, LinkSpec
+from tfplace.cost.launch_kinds import ELEMENTWISE, KINDS, NO_KERNEL, launch_kind
 from tfplace.cost.op_costs import CostModel, OpCosts
 from tfplace.errors import ClusterError
 from tfplace.graph.op_graph import OpGraph
@@ -166,6 +180,16 @@ class Calibration:
       its time in an untraced step, beyond what the tiny op of the
       benchmark shows (`calibration_fit.fit_trace_excess`): taken off every
       op's cost on that device type, not below the launch overhead.
+    launch_s: device type -> launch kind -> untraced launch seconds per op
+      (`DeviceBenchmark.launch_s`); such device types are launch-bound
+      (see the module docstring).
+    dispatch_s: launch-bound device type -> seconds added to each op there
+      (`calibration_fit.fit_dispatch`).
+    stall_s: launch-bound device type -> seconds a step waits on such a
+      device it uses (`calibration_fit.fit_stall`), added to its run
+      overhead.
+    kernel_free: device type -> op types whose traced executions there ran
+      no kernel.
   """
   compute_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)
   op_type_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -190,12 +214,20 @@ class Calibration:
       default_factory=dict)
   recv_issue_s: Mapping[str, float] = dataclasses.field(
       default_factory=dict)
+  launch_s: Mapping[str, Mapping[str, float]] = dataclasses.field(
+      default_factory=dict)
+  dispatch_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  stall_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  kernel_free: Mapping[str, Tuple[str, ...]] = dataclasses.field(
+      default_factory=dict)
 
   def __post_init__(self):
     _check_factors(self.transfer_overhead_s, "transfer_overhead_s",
                    allow_zero=True)
     _check_factors(self.trace_excess_s, "trace_excess_s", allow_zero=True)
     _check_factors(self.recv_issue_s, "recv_issue_s", allow_zero=True)
+    _check_factors(self.dispatch_s, "dispatch_s", allow_zero=True)
+    _check_factors(self.stall_s, "stall_s", allow_zero=True)
     _check_factors(self.transfer_byte_s, "transfer_byte_s", allow_zero=True)
     _check_factors(self.run_overhead_s, "run_overhead_s", allow_zero=True)
     _check_factors({"": self.step_overhead_s}, "step_overhead_s",
@@ -204,6 +236,17 @@ class Calibration:
       if not isinstance(getattr(self, name), bool):
         raise ClusterError(f"calibration {name} must be true or false, "
                            f"got {getattr(self, name)!r}")
+    for dtype, launch in self.launch_s.items():
+      unknown = set(launch) - set(KINDS)
+      if unknown:
+        raise ClusterError(f"calibration launch_s[{dtype!r}] has unknown "
+                           f"launch kinds {sorted(unknown)}; allowed: "
+                           f"{list(KINDS)}")
+      if ELEMENTWISE not in launch:
+        raise ClusterError(f"calibration launch_s[{dtype!r}] needs the "
+                           f"{ELEMENTWISE!r} kind (the other kinds' ops "
+                           f"fall back to it)")
+      _check_factors(launch, f"launch_s[{dtype!r}]", allow_zero=True)
     for dtype, rates in self.device_rates.items():
       unknown = set(rates) - set(DEVICE_RATES)
       if unknown:
@@ -222,6 +265,10 @@ class Calibration:
             "launch_overhead_s": dict(self.launch_overhead_s),
             "trace_excess_s": dict(self.trace_excess_s),
             "recv_issue_s": dict(self.recv_issue_s),
+            "launch_s": {t: dict(v) for t, v in self.launch_s.items()},
+            "dispatch_s": dict(self.dispatch_s),
+            "stall_s": dict(self.stall_s),
+            "kernel_free": {t: list(v) for t, v in self.kernel_free.items()},
             "links": {k: {"latency_s": v.latency_s, "bandwidth": v.bandwidth}
                       for k, v in self.links.items()},
             "transfer_overhead_s": dict(self.transfer_overhead_s),
@@ -257,6 +304,15 @@ class Calibration:
                                          allow_zero=True),
                  recv_issue_s=_factors(data, "recv_issue_s",
                                        allow_zero=True),
+                 launch_s={str(t): {str(k): float(v) for k, v in
+                                    launch.items()}
+                           for t, launch in data.get("launch_s",
+                                                     {}).items()},
+                 dispatch_s=_factors(data, "dispatch_s", allow_zero=True),
+                 stall_s=_factors(data, "stall_s", allow_zero=True),
+                 kernel_free={str(t): tuple(str(x) for x in types)
+                              for t, types in data.get("kernel_free",
+                                                       {}).items()},
                  links=links, notes=str(data.get("notes", "")),
                  transfer_overhead_s=_factors(data, "transfer_overhead_s",
                                               allow_zero=True),
@@ -360,6 +416,10 @@ def _calibrated_device(device, calibration: Calibration):
     changes["recv_issue_s"] = calibration.recv_issue_s[device.type]
   if device.name in calibration.run_overhead_s:
     changes["run_overhead_s"] = calibration.run_overhead_s[device.name]
+  if device.type in calibration.stall_s:
+    changes["run_overhead_s"] = changes.get(
+        "run_overhead_s", device.run_overhead_s) + calibration.stall_s[
+            device.type]
   return dataclasses.replace(device, **changes) if changes else device
 
 
@@ -370,7 +430,11 @@ class CalibratedCostModel(CostModel):
   `launch_overhead_s + OpTypeCost.seconds(roofline)`; any other op its
   analytical time times `compute_scale` and `op_type_scale`; then every op
   less the device type's `trace_excess_s`, not below the launch overhead
-  (an op already cheaper keeps its cost). Apply
+  (an op already cheaper keeps its cost). On a launch-bound device type
+  (`Calibration.launch_s`) an op costs the longer of its kind's launch and
+  its kernel time (the fit of its type, else its roofline; none for a
+  kernel-free op); an op that launches control-flow bodies keeps its
+  analytical time. Apply
   `apply_calibration` to the cluster too, so the measured rates, links and
   overheads are used as well.
   """
@@ -388,9 +452,11 @@ class CalibratedCostModel(CostModel):
     col = np.array([cal.compute_scale.get(d.type, 1.0) for d in cluster.devices])
     row = np.array([cal.op_type_scale.get(t, 1.0) for t in graph.op_types])
     seconds = base.compute_s * row[:, None] * col[None, :]
-    if cal.op_types:
+    if cal.op_types or cal.launch_s:
       self._fitted_op_types(graph, cluster, seconds)
     for j, device in enumerate(cluster.devices):
+      if device.type in cal.launch_s:
+        continue
       excess = cal.trace_excess_s.get(device.type, 0.0)
       if excess > 0:
         col = seconds[:, j]
@@ -408,14 +474,42 @@ class CalibratedCostModel(CostModel):
       rows_of.setdefault((op.type, op.stride > 1), []).append(i)
     for j, device in enumerate(cluster.devices):
       fits = self.calibration.op_types.get(device.type, {})
+      launch = self.calibration.launch_s.get(device.type)
       for (op_type, strided), rows in rows_of.items():
         fit = fits.get(op_type)
-        if fit is None:
-          continue
-        if strided and fit.strided is not None:
+        if fit is not None and strided and fit.strided is not None:
           fit = fit.strided
-        seconds[rows, j] = device.launch_overhead_s + fit.seconds(
-            work[rows, j])
+        if launch:
+          self._launch_bound(graph, op_type, fit, launch, rows, j, work,
+                             seconds, self.calibration.kernel_free.get(
+                                 device.type, ()),
+                             self.calibration.dispatch_s.get(device.type,
+                                                             0.0))
+        elif fit is not None:
+          seconds[rows, j] = device.launch_overhead_s + fit.seconds(
+              work[rows, j])
+
+  @staticmethod
+  def _launch_bound(graph: OpGraph, op_type: str,
+                    fit: Optional[OpTypeCost], launch: Mapping[str, float],
+                    rows: list, j: int, work: np.ndarray,
+                    seconds: np.ndarray, kernel_free: Tuple[str, ...],
+                    dispatch_s: float) -> None:
+    """Sets, in place, the cost on launch-bound device `j` of the ops
+    `rows` of one type: the longer of its kind's launch and its kernel,
+    plus the executor's `dispatch_s`."""
+    rows = [i for i in rows if graph.ops[i].body is None
+            and np.isfinite(seconds[i, j])]
+    if not rows:
+      return
+    kind = launch_kind(op_type, {t: True for t in kernel_free})
+    if kind == NO_KERNEL:
+      kernel = np.zeros(len(rows))
+    else:
+      kernel = fit.seconds(work[rows, j]) if fit is not None else (
+          work[rows, j])
+    seconds[rows, j] = dispatch_s + np.maximum(
+        launch.get(kind, launch[ELEMENTWISE]), kernel)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,12 +48,26 @@ def describe(calibration: Calibration) -> str:
   excess = {k: v for k, v in calibration.trace_excess_s.items() if v > 0}
   return (f"calibration: launch {_per_type(calibration.launch_overhead_s)}, "
           + (f"trace excess {_per_type(excess)} per op, " if excess else "")
+          + "".join(_launch_bound(calibration, t)
+                    for t in sorted(calibration.launch_s))
           + f"per transfer {_per_type(calibration.transfer_overhead_s)}"
           f"{_per_megabyte(calibration.transfer_byte_s)}, "
           f"step {format_seconds(calibration.step_overhead_s)}, {link_text}"
           f"{' (rendezvous)' if calibration.rendezvous_transfers else ''}, "
           f"{sum(len(v) for v in calibration.op_types.values())} op types "
           "fitted")
+
+
+def _launch_bound(calibration: Calibration, device_type: str) -> str:
+  """A launch-bound device type's figures, e.g. "GPU launch-bound (conv
+  19.5 us, ..., dispatch 2.1 us per op, stall 358 us per step), "."""
+  launch = ", ".join(f"{k} {format_seconds(v)}" for k, v in
+                     calibration.launch_s[device_type].items())
+  return (f"{device_type} launch-bound ({launch}, dispatch "
+          f"{format_seconds(calibration.dispatch_s.get(device_type, 0.0))} "
+          f"per op, stall "
+          f"{format_seconds(calibration.stall_s.get(device_type, 0.0))} per "
+          "step), ")
 
 
 def _per_type(values) -> str:

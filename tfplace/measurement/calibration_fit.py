@@ -65,12 +65,22 @@ excess per op is what the one-device steps of the suite's small graphs
 over-predicted by, per op. Taken off every op's cost it carries over to
 graphs the fit never saw (WORKSPACE_NOTES.md, issue 13).
 
+On a launch-bound device (an accelerator whose benchmark measured launch
+costs per kind, `DeviceBenchmark.launch_s`) the op types are fitted on the
+traced kernel times (`OpRecord.kernel_s`), and the launches are the
+benchmark's untraced figures (`tfplace.cost.calibrated`): the GPU tracer
+makes a launch 2-10x longer, and no per-op or per-byte excess explained by
+how much (WORKSPACE_NOTES.md, "GPUs"). There op types whose executions ran
+no kernel are listed (`Calibration.kernel_free`) and no trace excess is
+fitted.
+
 Step times never enter the op-type fit: they judge it (`calibration_runs`
 reports the in-sample error of every calibration run).
 """
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import (Collection, Dict, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 from absl import logging
 import numpy as np
@@ -126,6 +136,11 @@ class FitBounds:
       at most this long (graphs of many small ops).
     max_trace_excess_s: the most the profiler may add to an op beyond the
       benchmark's tiny op (the benchmark measured 0.4-1.9 us).
+    max_dispatch_s: the most the executor may spend per op of a real graph
+      on a launch-bound device beyond the benchmark's chains.
+    stall_gap_s: the shortest idle gap between a launch-bound device's op
+      records that counts as a stall (`fit_stall`; ten times a kernel-free
+      op's traced time).
   """
   max_fixed_s: float = 1e-4
   min_scale: float = 0.05
@@ -134,10 +149,14 @@ class FitBounds:
   resolution_s: float = 1e-6
   small_step_s: float = 3e-3
   max_trace_excess_s: float = 5e-6
+  max_dispatch_s: float = 2e-5
+  stall_gap_s: float = 4e-5
 
 
 def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
-                        traced_op_s: Mapping[str, float]) -> List[OpSample]:
+                        traced_op_s: Mapping[str, float],
+                        kernel_devices: Collection[str] = ()
+                        ) -> List[OpSample]:
   """Pairs each traced op of a step with its roofline seconds.
 
   Args:
@@ -146,6 +165,8 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
       give the roofline.
     timing: the measured step (its `op_records`).
     traced_op_s: device name -> the tracer's cost per op on it.
+    kernel_devices: launch-bound devices: there the sample is the op's
+      kernel time (records without one are left out).
 
   Returns:
     One sample per traced op of the training step on a cluster device.
@@ -160,7 +181,12 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
     if not np.isfinite(work[i, j]):
       continue
     device = cluster.devices[j]
-    measured = max(0.0, rec.duration_s - traced_op_s.get(device.name, 0.0))
+    if device.name in kernel_devices:
+      if rec.kernel_s is None:
+        continue
+      measured = rec.kernel_s
+    else:
+      measured = max(0.0, rec.duration_s - traced_op_s.get(device.name, 0.0))
     out.append(OpSample(graph.ops[i].type, device.type, float(work[i, j]),
                         measured, graph.ops[i].stride > 1))
   return out
@@ -332,10 +358,27 @@ def fit_op_types(samples: Sequence[OpSample],
   return out
 
 
+def kernel_free_types(samples: Sequence[OpSample],
+                      device_types: Collection[str]
+                      ) -> Dict[str, Tuple[str, ...]]:
+  """Per device type of `device_types` (launch-bound), the op types whose
+  every sample there ran no kernel (`Calibration.kernel_free`)."""
+  ran: Dict[str, Dict[str, bool]] = {}
+  for s in samples:
+    if s.device_type in device_types:
+      per_type = ran.setdefault(s.device_type, {})
+      per_type[s.op_type] = per_type.get(s.op_type, False) or (
+          s.measured_s > 0)
+  return {t: tuple(sorted(k for k, v in per_type.items() if not v))
+          for t, per_type in ran.items()}
+
+
 def calibration_from_benchmark(
     bench: ClusterBenchmark, cluster: Cluster,
     op_types: Optional[Mapping[str, Mapping[str, OpTypeCost]]] = None,
-    notes: str = "") -> Calibration:
+    notes: str = "",
+    kernel_free: Optional[Mapping[str, Tuple[str, ...]]] = None
+) -> Calibration:
   """A calibration holding the measured figures (medians per device type)
   and the fitted op types.
 
@@ -345,6 +388,7 @@ def calibration_from_benchmark(
     op_types: the per-op-type fits (none: an uncalibrated, measured-only
       calibration).
     notes: free text.
+    kernel_free: `Calibration.kernel_free` (launch-bound device types).
   """
   measured = bench.apply(cluster)
   by_type: Dict[str, list] = {}
@@ -356,6 +400,14 @@ def calibration_from_benchmark(
 
   rates = {t: {r: median(ds, r) for r in DEVICE_RATES if median(ds, r) > 0}
            for t, ds in by_type.items()}
+  launch = {}
+  for t, ds in by_type.items():
+    measured_launch = [d.launch_s for d in bench.devices
+                       if d.device in {x.name for x in ds} and d.launch_s]
+    if measured_launch:
+      kinds = set(measured_launch[0]).intersection(*measured_launch)
+      launch[t] = {k: float(np.median([m[k] for m in measured_launch]))
+                   for k in sorted(kinds)}
   links = {}
   if bench.links:
     links[cluster.default_link.kind] = LinkSpec(
@@ -379,7 +431,7 @@ def calibration_from_benchmark(
       overlap_latency=measured.overlap_latency,
       rendezvous_transfers=measured.rendezvous_transfers, device_rates=rates,
       op_types={t: dict(v) for t, v in (op_types or {}).items()},
-      notes=notes)
+      launch_s=launch, kernel_free=dict(kernel_free or {}), notes=notes)
 
 
 # Shares of the measured per-message cost charged to each end, and of the
@@ -456,7 +508,8 @@ def fit_trace_excess(cluster: Cluster, calibration: Calibration,
   """Device type -> the seconds per op by which `calibration` over-predicts
   the short one-device steps: the median over runs of (predicted -
   measured) / ops, within [0, `bounds.max_trace_excess_s`]
-  (`Calibration.trace_excess_s`; see the module docstring).
+  (`Calibration.trace_excess_s`; see the module docstring). Launch-bound
+  device types are left out (their costs are untraced figures).
 
   Args:
     cluster: the uncalibrated cluster.
@@ -468,7 +521,63 @@ def fit_trace_excess(cluster: Cluster, calibration: Calibration,
   Returns:
     The excess of each device type with a short run (none: empty).
   """
-  excess: Dict[str, List[float]] = {}
+  misses = _per_op_misses(cluster, calibration, one_device_runs, bounds)
+  return {t: float(np.clip(np.median(v), 0.0, bounds.max_trace_excess_s))
+          for t, v in misses.items() if t not in calibration.launch_s}
+
+
+def fit_dispatch(cluster: Cluster, calibration: Calibration,
+                 one_device_runs: Sequence[tuple],
+                 bounds: FitBounds = FitBounds()) -> Dict[str, float]:
+  """Launch-bound device type -> the seconds per op by which `calibration`
+  under-predicts the short one-device steps: the median over runs of
+  (measured - predicted) / ops, within [0, `bounds.max_dispatch_s`]
+  (`Calibration.dispatch_s`: the executor's work per op in a real graph
+  that a chain of ops, launched inline one after the other, does not
+  show).
+
+  Args: as `fit_trace_excess`.
+  """
+  misses = _per_op_misses(cluster, calibration, one_device_runs, bounds)
+  return {t: float(np.clip(-np.median(v), 0.0, bounds.max_dispatch_s))
+          for t, v in misses.items() if t in calibration.launch_s}
+
+
+def fit_stall(timings: Sequence[Tuple[str, StepTiming]],
+              launch_types: Collection[str],
+              bounds: FitBounds = FitBounds()) -> Dict[str, float]:
+  """Launch-bound device type -> the median over its one-device runs of the
+  traced step's stalls: the idle time in gaps of at least
+  `bounds.stall_gap_s` between one op record's end (the latest so far) and
+  the next one's start (`Calibration.stall_s`). On the H200 every
+  one-device GPU step waited 120-350 us before its first random input op
+  and 50-130 us before the loss gradient's Tile, whatever its size: a
+  cost per step that neither the empty step nor a chain of ops has.
+
+  Args:
+    timings: (device type, traced timing) of each one-device run.
+    launch_types: the launch-bound device types.
+    bounds: the bounds.
+  """
+  stalls: Dict[str, List[float]] = {}
+  for device_type, timing in timings:
+    if device_type not in launch_types or not timing.op_records:
+      continue
+    end, idle = None, 0.0
+    for r in sorted(timing.op_records, key=lambda r: r.start_s):
+      if end is not None and r.start_s - end >= bounds.stall_gap_s:
+        idle += r.start_s - end
+      end = max(end or 0.0, r.start_s + r.duration_s)
+    stalls.setdefault(device_type, []).append(idle)
+  return {t: float(np.median(v)) for t, v in stalls.items()}
+
+
+def _per_op_misses(cluster: Cluster, calibration: Calibration,
+                   one_device_runs: Sequence[tuple],
+                   bounds: FitBounds) -> Dict[str, List[float]]:
+  """Device type -> (predicted - measured) / step ops of each of its
+  one-device runs of at most `bounds.small_step_s`."""
+  misses: Dict[str, List[float]] = {}
   simulators: Dict[int, Simulator] = {}  # One per graph (runs share them).
   for graph, ids, measured in one_device_runs:
     if measured > bounds.small_step_s:
@@ -481,10 +590,9 @@ def fit_trace_excess(cluster: Cluster, calibration: Calibration,
                                                    calibration)
     predicted = simulators[id(graph)].simulate(ids).step_time_s
     device_type = cluster.devices[step_devices.pop()].type
-    excess.setdefault(device_type, []).append(
+    misses.setdefault(device_type, []).append(
         (predicted - measured) / int(graph.step_mask.sum()))
-  return {t: float(np.clip(np.median(v), 0.0, bounds.max_trace_excess_s))
-          for t, v in excess.items()}
+  return misses
 
 
 def calibrated_simulator(graph: OpGraph, cluster: Cluster,

@@ -23,15 +23,18 @@ import numpy as np
 
 from tfplace.cost.calibrated import Calibration, apply_calibration
 from tfplace.cost.cluster import Cluster
+from tfplace.device_names import device_type_of
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.batch import MeasureOutcome, measure_rounds
 from tfplace.measurement.calibration_fit import (FitBounds,
                                                  calibrated_simulator,
                                                  calibration_from_benchmark,
-                                                 fit_op_types,
+                                                 fit_dispatch, fit_op_types,
+                                                 fit_stall,
                                                  fit_trace_excess,
                                                  fit_transfer_shares,
+                                                 kernel_free_types,
                                                  samples_from_timing)
 from tfplace.measurement.cluster_benchmark import (BenchmarkConfig,
                                                    ClusterBenchmark,
@@ -184,7 +187,8 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   measured = apply_calibration(cluster, calibration_from_benchmark(
       bench, cluster))
   traced = {d.device: d.traced_op_s for d in bench.devices}
-  samples, single, split = [], [], []
+  launch_bound = {d.device for d in bench.devices if d.launch_s}
+  samples, single, split, timings = [], [], [], []
   for r in runs:
     for (_, p), o in zip(r.placements, r.outcomes):
       if not o.ok:
@@ -192,8 +196,11 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
       run = (r.graph, p.to_array(r.graph, cluster),
              o.timing.median_step_time_s)
       if len(set(p.devices.values())) == 1:
-        samples += samples_from_timing(r.graph, measured, o.timing, traced)
+        samples += samples_from_timing(r.graph, measured, o.timing, traced,
+                                       launch_bound)
         single.append(run)
+        timings.append((device_type_of(next(iter(p.devices.values()))),
+                        o.timing))
       else:
         split.append(run)
   if not samples:
@@ -201,15 +208,21 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
     raise MeasureError("no one-device calibration run succeeded"
                        + (f": {errors[0]}" if errors else ""))
   op_types = fit_op_types(samples, bounds)
+  kernel_free = kernel_free_types(
+      samples, {d.type for d in measured.devices if d.name in launch_bound})
   share, byte_share = fit_transfer_shares(cluster, bench, op_types, split)
   calibration = calibration_from_benchmark(
       bench.with_message_share(share, byte_share), cluster, op_types,
       notes or f"fitted from {len(samples)} op records of "
       f"{', '.join(r.label for r in runs)} on {cluster.name}; per-message "
-      f"cost share {share:.2f}, per-byte host share {byte_share:.2f}")
+      f"cost share {share:.2f}, per-byte host share {byte_share:.2f}",
+      kernel_free)
   excess = fit_trace_excess(cluster, calibration, single, bounds)
-  return dataclasses.replace(calibration, trace_excess_s=excess), len(
-      samples)
+  calibration = dataclasses.replace(
+      calibration, trace_excess_s=excess,
+      stall_s=fit_stall(timings, calibration.launch_s, bounds))
+  dispatch = fit_dispatch(cluster, calibration, single, bounds)
+  return dataclasses.replace(calibration, dispatch_s=dispatch), len(samples)
 
 
 def report_from_runs(cluster: Cluster, bench: ClusterBenchmark,

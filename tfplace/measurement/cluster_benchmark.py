@@ -25,7 +25,13 @@ figure's median over several benchmarks. Per device:
   empty step's) / ops; and the tracer's cost per op (the tiny ops' traced
   duration), which the per-op fit subtracts from traced durations;
 * the empty step: a step that fetches a scalar made on the device (as a
-  one-device training step fetches its loss).
+  one-device training step fetches its loss);
+* on accelerators, the launch cost per launch kind
+  (`tfplace.cost.launch_kinds`): a chain of small ops of the kind, (its
+  untraced step time - the empty step's) / ops; the element-wise kind is
+  the per-op overhead. Their matmul and convolution rates come from
+  GPU-sized ops (a CPU-sized 384^3 matmul is 2-10 us on an H200, at the
+  tracer's 1 us resolution).
 
 Per pair of devices (both directions), in the simulator's own terms
 (`tfplace.simulator.simulator`: a transfer costs its sender and receiver a
@@ -51,13 +57,14 @@ many RecvTensor calls in flight).
 import dataclasses
 import statistics
 import time
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 from absl import logging
 import numpy as np
 from tqdm.auto import tqdm
 
 from tfplace.cost.cluster import Cluster, Link
+from tfplace.cost.launch_kinds import ELEMENTWISE
 from tfplace.device_names import device_type_of
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import StepFetches
@@ -83,6 +90,9 @@ class BenchmarkConfig:
     matmul_size: n of the n x n x n matmuls.
     conv_shape: (batch, height = width, channels) of the 3x3 convolutions
       (channels in = out).
+    accelerator_matmul_size, accelerator_conv_shape: the same on
+      accelerators.
+    launch_ops: ops of each launch-kind chain (accelerators).
     narrow_channels: output channels of the narrow convolutions (the same
       input) that measure `DeviceBenchmark.conv_lanes`.
     copy_elements: float32 elements of the element-wise add (keep it above
@@ -94,6 +104,9 @@ class BenchmarkConfig:
   """
   matmul_size: int = 384
   conv_shape: Tuple[int, int, int] = (4, 32, 64)
+  accelerator_matmul_size: int = 4096
+  accelerator_conv_shape: Tuple[int, int, int] = (32, 56, 128)
+  launch_ops: int = 64
   narrow_channels: int = 2
   copy_elements: int = 1 << 24
   chain_ops: int = 3
@@ -121,6 +134,9 @@ class DeviceBenchmark:
       and files written before it was).
     recv_issue_s: seconds to start one Recv, from a profiled step
       (`tfplace.measurement.recv_issue`); 0: not measured.
+    launch_s: on accelerators, launch kind (`tfplace.cost.launch_kinds`)
+      -> untraced seconds per op of that kind; empty on CPUs (and in files
+      written before it was measured).
   """
   device: str
   matmul_flops: float
@@ -131,6 +147,7 @@ class DeviceBenchmark:
   empty_step_s: float
   conv_lanes: float = 0.0
   recv_issue_s: float = 0.0
+  launch_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,7 +276,9 @@ class ClusterBenchmark:
           f"{format_seconds(d.empty_step_s)}"
           + (f", conv lanes {d.conv_lanes:.1f}" if d.conv_lanes else "")
           + (f", Recv issue {format_seconds(d.recv_issue_s)}"
-             if d.recv_issue_s else ""))
+             if d.recv_issue_s else "")
+          + ("".join(f"\n  launch {kind}: {format_seconds(s)} per op"
+                     for kind, s in d.launch_s.items())))
     for l in self.links:
       lines.append(
           f"{l.src} -> {l.dst}: per message "
@@ -286,10 +305,12 @@ class ClusterBenchmark:
                          f"\"{FORMAT}\"")
     try:
       result = cls(
-          devices=tuple(DeviceBenchmark(**d) for d in data["devices"]),
+          devices=tuple(DeviceBenchmark(**dict(d, launch_s={
+              str(k): float(v) for k, v in d.get("launch_s", {}).items()}))
+                        for d in data["devices"]),
           links=tuple(LinkBenchmark(**l) for l in data["links"]),
           empty_step_s=float(data["empty_step_s"]))
-    except (KeyError, TypeError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
       raise MeasureError(f"malformed cluster benchmark: {e!r}") from None
     check_physical(result)
     return result
@@ -316,11 +337,19 @@ def median_benchmark(benches: Sequence[ClusterBenchmark]) -> ClusterBenchmark:
                          "benchmarks of one cluster")
 
   def median_of(items):
-    """`items[0]` with each float field the median over `items`."""
-    return dataclasses.replace(items[0], **{
-        f.name: statistics.median(getattr(x, f.name) for x in items)
-        for f in dataclasses.fields(items[0])
-        if isinstance(getattr(items[0], f.name), float)})
+    """`items[0]` with each float field, and each figure of a mapping of
+    floats (the launch kinds all measured), the median over `items`."""
+    changes = {}
+    for f in dataclasses.fields(items[0]):
+      first = getattr(items[0], f.name)
+      if isinstance(first, float):
+        changes[f.name] = statistics.median(getattr(x, f.name) for x in items)
+      elif isinstance(first, Mapping):
+        keys = set(first).intersection(*(getattr(x, f.name) for x in items))
+        changes[f.name] = {k: statistics.median(getattr(x, f.name)[k]
+                                                for x in items)
+                           for k in first if k in keys}
+    return dataclasses.replace(items[0], **changes)
 
   return ClusterBenchmark(
       devices=tuple(median_of([b.devices[i] for b in benches])
@@ -356,6 +385,8 @@ def check_physical(result: ClusterBenchmark) -> None:
     bad(f"{d.device} op_overhead_s", d.op_overhead_s, True)
     bad(f"{d.device} traced_op_s", d.traced_op_s, True)
     bad(f"{d.device} conv_lanes", d.conv_lanes, True)
+    for kind, seconds in d.launch_s.items():
+      bad(f"{d.device} launch_s[{kind}]", seconds, True)
   for l in result.links:
     bad(f"{l.src}->{l.dst} bandwidth", l.bandwidth, False)
     bad(f"{l.src}->{l.dst} latency_s", l.latency_s, True)
@@ -530,13 +561,19 @@ def _benchmark_device(runner: "BenchmarkRunner", name: str,
     lanes = float(np.clip(channels * _tick(narrow) / _tick(conv),
                           g.narrow_channels, channels))
   copy = _median_of_runs(runner.durations(g.copy, g.copy_ops))
+  launch = {}
+  if g.launch:
+    launch[ELEMENTWISE] = max(0.0, per_op)
+    for kind, (fetch, ops) in g.launch.items():
+      launch[kind] = max(0.0, runner.median_difference(fetch, g.empty)
+                         / len(ops))
   return DeviceBenchmark(
       device=name, matmul_flops=g.matmul_flops / _tick(matmul),
       conv_flops=g.conv_flops / _tick(conv),
       copy_bandwidth=g.copy_bytes / _tick(copy),
       op_overhead_s=max(0.0, per_op),
       traced_op_s=traced_tiny, empty_step_s=empty,
-      conv_lanes=lanes)
+      conv_lanes=lanes, launch_s=launch)
 
 
 def _median_of_runs(runs: List[List[float]]) -> float:

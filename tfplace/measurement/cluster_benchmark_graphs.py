@@ -3,11 +3,19 @@ per ordered pair of devices, each part run through its own fetches.
 
 Every part is pinned to its devices. Fetches are op names run as targets
 (nothing is fetched back to the client) except the empty steps', which
-fetch a scalar as a training step fetches its loss.
+fetch a scalar as a training step fetches its loss. An accelerator's part
+has GPU-sized matmuls and convolutions (`BenchmarkConfig.
+accelerator_matmul_size`, `accelerator_conv_shape`) and, per launch kind
+(`tfplace.cost.launch_kinds`), a chain of small ops of that kind, each
+after the one before (by data or by a control edge): the host launches a
+GPU op and goes on while its kernel runs, so a chain of ops whose kernels
+are shorter than their launches measures the launch.
 """
 
 import dataclasses
 from typing import Dict, List, Sequence, Tuple
+
+from tfplace.device_names import device_type_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +34,8 @@ class DeviceGraphs:
       on the chain's input), FLOPs per conv.
     copy, copy_ops, copy_bytes: the element-wise chain, bytes each op reads
       and writes.
+    launch: on an accelerator, launch kind -> (fetch, ops) of its chain of
+      small ops; empty on CPUs.
   """
   empty: Tuple[str, ...]
   tiny: Tuple[str, ...]
@@ -43,6 +53,8 @@ class DeviceGraphs:
   copy: Tuple[str, ...]
   copy_ops: Tuple[str, ...]
   copy_bytes: float
+  launch: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = (
+      dataclasses.field(default_factory=dict))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +97,7 @@ def build(devices: Sequence[str], bench) -> BenchmarkGraphs:
     parts = {}
     for i, device in enumerate(devices):
       with tf.name_scope(f"bench_device_{i}"), tf.device(device):
-        parts[device] = _device_part(bench)
+        parts[device] = _device_part(bench, device_type_of(device) != "CPU")
     pairs = {}
     for i, a in enumerate(devices):
       for j, b in enumerate(devices):
@@ -111,16 +123,17 @@ def _chain(x, op, count: int) -> Tuple[object, List[str]]:
   return x, names
 
 
-def _device_part(bench) -> DeviceGraphs:
+def _device_part(bench, accelerator: bool) -> DeviceGraphs:
   import tensorflow as tf
   empty = tf.random.stateless_uniform([], seed=[1, 1], name="empty")
   one = tf.constant(1.0, name="one")
   seed = tf.random.stateless_uniform([], seed=[1, 2], name="scalar")
   tiny, tiny_ops = _chain(seed, lambda x: tf.add(x, one), bench.tiny_ops)
-  n = bench.matmul_size
+  n = bench.accelerator_matmul_size if accelerator else bench.matmul_size
   a = tf.random.stateless_normal([n, n], seed=[1, 3]) * (n ** -0.5)
   mm, mm_ops = _chain(a, lambda x: tf.matmul(x, a), bench.chain_ops)
-  b, size, c = bench.conv_shape
+  b, size, c = (bench.accelerator_conv_shape if accelerator
+                else bench.conv_shape)
   img = tf.random.stateless_normal([b, size, size, c], seed=[1, 4])
   w = tf.random.stateless_normal([3, 3, c, c], seed=[1, 5]) * (9 * c) ** -0.5
   cv, cv_ops = _chain(img, lambda x: tf.nn.conv2d(x, w, 1, "SAME"),
@@ -141,7 +154,75 @@ def _device_part(bench) -> DeviceGraphs:
       narrow=(narrow_all.name,), narrow_ops=tuple(x.op.name for x in narrow),
       narrow_flops=2.0 * b * size * size * c * 9 * k, narrow_channels=k,
       copy=(cp.op.name,),
-      copy_ops=tuple(cp_ops), copy_bytes=8.0 * bench.copy_elements + 4.0)
+      copy_ops=tuple(cp_ops), copy_bytes=8.0 * bench.copy_elements + 4.0,
+      launch=_launch_chains(bench.launch_ops) if accelerator else {})
+
+
+def _launch_chains(count: int
+                   ) -> Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]]:
+  """Per launch kind, a chain of `count` small ops of that kind (shapes of
+  the calibration suite's: batch 8, 16 x 16, 16 channels), each after the
+  one before: (fetch, ops). The element-wise kind is the tiny chain's."""
+  import tensorflow as tf
+  from tfplace.cost.launch_kinds import (BATCH_NORM, BATCH_NORM_GRAD, CONV,
+                                         CONV_FILTER, CONV_INPUT, MATMUL,
+                                         NO_KERNEL)
+  shape = [8, 16, 16, 16]
+  # Every input is made once, outside the chains: a chain holds only ops of
+  # its kind.
+  x = tf.random.stateless_normal(shape, seed=[3, 1])
+  w = tf.random.stateless_normal([3, 3, 16, 16], seed=[3, 2]) * 0.1
+  m = tf.random.stateless_normal([64, 64], seed=[3, 3]) * 0.125
+  scale, offset, empty = tf.ones([16]), tf.zeros([16]), tf.zeros([0])
+  input_sizes = tf.constant(shape)
+  filter_sizes = tf.constant([3, 3, 16, 16])
+  strides = [1, 1, 1, 1]
+
+  def batch_norm(v):
+    return tf.raw_ops.FusedBatchNormV3(x=v, scale=scale, offset=offset,
+                                       mean=empty, variance=empty,
+                                       is_training=True).y
+
+  reserve = tf.raw_ops.FusedBatchNormV3(x=x, scale=scale, offset=offset,
+                                        mean=empty, variance=empty,
+                                        is_training=True)
+
+  def batch_norm_grad(v):
+    return tf.raw_ops.FusedBatchNormGradV3(
+        y_backprop=v, x=x, scale=scale,
+        reserve_space_1=reserve.reserve_space_1,
+        reserve_space_2=reserve.reserve_space_2,
+        reserve_space_3=reserve.reserve_space_3, is_training=True)[0]
+
+  def conv_filter(_):
+    return tf.raw_ops.Conv2DBackpropFilter(
+        input=x, filter_sizes=filter_sizes, out_backprop=x, strides=strides,
+        padding="SAME")
+
+  makers = {
+      CONV: lambda v: tf.raw_ops.Conv2D(input=v, filter=w, strides=strides,
+                                        padding="SAME"),
+      CONV_INPUT: lambda v: tf.raw_ops.Conv2DBackpropInput(
+          input_sizes=input_sizes, filter=w, out_backprop=v,
+          strides=strides, padding="SAME"),
+      CONV_FILTER: conv_filter,
+      BATCH_NORM: batch_norm, BATCH_NORM_GRAD: batch_norm_grad,
+      MATMUL: lambda v: tf.matmul(v, m),
+      NO_KERNEL: tf.identity,
+  }
+  start = {MATMUL: m}
+  out = {}
+  for kind, make in makers.items():
+    with tf.name_scope(f"launch_{kind}"):
+      v, names = start.get(kind, x), []
+      for _ in range(count):
+        # A control edge keeps the order where the op's output cannot feed
+        # the next (a filter gradient).
+        with tf.control_dependencies([v.op] if names else []):
+          v = make(v)
+        names.append(v.op.name)
+      out[kind] = ((v.op.name,), tuple(names))
+  return out
 
 
 def _fanout(a: str, b: str, count: int, name: str) -> str:
