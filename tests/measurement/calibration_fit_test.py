@@ -369,13 +369,20 @@ def test_a_launch_bound_device_gives_kernel_time_samples():
   ident = next(op.name for i, op in enumerate(graph.ops)
                if graph.step_mask[i] and op.type != "MatMul")
   # The launch (40 us traced) is not the sample: the kernel (3 us) is, with
-  # nothing taken off; a record without a kernel time is left out.
+  # nothing taken off; an op without a kernel time ran none.
   records = (OpRecord(mm, dev, 0.0, 4e-5, kernel_s=3e-6),
              OpRecord(ident, dev, 0.0, 2e-6))
   timing = StepTiming(1e-3, 1e-3, 1e-3, 0.0, 0.0, (1e-3,), records)
   samples = fit.samples_from_timing(graph, cluster, timing, {dev: 5e-7},
                                     {dev})
-  assert [(s.op_type, s.measured_s) for s in samples] == [("MatMul", 3e-6)]
+  assert sorted(s.measured_s for s in samples) == [0.0, 3e-6]
+  assert samples[[s.op_type for s in samples].index("MatMul")].measured_s == (
+      3e-6)
+  # A step whose tracer recorded no kernel on the device tells nothing.
+  untraced = dataclasses.replace(timing, op_records=(
+      OpRecord(mm, dev, 0.0, 4e-5), OpRecord(ident, dev, 0.0, 2e-6)))
+  assert fit.samples_from_timing(graph, cluster, untraced, {dev: 5e-7},
+                                 {dev}) == []
   assert len(fit.samples_from_timing(graph, cluster, timing,
                                      {dev: 5e-7})) == 2
   # Types that never ran a kernel there, per launch-bound device type.

@@ -166,12 +166,17 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
     timing: the measured step (its `op_records`).
     traced_op_s: device name -> the tracer's cost per op on it.
     kernel_devices: launch-bound devices: there the sample is the op's
-      kernel time (records without one are left out).
+      kernel time, 0 for an op that ran none (where the step recorded no
+      kernel on the device at all, its records are left out).
 
   Returns:
     One sample per traced op of the training step on a cluster device.
   """
   work = AnalyticalCostModel().work_seconds(graph, cluster)
+  # Launch-bound devices whose tracer recorded kernels in this step: there
+  # an op without a kernel time ran none.
+  traced_kernels = {r.device for r in timing.op_records
+                    if r.kernel_s is not None and r.device in kernel_devices}
   out = []
   for rec in timing.op_records:
     i = graph.index.get(rec.name)
@@ -182,9 +187,9 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
       continue
     device = cluster.devices[j]
     if device.name in kernel_devices:
-      if rec.kernel_s is None:
+      if device.name not in traced_kernels:
         continue
-      measured = rec.kernel_s
+      measured = rec.kernel_s or 0.0
     else:
       measured = max(0.0, rec.duration_s - traced_op_s.get(device.name, 0.0))
     out.append(OpSample(graph.ops[i].type, device.type, float(work[i, j]),
