@@ -264,15 +264,21 @@ def test_calibration_from_benchmark_holds_the_measured_figures(tmp_path):
   assert Calibration.load(path) == cal
 
 
-def test_samples_subtract_the_tracer_and_skip_foreign_ops():
+def _one_matmul_graph():
+  """(graph, measured 2-worker cluster, its second device, the MatMul's
+  name)."""
   from tfplace.measurement.local_cluster import make_worker_cluster
-  from tfplace.measurement.timing import OpRecord, StepTiming
   from tfplace.models.registry import build_model
   graph = build_model("chain_mlp", num_layers=1, batch_size=2, input_size=4,
                       hidden=4)
   cluster = _bench().apply(make_worker_cluster(2))
-  dev = cluster.device_names[1]
   mm = next(op.name for op in graph.ops if op.type == "MatMul")
+  return graph, cluster, cluster.device_names[1], mm
+
+
+def test_samples_subtract_the_tracer_and_skip_foreign_ops():
+  from tfplace.measurement.timing import OpRecord, StepTiming
+  graph, cluster, dev, mm = _one_matmul_graph()
   init = next(op.name for i, op in enumerate(graph.ops)
               if not graph.step_mask[i])
   records = (OpRecord(mm, dev, 0.0, 4e-6), OpRecord(mm, "/cpu:9", 0.0, 1.0),
@@ -358,14 +364,8 @@ def test_the_trace_excess_is_what_short_one_device_steps_are_over_by():
 
 
 def test_a_launch_bound_device_gives_kernel_time_samples():
-  from tfplace.measurement.local_cluster import make_worker_cluster
   from tfplace.measurement.timing import OpRecord, StepTiming
-  from tfplace.models.registry import build_model
-  graph = build_model("chain_mlp", num_layers=1, batch_size=2, input_size=4,
-                      hidden=4)
-  cluster = _bench().apply(make_worker_cluster(2))
-  dev = cluster.device_names[1]
-  mm = next(op.name for op in graph.ops if op.type == "MatMul")
+  graph, cluster, dev, mm = _one_matmul_graph()
   ident = next(op.name for i, op in enumerate(graph.ops)
                if graph.step_mask[i] and op.type != "MatMul")
   # The launch (40 us traced) is not the sample: the kernel (3 us) is, with

@@ -25,6 +25,7 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
         "trace_excess_s": {"CPU": 1.2e-6},
         "launch_s": {"GPU": {"conv": 3e-5, "matmul": 8e-6,
                              "elementwise": 4e-6, "no_kernel": 1e-6, ...}},
+        "dispatch_s": {"GPU": 2e-6}, "stall_s": {"GPU": 3e-4},
         "kernel_free": {"GPU": ["StridedSlice"]},
         "transfer_overhead_s": {"CPU": 4e-5},
         "transfer_byte_s": {"CPU": 2e-10},
@@ -68,8 +69,11 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   an op type in `kernel_free` ran no kernel in calibration and is charged
   the "no_kernel" launch) and its kernel time, `op_types` there being fits
   of the traced kernel times (`OpRecord.kernel_s`), not of the traced
-  launches, which the GPU tracer makes 2-10x longer. No `trace_excess_s`
-  applies there. Files written before a key existed
+  launches, which the GPU tracer makes 2-10x longer. Every op there also
+  costs `dispatch_s` (the executor's work per op of a real graph beyond a
+  chain's), and a step that uses such a device waits its `stall_s` (added
+  to the device's run overhead). No `trace_excess_s` applies there. Files
+  written before a key existed
   load with it empty (or 0, or false): the old behaviour.
 """
 
@@ -237,22 +241,14 @@ class Calibration:
         raise ClusterError(f"calibration {name} must be true or false, "
                            f"got {getattr(self, name)!r}")
     for dtype, launch in self.launch_s.items():
-      unknown = set(launch) - set(KINDS)
-      if unknown:
-        raise ClusterError(f"calibration launch_s[{dtype!r}] has unknown "
-                           f"launch kinds {sorted(unknown)}; allowed: "
-                           f"{list(KINDS)}")
+      _check_known(launch, f"launch_s[{dtype!r}]", "launch kinds", KINDS)
       if ELEMENTWISE not in launch:
         raise ClusterError(f"calibration launch_s[{dtype!r}] needs the "
                            f"{ELEMENTWISE!r} kind (the other kinds' ops "
                            f"fall back to it)")
       _check_factors(launch, f"launch_s[{dtype!r}]", allow_zero=True)
     for dtype, rates in self.device_rates.items():
-      unknown = set(rates) - set(DEVICE_RATES)
-      if unknown:
-        raise ClusterError(f"calibration device_rates[{dtype!r}] has unknown "
-                           f"keys {sorted(unknown)}; allowed: "
-                           f"{list(DEVICE_RATES)}")
+      _check_known(rates, f"device_rates[{dtype!r}]", "keys", DEVICE_RATES)
       _check_factors(rates, f"device_rates[{dtype!r}]", allow_zero=False)
 
   def seen(self, device_type: str, op_type: str) -> bool:
@@ -366,6 +362,15 @@ def _factors(data: dict, key: str, allow_zero: bool = False) -> dict:
   out = {str(k): float(v) for k, v in data.get(key, {}).items()}
   _check_factors(out, key, allow_zero)
   return out
+
+
+def _check_known(values: Mapping[str, float], key: str, what: str,
+                 allowed) -> None:
+  """Raises ClusterError if `values` has a key outside `allowed`."""
+  unknown = set(values) - set(allowed)
+  if unknown:
+    raise ClusterError(f"calibration {key} has unknown {what} "
+                       f"{sorted(unknown)}; allowed: {list(allowed)}")
 
 
 def _check_factors(values: Mapping[str, float], key: str,

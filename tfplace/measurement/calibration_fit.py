@@ -71,8 +71,11 @@ traced kernel times (`OpRecord.kernel_s`), and the launches are the
 benchmark's untraced figures (`tfplace.cost.calibrated`): the GPU tracer
 makes a launch 2-10x longer, and no per-op or per-byte excess explained by
 how much (WORKSPACE_NOTES.md, "GPUs"). There op types whose executions ran
-no kernel are listed (`Calibration.kernel_free`) and no trace excess is
-fitted.
+no kernel are listed (`Calibration.kernel_free`), no trace excess is
+fitted, and two figures are read off the one-device runs instead: the
+stall per step (`fit_stall`: the long idle gaps of the traced steps) and
+the dispatch per op (`fit_dispatch`: what the steps are still
+under-predicted by, per op).
 
 Step times never enter the op-type fit: they judge it (`calibration_runs`
 reports the in-sample error of every calibration run).

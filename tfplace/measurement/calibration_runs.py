@@ -178,7 +178,10 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   chosen on the multi-device runs (`calibration_fit.fit_transfer_shares`;
   with rendezvous transfers the measured costs are used as they are), and
   the profiler's excess per op, from the short one-device runs
-  (`calibration_fit.fit_trace_excess`).
+  (`calibration_fit.fit_trace_excess`). On launch-bound devices (whose
+  benchmark measured launch costs: GPUs) the op types are fitted on the
+  kernel times, and the stall per step and the dispatch per op come from
+  their one-device runs (`calibration_fit.fit_stall`, `fit_dispatch`).
 
   Raises:
     MeasureError: no one-device run succeeded.
