@@ -507,7 +507,7 @@ class CalibratedCostModel(CostModel):
             and np.isfinite(seconds[i, j])]
     if not rows:
       return
-    kind = launch_kind(op_type, {t: True for t in kernel_free})
+    kind = launch_kind(op_type, kernel_free)
     if kind == NO_KERNEL:
       kernel = np.zeros(len(rows))
     else:

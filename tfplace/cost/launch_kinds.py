@@ -15,7 +15,7 @@ element-wise op's (any other op that runs a kernel), or nothing's (an op
 that only passes a buffer on: Identity, Reshape, a variable's handle).
 """
 
-from typing import Mapping, Optional
+from typing import Collection
 
 CONV = "conv"
 CONV_INPUT = "conv_input"
@@ -52,16 +52,14 @@ _KIND_OF_TYPE = {
 }
 
 
-def launch_kind(op_type: str,
-                kernel_free: Optional[Mapping[str, bool]] = None) -> str:
+def launch_kind(op_type: str, kernel_free: Collection[str] = ()) -> str:
   """The launch kind of an op type.
 
   Args:
     op_type: the TF op type.
-    kernel_free: op type -> whether its traced executions ran no kernel
-      on the device (`Calibration.kernel_free`); a type known to run none
-      is `NO_KERNEL` (the shape arithmetic in host memory: StridedSlice,
-      InvertPermutation).
+    kernel_free: op types whose traced executions ran no kernel on the
+      device (`Calibration.kernel_free`); such a type is `NO_KERNEL` (the
+      shape arithmetic in host memory: StridedSlice, InvertPermutation).
 
   Returns:
     The kind in the table of known types, else `NO_KERNEL` for a type that
@@ -70,6 +68,6 @@ def launch_kind(op_type: str,
   kind = _KIND_OF_TYPE.get(op_type)
   if kind is not None:
     return kind
-  if kernel_free and kernel_free.get(op_type):
+  if op_type in kernel_free:
     return NO_KERNEL
   return ELEMENTWISE

@@ -133,10 +133,10 @@ def _einsum(ins, outs, attr) -> float:
     if len(dims) != len(letters):
       return 0.0
     sizes.update(zip(letters, (int(d) for d in dims)))
-  contracted = math.prod(n for letter, n in sizes.items()
-                         if letter not in out)
   if len(ins) == 1:
     return float(num_elements(ins[0])) if set(sizes) - set(out) else 0.0
+  contracted = math.prod(n for letter, n in sizes.items()
+                         if letter not in out)
   return 2.0 * num_elements(outs[0]) * contracted
 
 

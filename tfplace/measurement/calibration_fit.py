@@ -410,8 +410,9 @@ def calibration_from_benchmark(
            for t, ds in by_type.items()}
   launch = {}
   for t, ds in by_type.items():
+    names = {x.name for x in ds}
     measured_launch = [d.launch_s for d in bench.devices
-                       if d.device in {x.name for x in ds} and d.launch_s]
+                       if d.device in names and d.launch_s]
     if measured_launch:
       kinds = set(measured_launch[0]).intersection(*measured_launch)
       launch[t] = {k: float(np.median([m[k] for m in measured_launch]))
@@ -529,9 +530,11 @@ def fit_trace_excess(cluster: Cluster, calibration: Calibration,
   Returns:
     The excess of each device type with a short run (none: empty).
   """
-  misses = _per_op_misses(cluster, calibration, one_device_runs, bounds)
+  types = {d.type for d in cluster.devices} - set(calibration.launch_s)
+  misses = _per_op_misses(cluster, calibration, one_device_runs, bounds,
+                          types)
   return {t: float(np.clip(np.median(v), 0.0, bounds.max_trace_excess_s))
-          for t, v in misses.items() if t not in calibration.launch_s}
+          for t, v in misses.items()}
 
 
 def fit_dispatch(cluster: Cluster, calibration: Calibration,
@@ -546,9 +549,10 @@ def fit_dispatch(cluster: Cluster, calibration: Calibration,
 
   Args: as `fit_trace_excess`.
   """
-  misses = _per_op_misses(cluster, calibration, one_device_runs, bounds)
+  misses = _per_op_misses(cluster, calibration, one_device_runs, bounds,
+                          set(calibration.launch_s))
   return {t: float(np.clip(-np.median(v), 0.0, bounds.max_dispatch_s))
-          for t, v in misses.items() if t in calibration.launch_s}
+          for t, v in misses.items()}
 
 
 def fit_stall(timings: Sequence[Tuple[str, StepTiming]],
@@ -581,10 +585,11 @@ def fit_stall(timings: Sequence[Tuple[str, StepTiming]],
 
 
 def _per_op_misses(cluster: Cluster, calibration: Calibration,
-                   one_device_runs: Sequence[tuple],
-                   bounds: FitBounds) -> Dict[str, List[float]]:
-  """Device type -> (predicted - measured) / step ops of each of its
-  one-device runs of at most `bounds.small_step_s`."""
+                   one_device_runs: Sequence[tuple], bounds: FitBounds,
+                   device_types: Collection[str]) -> Dict[str, List[float]]:
+  """Device type of `device_types` -> (predicted - measured) / step ops of
+  each of its one-device runs of at most `bounds.small_step_s` (other
+  runs are not simulated)."""
   misses: Dict[str, List[float]] = {}
   simulators: Dict[int, Simulator] = {}  # One per graph (runs share them).
   for graph, ids, measured in one_device_runs:
@@ -593,11 +598,13 @@ def _per_op_misses(cluster: Cluster, calibration: Calibration,
     step_devices = set(ids[graph.step_mask].tolist())
     if len(step_devices) != 1:
       continue
+    device_type = cluster.devices[step_devices.pop()].type
+    if device_type not in device_types:
+      continue
     if id(graph) not in simulators:
       simulators[id(graph)] = calibrated_simulator(graph, cluster,
                                                    calibration)
     predicted = simulators[id(graph)].simulate(ids).step_time_s
-    device_type = cluster.devices[step_devices.pop()].type
     misses.setdefault(device_type, []).append(
         (predicted - measured) / int(graph.step_mask.sum()))
   return misses

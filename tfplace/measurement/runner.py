@@ -64,12 +64,6 @@ WATCHDOG_GRACE_S = 10.0
 # ---- checks before running ---------------------------------------------
 
 
-def num_local_cpus(placement: Placement) -> int:
-  """Logical CPU devices an in-process session needs for `placement` (its
-  GPUs must be this machine's: `tfplace.measurement.local_devices`)."""
-  return local_cpus_for(placement.devices.values())
-
-
 def _check_target(placement: Placement, config: MeasureConfig) -> int:
   """Logical CPUs to give an in-process session (1 on a server target).
 
@@ -77,8 +71,8 @@ def _check_target(placement: Placement, config: MeasureConfig) -> int:
     MeasureError: the placement's devices do not fit the target, or a
       server of the target's cluster does not answer.
   """
-  if not config.remote:
-    return num_local_cpus(placement)
+  if not config.remote:  # Its GPUs must be this machine's.
+    return local_cpus_for(placement.devices.values())
   local = sorted(d for d in set(placement.devices.values())
                  if d.startswith("/job:localhost/"))
   if local:
