@@ -7,11 +7,12 @@ samples per second. Measured after one warm-up batch (tf.function tracing and
 numba compilation are reported separately as setup time).
 
   python scripts/learned_throughput.py --model inception_v3 --cluster k80x4
-  python scripts/learned_throughput.py --configs colocrl:64,hierarchical
+  python scripts/learned_throughput.py --configs colocrl:64,gdp:64,hierarchical
 
 Configurations: "colocrl:K" (ColocRL over K topological chunks split by the
 start placement's devices; "colocrl:all" places every colocation group as its
-own unit) and "hierarchical" (the grouper over every colocation group).
+own unit), "gdp:K" (GDP over the same units; "gdp:all" likewise) and
+"hierarchical" (the grouper over every colocation group).
 """
 
 import dataclasses
@@ -30,7 +31,8 @@ from tfplace.cli.app_runner import run_app  # noqa: E402
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", "inception_v3", "benchmark model")
 flags.DEFINE_string("cluster", "k80x4", "cluster preset")
-flags.DEFINE_list("configs", ["colocrl:64", "colocrl:all", "hierarchical"],
+flags.DEFINE_list("configs", ["colocrl:64", "colocrl:all", "gdp:64",
+                                "hierarchical"],
                   "configurations (see the module docstring)")
 flags.DEFINE_list("batch_sizes", ["32", "64"], "placements per policy call")
 flags.DEFINE_list("agents", ["reinforce", "ppo"], "agents")
@@ -43,11 +45,12 @@ def _setup(problem, start, config: str, batch_size: int, agent: str):
   kind, _, arg = config.partition(":")
   env = builders.EnvConfig(batch_size=batch_size,
                            shared_logits=agent != "ppo")
-  if kind == "colocrl":
+  if kind in ("colocrl", "gdp"):
     chunks = problem.groups.num_groups if arg == "all" else int(arg or 64)
     env = dataclasses.replace(env, num_chunks=chunks)
-    return builders.colocrl_setup(problem, start.group_devices, start.step_time_s,
-                                  env)
+    setup = (builders.colocrl_setup if kind == "colocrl" else
+             builders.gdp_setup)
+    return setup(problem, start.group_devices, start.step_time_s, env)
   return builders.hierarchical_setup(problem, start.group_devices,
                                      start.step_time_s, env)
 

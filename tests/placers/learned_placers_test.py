@@ -15,7 +15,8 @@ from tfplace.placers.registry import get_placer, list_placers
 
 
 def test_registered_as_learned_with_options():
-  assert {"colocrl", "hierarchical"} <= set(list_placers(PlacerKind.LEARNED))
+  assert {"colocrl", "hierarchical", "gdp"} <= set(
+      list_placers(PlacerKind.LEARNED))
   placer = get_placer("colocrl", "agent=ppo,budget_s=5,num_chunks=4")
   assert placer.options.agent == "ppo" and placer.options.num_chunks == 4
   assert get_placer("hierarchical", {"num_groups": 8}).options.num_groups == 8
@@ -30,9 +31,12 @@ def test_registered_as_learned_with_options():
     get_placer("colocrl", "reexplore_after=-1")
   with pytest.raises(PlacementError, match="placeto does not re-explore"):
     get_placer("placeto", "reexplore_after=5")
+  assert get_placer("gdp", "heads=2,segment_length=16").options.heads == 2
+  with pytest.raises(PlacementError, match="gdp: heads, sage_layers must be"):
+    get_placer("gdp", "heads=0,sage_layers=0")
 
 
-@pytest.mark.parametrize("name", ["colocrl", "hierarchical"])
+@pytest.mark.parametrize("name", ["colocrl", "hierarchical", "gdp"])
 def test_one_device_or_one_group_returns_at_once(name):
   one_device = lib.chain_problem(num_devices=1)
   placement = get_placer(name).place(one_device)
@@ -50,7 +54,8 @@ def test_nothing_fits_is_a_clear_error():
 
 
 @pytest.mark.parametrize("name, agent", [("colocrl", "reinforce"),
-                                         ("hierarchical", "ppo")])
+                                         ("hierarchical", "ppo"),
+                                         ("gdp", "ppo")])
 def test_short_search_returns_a_feasible_placement_no_slower_than_start(
     name, agent, tmp_path):
   problem = lib.chain_problem()
@@ -66,3 +71,19 @@ def test_short_search_returns_a_feasible_placement_no_slower_than_start(
   saved = json.loads(open(os.path.join(logdir, "best_placement.json")).read())
   assert saved["metadata"]["predicted_step_time_s"] == pytest.approx(
       run.step_time_s)
+
+
+def test_gdp_saves_its_network_and_starts_another_graph_from_it(tmp_path):
+  options = {"budget_s": 600, "max_samples": 32, "hidden": 8, "heads": 2,
+             "progress": False}
+  first = str(tmp_path / "first")
+  run_placer(lib.chain_problem(), get_placer("gdp", {**options,
+                                                     "logdir": first}), seed=0)
+  assert os.path.exists(os.path.join(first, "network", "sizes.json"))
+  other = lib.chain_problem(num_ops=20)  # Another graph, as many devices.
+  run = run_placer(other, get_placer("gdp", {**options, "pretrained": first}),
+                   seed=0)
+  assert run.feasible
+  with pytest.raises(PlacementError, match="does not fit this search"):
+    run_placer(other, get_placer("gdp", {**options, "hidden": 16,
+                                         "pretrained": first}), seed=0)

@@ -13,6 +13,7 @@ import tensorflow as tf
 from tfplace import interrupts
 from tfplace.errors import PlacementError
 from tfplace.rl import builders
+from tfplace.rl import experience as experience_lib
 from tfplace.rl.agents import AgentConfig
 from tfplace.rl.imitation import unit_logits
 from tfplace.rl.search import SearchConfig, run_search
@@ -49,6 +50,48 @@ def test_two_groups_learned_in_a_few_hundred_samples(two_groups, agent):
   assert result.best_step_time_s == pytest.approx(2.0)
   assert result.best_devices.tolist() == [1, 1]
   assert result.samples == 320 and result.stopped_by == "max_samples"
+
+
+def test_gdp_learns_two_groups_and_resumes_only_its_own_sizes(two_groups,
+                                                              tmp_path):
+  logdir = str(tmp_path / "gdp")
+
+  def gdp(max_samples, heads, **kwargs):
+    setup = builders.gdp_setup(two_groups, np.array([0, 0]), 20.0, ENV,
+                               {"heads": heads, "sage_layers": 1})
+    return setup, run_search(setup, AgentConfig(lr=0.1), SearchConfig(
+        budget_s=600, max_samples=max_samples, warm_start="baseline",
+        logdir=logdir, **EAGER, **kwargs), seed=1)
+
+  setup, result = gdp(320, heads=2)
+  assert result.best_devices.tolist() == [1, 1]
+  assert np.all(device_1_probability(setup) > 0.9)
+  with pytest.raises(PlacementError, match="another problem.*heads"):
+    gdp(352, heads=1, resume=True)
+
+
+@pytest.mark.parametrize("agent", ["reinforce", "ppo"])
+def test_a_train_step_that_leaves_the_policy_nan_is_undone(two_groups, agent):
+  loop = SearchLoop(two_group_setup(two_groups, agent),
+                    AgentConfig(kind=agent, lr=0.1),
+                    SearchConfig(budget_s=600, **EAGER))
+  loop.start()
+  loop.step()  # The optimizer's state exists from here.
+  variables = loop.setup.actor_net.variables
+  before = [v.numpy().copy() for v in variables]
+  time_step = loop.env.reset()
+  action_step = loop.policy.action(time_step)
+  nan_step = loop.env.step(action_step.action)._replace(
+      reward=np.full(32, np.nan, np.float32))
+  loop.train(experience_lib.one_step_episodes(time_step, action_step,
+                                              nan_step))
+  assert loop.train.skipped == 1
+  assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, variables))
+  loop.step()
+  assert loop.train.skipped == 1
+  assert all(np.isfinite(v.numpy()).all() for v in variables)
+  assert any(not np.array_equal(b, v.numpy())
+             for b, v in zip(before, variables))  # It trains on.
 
 
 def test_masked_device_is_never_chosen(chains):

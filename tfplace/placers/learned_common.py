@@ -125,6 +125,9 @@ class LearnedPlacer(Placer):
     """The `tfplace.rl.agents.AgentConfig` of the search."""
     return agent_config(self.options)
 
+  def after_search(self, setup) -> None:
+    """Called with the `LearnedSetup` once the search has ended."""
+
   def place(self, problem, seed: Optional[int] = None) -> Placement:
     trivial = trivial_placement(problem)
     if trivial is not None:
@@ -144,6 +147,7 @@ class LearnedPlacer(Placer):
     setup.export_best = _exporter(problem, self.name, self.options.logdir)
     result = run_search(setup, self.agent_config(),
                         search_config(self.options), seed)
+    self.after_search(setup)
     placement = problem.placement(result.best_devices, placer=self.name)
     return placement.with_metadata(extra={"search": result.summary(start)})
 

@@ -32,6 +32,7 @@ _BUILTIN_MODULES = (
     "tfplace.placers.cp_sat",
     "tfplace.placers.colocrl",
     "tfplace.placers.hierarchical",
+    "tfplace.placers.gdp",
     "tfplace.placers.placeto",
 )
 

@@ -145,14 +145,15 @@ def per_step_advantages(returns: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
   return (returns - tf.reduce_mean(returns, axis=0, keepdims=True)) / scale
 
 
-def _optimizer(config: AgentConfig):
+def make_optimizer(config: AgentConfig):
+  """Adam at the configured learning rate."""
   return tf.keras.optimizers.Adam(learning_rate=config.learning_rate)
 
 
 def make_agent(time_step_spec, action_spec, actor_net, value_net,
                config: AgentConfig, num_units: int,
-               train_step: Optional[tf.Variable] = None
-               ) -> Tuple[object, RewardStats]:
+               train_step: Optional[tf.Variable] = None,
+               optimizer=None) -> Tuple[object, RewardStats]:
   """Builds the agent.
 
   Args:
@@ -163,6 +164,7 @@ def make_agent(time_step_spec, action_spec, actor_net, value_net,
     config: the agent configuration.
     num_units: action dimensions (for the per-unit PPO ratio).
     train_step: the train step counter (created if None).
+    optimizer: the optimizer (`make_optimizer(config)` if None).
 
   Returns:
     (the initialized agent, its reward statistics).
@@ -171,6 +173,7 @@ def make_agent(time_step_spec, action_spec, actor_net, value_net,
   train_step = train_step if train_step is not None else tf.Variable(
       0, dtype=tf.int64, name="train_step")
   clip = config.gradient_clipping or None
+  optimizer = optimizer or make_optimizer(config)
   if config.kind == "reinforce":
     use_value = config.baseline == "value"
     if use_value:
@@ -181,7 +184,7 @@ def make_agent(time_step_spec, action_spec, actor_net, value_net,
       advantage_fn = lambda r, _: (r - stats.mean) / stats.scale()
     agent = reinforce_agent.ReinforceAgent(
         time_step_spec, action_spec, actor_network=actor_net,
-        optimizer=_optimizer(config),
+        optimizer=optimizer,
         value_network=value_net if use_value else None,
         value_estimation_loss_coef=0.2, advantage_fn=advantage_fn,
         normalize_returns=False, gradient_clipping=clip,
@@ -195,7 +198,7 @@ def make_agent(time_step_spec, action_spec, actor_net, value_net,
            else ppo_clip_agent.PPOClipAgent)
     extra = {"num_units": num_units} if config.ppo_ratio == "per_unit" else {}
     agent = cls(
-        time_step_spec, action_spec, optimizer=_optimizer(config),
+        time_step_spec, action_spec, optimizer=optimizer,
         actor_net=actor_net, value_net=value_net,
         importance_ratio_clipping=config.ppo_clip, discount_factor=1.0,
         entropy_regularization=config.entropy_regularization,

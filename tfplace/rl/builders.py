@@ -1,9 +1,9 @@
 """Assembles a learned search: units, codec, evaluator, environment, networks.
 
-`colocrl_setup` and `hierarchical_setup` take a placement problem (anything
-with `graph`, `cluster`, `groups` (the colocation `GroupGraph`) and
-`simulate_groups`) and a start placement, and return the `LearnedSetup` the
-search loop runs.
+`colocrl_setup`, `gdp_setup` and `hierarchical_setup` take a placement
+problem (anything with `graph`, `cluster`, `groups` (the colocation
+`GroupGraph`) and `simulate_groups`) and a start placement, and return the
+`LearnedSetup` the search loop runs.
 """
 
 import dataclasses
@@ -105,24 +105,66 @@ def _one_shot_setup(problem, kind: str, env: PlacementEnvironment, actor,
       signature=signature(problem, kind, extra, action=shapes))
 
 
+def _unit_environment(problem, start_devices: np.ndarray,
+                      start_step_time_s: float, config: EnvConfig,
+                      vocabulary=None):
+  """ColocRL's units (`chunk_units`), their features (op-type histogram over
+  `vocabulary`; none: the graph's most frequent types) and environment.
+  Returns (unit graph, features [U, F], environment, observation spec)."""
+  memory = group_memory(problem)
+  unit_graph, unit_of = chunk_units(problem, start_devices, config.num_chunks)
+  values = features_lib.group_features(problem.graph, unit_graph,
+                                       vocabulary).values
+  env = _environment(problem, UnitCodec(unit_of, memory.allowed),
+                     start_step_time_s, config)
+  return unit_graph, values, env, tensor_spec.from_spec(
+      env.observation_spec())
+
+
 def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
                   config: EnvConfig = EnvConfig(),
                   extra_signature: Optional[Dict[str, object]] = None
                   ) -> LearnedSetup:
   """ColocRL: units = topological chunks split by the start placement."""
   from tfplace.rl.networks.seq2seq_placer import Seq2SeqPlacerNetwork
-  memory = group_memory(problem)
-  unit_graph, unit_of = chunk_units(problem, start_devices, config.num_chunks)
-  values = features_lib.group_features(problem.graph, unit_graph).values
-  env = _environment(problem, UnitCodec(unit_of, memory.allowed),
-                     start_step_time_s, config)
-  obs_spec = tensor_spec.from_spec(env.observation_spec())
+  unit_graph, values, env, obs_spec = _unit_environment(
+      problem, start_devices, start_step_time_s, config)
   actor = Seq2SeqPlacerNetwork(obs_spec, tensor_spec.from_spec(
       env.action_spec()), values, unit_graph.topo_order(), config.hidden,
                                  shared_logits=config.shared_logits,
                                  bias_scale=config.bias_scale)
   return _one_shot_setup(problem, "colocrl", env, actor, values, start_devices,
                          start_step_time_s, extra_signature)
+
+
+def gdp_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
+              config: EnvConfig = EnvConfig(),
+              network_sizes: Optional[Dict[str, int]] = None,
+              extra_signature: Optional[Dict[str, object]] = None
+              ) -> LearnedSetup:
+  """GDP over ColocRL's units (`config.num_chunks` chunks split by the start
+  placement; every colocation group its own unit when num_chunks >= G),
+  with features over `features.SHARED_VOCABULARY`, so that the network's
+  weights mean the same on every graph (`tfplace.rl.transfer`).
+
+  Args:
+    network_sizes: keyword arguments of `GDPNetwork` (sage_layers,
+      attention_layers, heads, segment_length); they join the checkpoint
+      signature.
+  """
+  from tfplace.rl.networks.gdp_network import GDPNetwork
+  sizes = dict(network_sizes or {})
+  unit_graph, values, env, obs_spec = _unit_environment(
+      problem, start_devices, start_step_time_s, config,
+      features_lib.SHARED_VOCABULARY)
+  actor = GDPNetwork(obs_spec, tensor_spec.from_spec(env.action_spec()),
+                     values, unit_graph.edge_src, unit_graph.edge_dst,
+                     unit_graph.topo_order(), config.hidden,
+                     shared_logits=config.shared_logits,
+                     bias_scale=config.bias_scale, **sizes)
+  return _one_shot_setup(problem, "gdp", env, actor, values, start_devices,
+                         start_step_time_s,
+                         {**sizes, **(extra_signature or {})})
 
 
 def hierarchical_setup(problem, start_devices: np.ndarray,

@@ -31,6 +31,16 @@ from tfplace.grouping.group_graph import GroupGraph
 DEFAULT_VOCABULARY_SIZE = 24
 NUM_POSITION_FREQUENCIES = 4
 
+# One vocabulary for every graph, for a policy that moves between graphs
+# (GDP): the compute-heavy and the most frequent op types of TF training
+# steps (tfplace's benchmark models); the rest count as "other".
+SHARED_VOCABULARY = (
+    "MatMul", "BatchMatMulV2", "Conv2D", "Conv2DBackpropInput",
+    "Conv2DBackpropFilter", "FusedBatchNormV3", "FusedBatchNormGradV3",
+    "Relu", "ReluGrad", "Tanh", "TanhGrad", "Sigmoid", "SigmoidGrad",
+    "Softmax", "AddV2", "Mul", "Sub", "AddN", "Sum", "ConcatV2", "Reshape",
+    "Identity", "ReadVariableOp", "Const")
+
 
 @dataclasses.dataclass(frozen=True)
 class GroupFeatures:

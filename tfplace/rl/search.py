@@ -115,6 +115,8 @@ class LearnedResult:
     curve: per train step of this run.
     reexplorations: times this run fitted the policy again to its best
       placement (`SearchConfig.reexplore_after`).
+    skipped_updates: train steps this run undid because they left the
+      policy non-finite (`update_guard.GuardedTrain`).
   """
   best_devices: np.ndarray
   best_step_time_s: float
@@ -128,6 +130,7 @@ class LearnedResult:
   stopped_by: str
   curve: Tuple[CurvePoint, ...]
   reexplorations: int = 0
+  skipped_updates: int = 0
 
   def summary(self, start=None, points: int = 8) -> dict:
     """JSON-ready figures for placement metadata and tables: the keys of
@@ -154,6 +157,7 @@ class LearnedResult:
         "samples": self.samples, "samples_per_s": self.samples_per_s,
         "train_steps": self.train_steps, "stopped_by": self.stopped_by,
         "resumed": self.resumed, "reexplorations": self.reexplorations,
+        "skipped_updates": self.skipped_updates,
         "curve": [[curve[i].samples, round(curve[i].wall_s, 2),
                    _finite(curve[i].best_step_time_s),
                    _finite(curve[i].mean_step_time_s)] for i in picks]}
@@ -282,4 +286,5 @@ def _result(loop: SearchLoop, stopped: str,
       train_steps=int(loop.agent.train_step_counter.numpy()),
       wall_time_s=total_s, samples_per_s=loop.samples / max(total_s, 1e-9),
       resumed=loop.resumed, stopped_by=stopped, curve=tuple(curve),
-      reexplorations=loop.reexplorations)
+      reexplorations=loop.reexplorations,
+      skipped_updates=loop.train.skipped)

@@ -25,6 +25,7 @@ from tfplace.rl import experience as experience_lib
 from tfplace.rl import imitation
 from tfplace.rl.environments.rewards import rewards
 from tfplace.rl.search_state import SearchState, open_checkpointer
+from tfplace.rl.update_guard import GuardedTrain
 
 
 class SearchLoop:
@@ -53,10 +54,12 @@ class SearchLoop:
     """
     self.setup, self.config, self.env = setup, config, setup.env
     specs = tensor_spec.from_spec
+    optimizer = agents_lib.make_optimizer(agent_config)
     self.agent, self.stats = agents_lib.make_agent(
         specs(self.env.time_step_spec()), specs(self.env.action_spec()),
         setup.actor_net, setup.value_net, agent_config,
-        num_units=experience_lib.num_action_dims(self.env.action_spec()))
+        num_units=experience_lib.num_action_dims(self.env.action_spec()),
+        optimizer=optimizer)
     self.state = SearchState(self.env.codec.num_groups)
     self.checkpointer = None
     if config.logdir:
@@ -73,8 +76,9 @@ class SearchLoop:
     compiled = config.use_tf_function
     self.policy = py_tf_eager_policy.PyTFEagerPolicy(
         self.agent.collect_policy, use_tf_function=compiled)
-    self.train = (common.function(self.agent.train) if compiled
-                  else self.agent.train)
+    self.train = GuardedTrain(
+        common.function(self.agent.train) if compiled else self.agent.train,
+        [setup.actor_net, setup.value_net, optimizer])
     self._entropy = (common.function(self._policy_entropy) if compiled
                      else self._policy_entropy)
     self.writer = (tf.summary.create_file_writer(

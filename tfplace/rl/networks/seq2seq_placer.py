@@ -2,14 +2,12 @@
 
 import numpy as np
 import tensorflow as tf
-from tf_agents.networks import network
 
-from tfplace.rl.networks.heads import (RowBias, allowed_everywhere,
-                                      placement_distribution)
 from tfplace.rl.networks.seq2seq import AttentionalSeq2Seq
+from tfplace.rl.networks.unit_placer import UnitPlacerNetwork
 
 
-class Seq2SeqPlacerNetwork(network.Network):
+class Seq2SeqPlacerNetwork(UnitPlacerNetwork):
   """Attentional seq2seq over units (Mirhoseini et al., ICML 2017).
 
   Input: the observation ``{"allowed": bool [B, U, D]}``. Output: a
@@ -39,32 +37,13 @@ class Seq2SeqPlacerNetwork(network.Network):
       bias_scale: speed of the per-unit biases relative to the weights
         (`heads.RowBias`).
     """
-    super().__init__(input_tensor_spec=observation_spec, state_spec=(),
-                     name=name)
-    num_devices = int(action_spec.maximum) - int(action_spec.minimum) + 1
+    super().__init__(observation_spec, action_spec, len(order), shared_logits,
+                     bias_scale, name)
     order = np.asarray(order, dtype=np.int32)
     self._sequence = tf.constant(np.asarray(features, np.float32)[order][None])
     self._unsort = tf.constant(np.argsort(order).astype(np.int32))
-    self._core = AttentionalSeq2Seq(num_devices, hidden)
-    self.shared_logits = shared_logits
-    self._bias = RowBias(len(order), num_devices, bias_scale,
-                         name="unit_bias")
+    self._core = AttentionalSeq2Seq(self.num_devices, hidden)
 
-  def output_biases(self) -> RowBias:
-    """The per-unit bias [U, D] (fitted by the imitation warm start)."""
-    return self._bias
-
-  def unit_logits(self, training: bool = False) -> tf.Tensor:
-    """float32 [U, D], unmasked logits in unit id order."""
+  def network_logits(self, training: bool) -> tf.Tensor:
     logits = self._core(self._sequence, training=training)[0]
-    return tf.gather(logits, self._unsort) + self._bias()
-
-  def call(self, observation, step_type=None, network_state=(),
-           training=False):
-    del step_type
-    allowed = tf.cast(observation["allowed"], tf.bool)
-    batch_shape = tf.shape(allowed)[:-2]
-    if self.shared_logits:
-      allowed = allowed_everywhere(allowed)
-    return placement_distribution(self.unit_logits(training), allowed,
-                                  batch_shape, self.shared_logits), network_state
+    return tf.gather(logits, self._unsort)
