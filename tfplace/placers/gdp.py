@@ -32,8 +32,7 @@ class GDPOptions(common.LearnedOptions):
 
 GDPOptions.__doc__ = (
     "Options of the GDP placer.\n\n  Attributes:" + common.COMMON_ATTRIBUTES
-    + "\n      (gdp: the width of the graph embedding and of the attention.)"
-    "\n    num_chunks: topological chunks of colocation groups; each chunk is"
+    + "\n    num_chunks: topological chunks of colocation groups; each chunk is"
     "\n      split by the start placement's devices into the units placed"
     "\n      (num_chunks >= the colocation groups: every group a unit)."
     "\n    sage_layers: GraphSAGE layers of the graph embedding."

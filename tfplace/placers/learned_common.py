@@ -48,7 +48,8 @@ COMMON_ATTRIBUTES = """
     reexplore_after: train batches without a better placement after which
       the policy is fitted again to the best placement so far (as the
       imitation warm start, `explore` units changed per sample); 0: never.
-    hidden: LSTM width of the seq2seq placer.
+    hidden: width of the policy network (the seq2seq placers' LSTMs; gdp's
+      graph embedding and attention; placeto's embedding and head).
     bias_scale: speed of the per-unit logit biases relative to the network
       weights (Adam moves each by about lr per step).
     logdir: directory for checkpoints, TensorBoard curves and the best

@@ -31,7 +31,8 @@ class EnvConfig:
     batch_size: placements per policy call (one `simulate_batch` each).
     reward: the reward shaping.
     memory_rule: "repair" or "penalty" (see `environments.evaluator`).
-    hidden: LSTM width of the seq2seq placer.
+    hidden: width of the policy network (the seq2seq LSTMs; gdp: its graph
+      embedding and attention).
     num_chunks: ColocRL: topological chunks before the split by device.
     num_groups: hierarchical: N, the grouper's groups (0: min(256, 20 D)).
     shared_logits: the networks give one logits table for the whole batch
