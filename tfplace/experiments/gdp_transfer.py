@@ -96,18 +96,21 @@ def transfer_table(problems: Dict[str, object],
   from tfplace.placers.search_support import start_placement
   starts = {name: start_placement(problem, "best_heuristic")
             for name, problem in problems.items()}
-  base = {**options, "init": "best_heuristic", "restart": True,
-          "progress": False}
+  # Each search starts from its graph's best heuristic, run by name (not
+  # every heuristic again).
+  base = {name: {**options, "init": start.source.split(" ")[0],
+                 "restart": True, "progress": False}
+          for name, start in starts.items()}
   rows = []
   for seed in seeds:
     fresh = {}
     for name in sorted({n for pair in pairs for n in pair}):
       logdir = os.path.join(out_dir, "logs", f"{name}_fresh_s{seed}")
       fresh[name] = (logdir, *_search(problems[name],
-                                      {**base, "logdir": logdir}, seed))
+                                      {**base[name], "logdir": logdir}, seed))
     for source, target in pairs:
       problem, start = problems[target], starts[target]
-      pretrained = {**base, "pretrained": fresh[source][0]}
+      pretrained = {**base[target], "pretrained": fresh[source][0]}
       tuned_s, tuned_samples = _search(problem, {
           **pretrained, "logdir": os.path.join(
               out_dir, "logs", f"{target}_from_{source}_s{seed}")}, seed)
@@ -116,8 +119,8 @@ def transfer_table(problems: Dict[str, object],
           best_heuristic_s=start.step_time_s,
           zero_shot_pretrained=_policy_zero_shot(problem, start, pretrained,
                                                  samples, seed),
-          zero_shot_fresh=_policy_zero_shot(problem, start, base, samples,
-                                            seed),
+          zero_shot_fresh=_policy_zero_shot(problem, start, base[target],
+                                            samples, seed),
           fine_tuned_s=tuned_s, fresh_s=fresh[target][1],
           fine_tuned_samples=tuned_samples, fresh_samples=fresh[target][2])
       rows.append(row)
