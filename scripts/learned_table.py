@@ -18,7 +18,10 @@ to --out_dir, with each learned run's TensorBoard curves under
       --clusters k80x4      # a graph no heuristic was tuned on
 
 Local search is the `local_search` placer with its max_evaluations set to
-the learned run's evaluations.
+the learned run's evaluations; for the placers over ColocRL's units
+(colocrl, gdp, mars, placeto) a second row, "local_search (units)", runs it
+over those same units (`coarsen_method=start_chunks`): the same action space
+and the same evaluations as the learned run.
 
 "vs best heuristic" is the cut in step time, 1 - t / t_best. "speed-up over
 the expert" is ColocRL's Speedup column (Mirhoseini et al., 2017, Table 1):
@@ -57,6 +60,10 @@ flags.DEFINE_list("seeds", ["0", "1", "2"], "seeds")
 flags.DEFINE_float("budget_s", 300.0, "wall-time budget of each search")
 flags.DEFINE_string("placer_options", "", "more learned-placer options, k=v,..")
 flags.DEFINE_bool("local_search", True, "compare with local search")
+flags.DEFINE_bool("unit_search", True,
+                  "for placers over ColocRL's units (colocrl, gdp, mars, "
+                  "placeto): also compare with local search over the same "
+                  "units (coarsen_method=start_chunks), at equal evaluations")
 flags.DEFINE_bool("quick", False, "reduced model sizes")
 flags.DEFINE_string("out_dir", "out/learned", "where tables and logs go")
 
@@ -113,14 +120,27 @@ def _learned(problem, placer, agent, reward, seed, start, logdir):
   return run.step_time_s, search
 
 
-def _local_search(problem, start, evaluations, seed):
+def _local_searches(placer):
+  """(label, extra local_search options) of each comparison of `placer`."""
+  from tfplace.placers.registry import get_placer
+  from tfplace.placers.options import parse_option_text
+  out = [("local_search", {})] if FLAGS.local_search else []
+  options = get_placer(placer, parse_option_text(FLAGS.placer_options)).options
+  if FLAGS.unit_search and hasattr(options, "num_chunks"):
+    out.append(("local_search (units)", {"coarsen_k": options.num_chunks,
+                                         "coarsen_method": "start_chunks"}))
+  return out
+
+
+def _local_search(problem, start, evaluations, seed, extra):
   from tfplace.pipeline import run_placer
   from tfplace.placers.registry import get_placer
   t = time.time()
   run = run_placer(problem, get_placer("local_search", {
       "budget_s": 3600.0, "max_evaluations": int(evaluations),
-      "init": start.source.split(" ")[0], "progress": False}), seed=seed)
-  return run.step_time_s, time.time() - t, "local_search"
+      "init": start.source.split(" ")[0], "progress": False, **extra}),
+                   seed=seed)
+  return run.step_time_s, time.time() - t
 
 
 def _vs_expert(t, expert):
@@ -161,9 +181,10 @@ def _run_case(model, cluster, records, lines):
         _vs_expert(t, expert), search["samples"],
         search["evaluations"], f"{search['placer_s']:.0f}",
         f"{search['samples_per_s']:.0f}"]))
-    if FLAGS.local_search:
-      lt, ls, how = _local_search(problem, start, search["evaluations"],
-                                  int(seed))
+    print(lines[-1])
+    for how, extra in _local_searches(placer):
+      lt, ls = _local_search(problem, start, search["evaluations"], int(seed),
+                             extra)
       records.append({"model": model, "cluster": cluster, "method": how,
                       "seed": int(seed), "step_time_s": lt,
                       "evaluations": search["evaluations"], "placer_s": ls,
@@ -173,8 +194,6 @@ def _run_case(model, cluster, records, lines):
           f"{100 * (1 - lt / best_h):.1f} %",
           _vs_expert(lt, expert), "", search["evaluations"],
           f"{ls:.0f}", ""]))
-    print(lines[-2 if FLAGS.local_search else -1])
-    if FLAGS.local_search:
       print(lines[-1])
     sys.stdout.flush()
 

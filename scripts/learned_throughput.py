@@ -11,7 +11,8 @@ numba compilation are reported separately as setup time).
 
 Configurations: "colocrl:K" (ColocRL over K topological chunks split by the
 start placement's devices; "colocrl:all" places every colocation group as its
-own unit), "gdp:K" (GDP over the same units; "gdp:all" likewise) and
+own unit), "gdp:K" and "mars:K" (GDP, Mars over the same units; ":all"
+likewise; Mars without its pre-training, which runs once before a search) and
 "hierarchical" (the grouper over every colocation group).
 """
 
@@ -45,12 +46,12 @@ def _setup(problem, start, config: str, batch_size: int, agent: str):
   kind, _, arg = config.partition(":")
   env = builders.EnvConfig(batch_size=batch_size,
                            shared_logits=agent != "ppo")
-  if kind in ("colocrl", "gdp"):
+  setups = {"colocrl": builders.colocrl_setup, "gdp": builders.gdp_setup,
+            "mars": builders.mars_setup}
+  if kind in setups:
     chunks = problem.groups.num_groups if arg == "all" else int(arg or 64)
     env = dataclasses.replace(env, num_chunks=chunks)
-    setup = (builders.colocrl_setup if kind == "colocrl" else
-             builders.gdp_setup)
-    return setup(problem, start.group_devices, start.step_time_s, env)
+    return setups[kind](problem, start.group_devices, start.step_time_s, env)
   return builders.hierarchical_setup(problem, start.group_devices,
                                      start.step_time_s, env)
 

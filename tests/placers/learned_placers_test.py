@@ -15,7 +15,7 @@ from tfplace.placers.registry import get_placer, list_placers
 
 
 def test_registered_as_learned_with_options():
-  assert {"colocrl", "hierarchical", "gdp"} <= set(
+  assert {"colocrl", "hierarchical", "gdp", "mars"} <= set(
       list_placers(PlacerKind.LEARNED))
   placer = get_placer("colocrl", "agent=ppo,budget_s=5,num_chunks=4")
   assert placer.options.agent == "ppo" and placer.options.num_chunks == 4
@@ -34,9 +34,14 @@ def test_registered_as_learned_with_options():
   assert get_placer("gdp", "heads=2,segment_length=16").options.heads == 2
   with pytest.raises(PlacementError, match="gdp: heads, sage_layers must be"):
     get_placer("gdp", "heads=0,sage_layers=0")
+  mars = get_placer("mars", "pretrain_steps=0,segment_length=8").options
+  assert mars.agent == "ppo" and mars.segment_length == 8
+  with pytest.raises(PlacementError,
+                     match="mars: gcn_layers, pretrain_lr, pretrain_steps"):
+    get_placer("mars", "gcn_layers=0,pretrain_steps=-1,pretrain_lr=0")
 
 
-@pytest.mark.parametrize("name", ["colocrl", "hierarchical", "gdp"])
+@pytest.mark.parametrize("name", ["colocrl", "hierarchical", "gdp", "mars"])
 def test_one_device_or_one_group_returns_at_once(name):
   one_device = lib.chain_problem(num_devices=1)
   placement = get_placer(name).place(one_device)
@@ -55,7 +60,8 @@ def test_nothing_fits_is_a_clear_error():
 
 @pytest.mark.parametrize("name, agent", [("colocrl", "reinforce"),
                                          ("hierarchical", "ppo"),
-                                         ("gdp", "ppo")])
+                                         ("gdp", "ppo"),
+                                         ("mars", "reinforce")])
 def test_short_search_returns_a_feasible_placement_no_slower_than_start(
     name, agent, tmp_path):
   problem = lib.chain_problem()
@@ -87,3 +93,18 @@ def test_gdp_saves_its_network_and_starts_another_graph_from_it(tmp_path):
   with pytest.raises(PlacementError, match="does not fit this search"):
     run_placer(other, get_placer("gdp", {**options, "hidden": 16,
                                          "pretrained": first}), seed=0)
+
+
+def test_mars_reports_its_pretraining_and_can_skip_it(tmp_path):
+  problem = lib.chain_problem()
+  options = {"agent": "reinforce", "max_samples": 32, "batch_size": 32,
+             "hidden": 8, "progress": False}
+  run = run_placer(problem, get_placer("mars", {
+      **options, "pretrain_steps": 20, "pretrain_patience": 20,
+      "logdir": str(tmp_path)}), seed=0)
+  pretrained = run.placement.metadata.extra["search"]["pretrain"]
+  assert pretrained["steps"] == 20 and pretrained["best_loss"] > 0
+  assert os.listdir(tmp_path / "pretrain")
+  run = run_placer(problem, get_placer("mars", {**options,
+                                                "pretrain_steps": 0}), seed=0)
+  assert "pretrain" not in run.placement.metadata.extra["search"]

@@ -102,3 +102,27 @@ def test_a_one_pass_placer_has_one_candidate():
   graph, cluster = towers(num_towers=2, layers=2, seed=1), load_cluster("k80x2")
   problem = PlacementProblem.build(graph, cluster)
   assert len(get_placer("m_etf").place_candidates(problem, 5)) == 1
+
+
+def test_search_over_the_learned_placers_units_moves_whole_units():
+  import numpy as np
+  from tfplace.placers.problem import PlacementProblem
+  from tfplace.rl.coarse import units
+  graph, cluster = towers(num_towers=3, layers=3, seed=4), load_cluster("k80x4")
+  problem = PlacementProblem.build(graph, cluster)
+  start = pipeline.place(graph, cluster, "round_robin")
+  placement = pipeline.place(
+      graph, cluster, "local_search", seed=0,
+      options={"max_evaluations": 300, "init": "round_robin",
+               "progress": False, "coarsen_k": 6,
+               "coarsen_method": "start_chunks"})
+  start_groups = start.to_array(graph, cluster)[
+      [m[0] for m in problem.groups.members]]
+  unit_of = units(problem.groups, start_groups, 6)
+  devices = placement.to_array(graph, cluster)[
+      [m[0] for m in problem.groups.members]]
+  assert len(set(unit_of.tolist())) > 6  # The chunks split by device.
+  for unit in set(unit_of.tolist()):
+    assert len(set(devices[unit_of == unit].tolist())) == 1
+  search = placement.metadata.extra["search"]
+  assert placement.metadata.predicted_step_time_s < search["start_step_time_s"]

@@ -13,7 +13,7 @@ usage: tfplace place GRAPH --cluster CLUSTER --placer NAME
                       [--real_confirm_rounds 2]]
                      [--json]
        tfplace place GRAPH --cluster CLUSTER
-                     --placer colocrl|hierarchical|placeto|gdp
+                     --placer colocrl|hierarchical|placeto|gdp|mars
                      [--agent reinforce|ppo] [--budget_s S] [--max_samples N]
                      [--logdir DIR [--resume]] --out placement.json
 
@@ -26,7 +26,7 @@ predicted step time. A placement that does not fit in memory is an error
 (exit 2, nothing written) unless --allow_infeasible.
 
 Search placers (local_search, cross_entropy, cp_sat) and learned placers
-(colocrl, hierarchical, placeto, gdp) take --budget_s and --init (their budget_s
+(colocrl, hierarchical, placeto, gdp, mars) take --budget_s and --init (their budget_s
 and init options) and show a progress bar with the best step time; Ctrl-C
 stops the search, writes the best placement found so far (a complete JSON)
 and exits with status 130. The learned placers' main options have flags of

@@ -1,11 +1,12 @@
 """What the learned placers share: options, the trivial cases, the search.
 
-A learned placer (`colocrl`, `hierarchical`) picks a start placement (the
-best heuristic by default), builds its environment and networks
-(`tfplace.rl.builders`), runs the shared search loop (`tfplace.rl.search`)
-and returns the best feasible placement found. A graph with one colocation
-group or a cluster with one device has nothing to learn: the placer returns
-the best placement at once (at most one simulation per device).
+A learned placer (`colocrl`, `hierarchical`, `placeto`, `gdp`, `mars`)
+picks a start placement (the best heuristic by default), builds its
+environment and networks (`tfplace.rl.builders`), runs the shared search
+loop (`tfplace.rl.search`) and returns the best feasible placement found.
+A graph with one colocation group or a cluster with one device has nothing
+to learn: the placer returns the best placement at once (at most one
+simulation per device).
 
 Nothing here imports TensorFlow or tf-agents at module level.
 """
@@ -126,6 +127,12 @@ class LearnedPlacer(Placer):
     """The `tfplace.rl.agents.AgentConfig` of the search."""
     return agent_config(self.options)
 
+  def before_search(self, setup, seed: Optional[int]) -> Optional[dict]:
+    """Called with the `LearnedSetup` before the search (e.g. to pre-train
+    a network); what it returns joins the search summary."""
+    del setup, seed
+    return None
+
   def after_search(self, setup) -> None:
     """Called with the `LearnedSetup` once the search has ended."""
 
@@ -146,11 +153,13 @@ class LearnedPlacer(Placer):
           "memory, or a start placement that fits)")
     setup = self.setup(problem, start, env_config(self.options))
     setup.export_best = _exporter(problem, self.name, self.options.logdir)
+    before = self.before_search(setup, seed)
     result = run_search(setup, self.agent_config(),
                         search_config(self.options), seed)
     self.after_search(setup)
     placement = problem.placement(result.best_devices, placer=self.name)
-    return placement.with_metadata(extra={"search": result.summary(start)})
+    summary = {**result.summary(start), **(before or {})}
+    return placement.with_metadata(extra={"search": summary})
 
 
 def trivial_placement(problem) -> Optional[np.ndarray]:

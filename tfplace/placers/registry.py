@@ -33,6 +33,7 @@ _BUILTIN_MODULES = (
     "tfplace.placers.colocrl",
     "tfplace.placers.hierarchical",
     "tfplace.placers.gdp",
+    "tfplace.placers.mars",
     "tfplace.placers.placeto",
 )
 

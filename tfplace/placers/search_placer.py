@@ -28,6 +28,10 @@ from tfplace.placers.base import Placer, PlacerKind
 from tfplace.placers.search_support import (Budget, SearchResult, SearchSpace,
                                             StartPlacement, budget_from_options,
                                             same_time_key, start_placement)
+from tfplace.rl.coarse import units
+
+START_CHUNKS = "start_chunks"
+COARSEN_METHODS = METHODS + (START_CHUNKS,)
 
 _COMMON_DOC = """\
     budget_s: wall-clock seconds the search may take (the start placement is
@@ -39,7 +43,9 @@ _COMMON_DOC = """\
       this graph and cluster.
     coarsen_k: search over this many coarse groups (0: the colocation
       groups themselves).
-    coarsen_method: how to coarsen: heavy_edge or metis.
+    coarsen_method: how to coarsen: heavy_edge, metis, or start_chunks (the
+      learned placers' units: coarsen_k topological chunks, each split by
+      the start placement's devices, `tfplace.rl.coarse`).
     num_threads: simulator threads per batch of candidates.
     progress: show a progress bar with the best step time.
     summary_dir: if set, the best step time against evaluations is written
@@ -76,9 +82,9 @@ class SearchOptions:
     budget_from_options(self.budget_s, self.max_evaluations)  # Raises.
     if self.coarsen_k < 0:
       raise ValueError(f"coarsen_k must be >= 0, got {self.coarsen_k}")
-    if self.coarsen_method not in METHODS:
-      raise ValueError(f"coarsen_method must be one of {list(METHODS)}, got "
-                       f"{self.coarsen_method!r}")
+    if self.coarsen_method not in COARSEN_METHODS:
+      raise ValueError(f"coarsen_method must be one of {list(COARSEN_METHODS)}"
+                       f", got {self.coarsen_method!r}")
     if self.num_threads < 1:
       raise ValueError(f"num_threads must be >= 1, got {self.num_threads}")
 
@@ -178,8 +184,12 @@ class SearchPlacer(Placer, abc.ABC):
     """The space searched (colocation or coarse groups) and the start on it."""
     options = self.options
     if options.coarsen_k > 0:
-      labels = coarsen_to_k(problem.graph, problem.costs, options.coarsen_k,
-                            options.coarsen_method, seed)
+      if options.coarsen_method == START_CHUNKS:
+        labels = units(problem.groups, start.group_devices,
+                       options.coarsen_k)[problem.groups.group_of]
+      else:
+        labels = coarsen_to_k(problem.graph, problem.costs, options.coarsen_k,
+                              options.coarsen_method, seed)
       groups = build_group_graph(problem.graph, problem.costs, group_of=labels)
       fine_of = groups.group_of[[m[0] for m in problem.groups.members]]
       coarse_start = project(problem.groups, start.group_devices, groups,

@@ -1,6 +1,6 @@
 """Assembles a learned search: units, codec, evaluator, environment, networks.
 
-`colocrl_setup`, `gdp_setup` and `hierarchical_setup` take a placement
+`colocrl_setup`, `gdp_setup`, `mars_setup` and `hierarchical_setup` take a placement
 problem (anything with `graph`, `cluster`, `groups` (the colocation
 `GroupGraph`) and `simulate_groups`) and a start placement, and return the
 `LearnedSetup` the search loop runs.
@@ -122,6 +122,28 @@ def _unit_environment(problem, start_devices: np.ndarray,
       env.observation_spec())
 
 
+def _graph_network_setup(problem, kind: str, network_class,
+                         start_devices: np.ndarray, start_step_time_s: float,
+                         config: EnvConfig,
+                         network_sizes: Optional[Dict[str, int]],
+                         extra_signature: Optional[Dict[str, object]],
+                         vocabulary=None) -> LearnedSetup:
+  """A one-shot placer whose network reads the unit graph's edges (gdp,
+  mars): `network_class(obs_spec, action_spec, features, edge_src, edge_dst,
+  topological order, hidden, ..., **network_sizes)` over ColocRL's units."""
+  sizes = dict(network_sizes or {})
+  unit_graph, values, env, obs_spec = _unit_environment(
+      problem, start_devices, start_step_time_s, config, vocabulary)
+  actor = network_class(obs_spec, tensor_spec.from_spec(env.action_spec()),
+                        values, unit_graph.edge_src, unit_graph.edge_dst,
+                        unit_graph.topo_order(), config.hidden,
+                        shared_logits=config.shared_logits,
+                        bias_scale=config.bias_scale, **sizes)
+  return _one_shot_setup(problem, kind, env, actor, values, start_devices,
+                         start_step_time_s,
+                         {**sizes, **(extra_signature or {})})
+
+
 def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
                   config: EnvConfig = EnvConfig(),
                   extra_signature: Optional[Dict[str, object]] = None
@@ -154,18 +176,27 @@ def gdp_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
       signature.
   """
   from tfplace.rl.networks.gdp_network import GDPNetwork
-  sizes = dict(network_sizes or {})
-  unit_graph, values, env, obs_spec = _unit_environment(
-      problem, start_devices, start_step_time_s, config,
-      features_lib.SHARED_VOCABULARY)
-  actor = GDPNetwork(obs_spec, tensor_spec.from_spec(env.action_spec()),
-                     values, unit_graph.edge_src, unit_graph.edge_dst,
-                     unit_graph.topo_order(), config.hidden,
-                     shared_logits=config.shared_logits,
-                     bias_scale=config.bias_scale, **sizes)
-  return _one_shot_setup(problem, "gdp", env, actor, values, start_devices,
-                         start_step_time_s,
-                         {**sizes, **(extra_signature or {})})
+  return _graph_network_setup(problem, "gdp", GDPNetwork, start_devices,
+                              start_step_time_s, config, network_sizes,
+                              extra_signature, features_lib.SHARED_VOCABULARY)
+
+
+def mars_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
+               config: EnvConfig = EnvConfig(),
+               network_sizes: Optional[Dict[str, int]] = None,
+               extra_signature: Optional[Dict[str, object]] = None
+               ) -> LearnedSetup:
+  """Mars over ColocRL's units (`config.num_chunks` chunks split by the
+  start placement).
+
+  Args:
+    network_sizes: keyword arguments of `MarsNetwork` (gcn_layers,
+      segment_length); they join the checkpoint signature.
+  """
+  from tfplace.rl.networks.mars_network import MarsNetwork
+  return _graph_network_setup(problem, "mars", MarsNetwork, start_devices,
+                              start_step_time_s, config, network_sizes,
+                              extra_signature)
 
 
 def hierarchical_setup(problem, start_devices: np.ndarray,

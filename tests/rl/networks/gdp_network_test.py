@@ -5,18 +5,12 @@ import tfplace  # noqa: F401  (before TensorFlow)
 import numpy as np
 import pytest
 import tensorflow as tf
-from tf_agents.specs import tensor_spec
+from graph_network_testlib import (DEVICES, chain_edges,
+                                   check_event_shape_mask_and_batch, specs)
 
-from tfplace.rl.imitation import unit_logits
 from tfplace.rl.networks.gdp_network import GDPNetwork
 from tfplace.rl.networks.graphsage import GraphSage, undirected_pairs
 from tfplace.rl.networks.segment_attention import SegmentAttention
-
-DEVICES = 3
-
-
-def chain_edges(n):
-  return np.arange(n - 1), np.arange(1, n)
 
 
 def test_undirected_pairs_both_ways_without_loops_or_repeats():
@@ -74,12 +68,6 @@ def test_segments_read_the_previous_segment_without_its_gradient():
   assert np.all(gradient[:4] == 0) and np.any(gradient[4:8] != 0)
 
 
-def specs(num_units):
-  obs = {"allowed": tensor_spec.TensorSpec((num_units, DEVICES), tf.bool)}
-  return obs, tensor_spec.BoundedTensorSpec((num_units,), tf.int32, 0,
-                                            DEVICES - 1)
-
-
 @pytest.mark.parametrize("shared", [True, False])
 def test_gdp_network_event_shape_mask_and_batch(shared):
   n = 7
@@ -90,16 +78,7 @@ def test_gdp_network_event_shape_mask_and_batch(shared):
                    order=np.arange(n)[::-1], hidden=8, sage_layers=2,
                    attention_layers=2, heads=2, segment_length=3,
                    shared_logits=shared)
-  mask = np.ones((4, n, DEVICES), bool)
-  mask[:, 1, 2] = False
-  dist, _ = net({"allowed": tf.constant(mask)})
-  assert dist.event_shape == (n,) and dist.batch_shape == (4,)
-  assert tf.nn.softmax(unit_logits(dist)).numpy()[1, 2] == 0.0
-  samples = dist.sample(100).numpy()
-  assert samples.shape == (100, 4, n) and not np.any(samples[..., 1] == 2)
-  dist, _ = net({"allowed": tf.constant(mask.reshape(2, 2, n, DEVICES))})
-  assert dist.batch_shape == (2, 2)
-  assert dist.log_prob(samples[:2, :2]).shape == (2, 2)
+  check_event_shape_mask_and_batch(net, n)
 
 
 def test_gdp_weights_do_not_depend_on_the_graph_but_the_bias():
