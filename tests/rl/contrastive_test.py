@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfplace.errors import PlacementError
 from tfplace.rl.contrastive import dgi_loss, pretrain
 from tfplace.rl.networks.gcn import GraphConvolution
 
@@ -47,6 +48,9 @@ def test_patience_stops_early_and_bad_sizes_are_refused():
   assert report.steps < 500
   with pytest.raises(ValueError, match="steps >= 1 and patience >= 1"):
     pretrain(encoder, features, hidden=8, steps=0)
+  with pytest.raises(PlacementError, match="no finite loss"):
+    pretrain(encoder, np.full_like(features, np.nan), hidden=8, steps=10,
+             patience=3)
 
 
 def test_loss_is_chance_for_indistinguishable_scores():

@@ -82,6 +82,5 @@ class MarsPlacer(common.LearnedPlacer):
     network = setup.actor_net
     report = pretrain(network.encoder, network.node_features, options.hidden,
                       options.pretrain_steps, options.pretrain_lr,
-                      options.pretrain_patience, seed,
-                      options.logdir)
+                      options.pretrain_patience, seed, options.logdir)
     return {"pretrain": report.as_dict()}

@@ -7,9 +7,10 @@ the node features shuffled among the nodes). A summary of the true graph,
 s = sigmoid(mean of its node embeddings), is scored against every node
 embedding h by a bilinear discriminator h^T W s; the loss is the binary
 cross-entropy of telling the true graph's nodes (label 1) from the
-corrupted graph's (label 0). Maximizing this bound on the mutual
-information between nodes and graph makes each node's embedding say what
-is particular about its neighbourhood, with no labels and no simulator.
+corrupted graph's (label 0). Minimizing it maximizes a bound on the mutual
+information between the nodes and the graph, which makes each node's
+embedding say what is particular about its neighbourhood, with no labels
+and no simulator.
 
 `pretrain` trains the encoder and discriminator with Adam, keeps the
 encoder weights of the lowest loss seen, and stops after `patience` steps
@@ -24,6 +25,8 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 from absl import logging
+
+from tfplace.errors import PlacementError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +72,6 @@ class DeepGraphInfomax(tf.Module):
     weighted = tf.linalg.matvec(self.bilinear, summary)
     return (tf.linalg.matvec(true, weighted),
             tf.linalg.matvec(corrupted, weighted))
-
 
 
 def dgi_loss(true: tf.Tensor, corrupted: tf.Tensor) -> tf.Tensor:
@@ -136,9 +138,13 @@ def pretrain(encoder, features: np.ndarray, hidden: int, steps: int = 500,
       waited += 1
       if waited >= patience:
         break
-  encoder.set_weights(best[2])
   if writer is not None:
     writer.close()
+  if best[2] is None:
+    raise PlacementError("DGI pre-training gave no finite loss: try a "
+                         "smaller learning rate (mars: pretrain_lr) or none "
+                         "(pretrain_steps=0)")
+  encoder.set_weights(best[2])
   report = PretrainReport(taken, first, best[0], best[1],
                           time.perf_counter() - start)
   logging.info("DGI pre-training: %d steps, loss %.4f -> %.4f, accuracy "
