@@ -36,8 +36,8 @@ def test_registered_as_learned_with_options():
     get_placer("gdp", "heads=0,sage_layers=0")
   mars = get_placer("mars", "pretrain_steps=0,segment_length=8").options
   assert mars.agent == "ppo" and mars.segment_length == 8
-  with pytest.raises(PlacementError,
-                     match="mars: gcn_layers, pretrain_lr, pretrain_steps"):
+  with pytest.raises(PlacementError, match="mars: gcn_layers must be >= 1; "
+                     "pretrain_steps must be >= 0; pretrain_lr must be > 0"):
     get_placer("mars", "gcn_layers=0,pretrain_steps=-1,pretrain_lr=0")
 
 

@@ -20,18 +20,15 @@ class MarsOptions(common.LearnedOptions):
 
   def __post_init__(self):
     super().__post_init__()
-    sizes = {k: getattr(self, k) for k in (
+    bad = [f"{k} must be >= 1" for k in (
         "num_chunks", "gcn_layers", "segment_length", "hidden",
-        "pretrain_patience")}
-    bad = {k: v for k, v in sizes.items() if v < 1}
+        "pretrain_patience") if getattr(self, k) < 1]
     if self.pretrain_steps < 0:
-      bad["pretrain_steps"] = self.pretrain_steps
+      bad.append("pretrain_steps must be >= 0")
     if not self.pretrain_lr > 0:
-      bad["pretrain_lr"] = self.pretrain_lr
+      bad.append("pretrain_lr must be > 0")
     if bad:
-      raise PlacementError(
-          f"mars: {', '.join(sorted(bad))} must be >= 1 (pretrain_steps >= 0, "
-          f"pretrain_lr > 0), got {bad}")
+      raise PlacementError(f"mars: {'; '.join(bad)}")
 
 
 MarsOptions.__doc__ = (
