@@ -20,6 +20,8 @@ padded, and its padding is masked out of the attention.
 import numpy as np
 import tensorflow as tf
 
+from tfplace.rl.networks.seq2seq import attention_head
+
 keras = tf.keras
 
 
@@ -43,12 +45,8 @@ class SegmentSeq2Seq(keras.layers.Layer):
                                       return_state=True, name="encoder")
     self._decoder = keras.layers.LSTM(hidden, return_sequences=True,
                                       return_state=True, name="decoder")
-    self._attention = keras.layers.AdditiveAttention(name="attention")
-    self._combine = keras.layers.Dense(hidden, activation="tanh",
-                                       name="combine")
-    self._logits = keras.layers.Dense(
-        num_outputs, name="logits",
-        kernel_initializer=keras.initializers.VarianceScaling(0.01))
+    self._attention, self._combine, self._logits = attention_head(
+        hidden, num_outputs)
 
   def _segment(self, state, segment, valid):
     """One segment [1, S, H] from `state` -> (final decoder state, [1, S, H]

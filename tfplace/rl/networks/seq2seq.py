@@ -16,6 +16,17 @@ import tensorflow as tf
 keras = tf.keras
 
 
+def attention_head(hidden: int, num_outputs: int):
+  """The output layers of a seq2seq placer: (Bahdanau) attention of the
+  decoder states over the encoder states, tanh(W [decoded; context]), and
+  logits initialized near zero (every device about equally likely)."""
+  return (keras.layers.AdditiveAttention(name="attention"),
+          keras.layers.Dense(hidden, activation="tanh", name="combine"),
+          keras.layers.Dense(
+              num_outputs, name="logits",
+              kernel_initializer=keras.initializers.VarianceScaling(0.01)))
+
+
 class AttentionalSeq2Seq(keras.layers.Layer):
   """[1, L, F] unit features (in sequence order) -> [1, L, K] logits."""
 
@@ -30,12 +41,8 @@ class AttentionalSeq2Seq(keras.layers.Layer):
         keras.layers.LSTM(hidden // 2, return_sequences=True), name="encoder")
     self._decoder = keras.layers.LSTM(hidden, return_sequences=True,
                                       name="decoder")
-    self._attention = keras.layers.AdditiveAttention(name="attention")
-    self._combine = keras.layers.Dense(hidden, activation="tanh",
-                                       name="combine")
-    self._logits = keras.layers.Dense(
-        num_outputs, name="logits",
-        kernel_initializer=keras.initializers.VarianceScaling(0.01))
+    self._attention, self._combine, self._logits = attention_head(
+        hidden, num_outputs)
 
   def call(self, units: tf.Tensor, training: bool = False) -> tf.Tensor:
     x = self._embed(units)
