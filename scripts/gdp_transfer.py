@@ -1,8 +1,10 @@
 """GDP's transfer to unseen graphs: zero-shot and fine-tuned, against fresh.
 
-Per seed: a `gdp` search from fresh weights on every graph of --pairs, then
-for each SOURCE:TARGET pair the source's trained policy on the target before
-any training (zero-shot: mode, best and median of --samples samples) and a
+Per seed: a `gdp` search from fresh weights on every graph of --pairs; GDP's
+batch training (one policy on several graphs at once, for --budget_s times
+their number) on every source that is a set, A+B+C; then for each
+SOURCE:TARGET pair the source's trained policy on the target before any
+training (zero-shot: mode, best and median of --samples samples) and a
 search on the target started from the source's weights, with the same budget
 as the fresh one (`tfplace.experiments.gdp_transfer`). Prints one row per
 pair and seed and the medians over seeds; writes table.md and table.json
@@ -11,6 +13,8 @@ networks) under --out_dir/logs/.
 
   python scripts/gdp_transfer.py --pairs rnnlm:nmt,nmt:rnnlm --seeds 0,1 \\
       --budget_s 90
+  python scripts/gdp_transfer.py --seeds 0,1 --budget_s 90 \\
+      --pairs rnnlm+transformer+resnet_like+random_dag:nmt
 """
 
 import dataclasses
@@ -31,7 +35,8 @@ from tfplace.io_utils import atomic_write  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("pairs", ["rnnlm:nmt", "nmt:rnnlm"],
-                  "SOURCE:TARGET benchmark models")
+                  "SOURCE:TARGET benchmark models; a SOURCE A+B+C is batch "
+                  "training on those models")
 flags.DEFINE_string("cluster", "k80x4", "cluster preset (one for all graphs)")
 flags.DEFINE_list("seeds", ["0", "1"], "seeds")
 flags.DEFINE_float("budget_s", 90.0, "wall-time budget of each search")
@@ -41,12 +46,16 @@ flags.DEFINE_string("out_dir", "out/gdp_transfer", "where tables and logs go")
 
 
 def _pairs():
+  from tfplace.experiments.gdp_transfer import source_graphs
   pairs = []
   for text in FLAGS.pairs:
     source, sep, target = text.partition(":")
-    if not sep or not source or not target or source == target:
-      raise PlacementError(f"--pairs takes SOURCE:TARGET of two different "
-                           f"models, got {text!r}")
+    graphs = source_graphs(source)
+    if (not sep or not target or not all(graphs) or target in graphs
+        or len(set(graphs)) < len(graphs)):
+      raise PlacementError(
+          f"--pairs takes SOURCE:TARGET, the source a model or a set A+B of "
+          f"different models, the target another model; got {text!r}")
     pairs.append((source, target))
   return pairs
 
@@ -61,7 +70,9 @@ def main(argv):
   pairs = _pairs()
   cluster = load_cluster(FLAGS.cluster)
   problems = {name: PlacementProblem.build(build_model(name), cluster)
-              for name in sorted({n for pair in pairs for n in pair})}
+              for name in sorted({n for source, target in pairs
+                                  for n in (*gdp_transfer.source_graphs(source),
+                                            target)})}
   options = {"budget_s": FLAGS.budget_s,
              **parse_option_text(FLAGS.placer_options)}
   rows = gdp_transfer.transfer_table(

@@ -107,7 +107,7 @@ def test_a_one_pass_placer_has_one_candidate():
 def test_search_over_the_learned_placers_units_moves_whole_units():
   import numpy as np
   from tfplace.placers.problem import PlacementProblem
-  from tfplace.rl.coarse import units
+  from tfplace.grouping.chunks import units
   graph, cluster = towers(num_towers=3, layers=3, seed=4), load_cluster("k80x4")
   problem = PlacementProblem.build(graph, cluster)
   start = pipeline.place(graph, cluster, "round_robin")

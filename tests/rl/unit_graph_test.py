@@ -2,14 +2,14 @@
 
 import numpy as np
 
-from tfplace.rl import coarse
+from tfplace.grouping import chunks
 
 
 def test_unit_graph_rows_are_the_codec_units(chains):
   groups = chains.groups
   start = np.arange(groups.num_groups) % 3
-  labels = coarse.units(groups, start, 2)
-  unit_graph, unit_of = coarse.unit_group_graph(chains.graph, chains.costs,
+  labels = chunks.units(groups, start, 2)
+  unit_graph, unit_of = chunks.unit_group_graph(chains.graph, chains.costs,
                                                 groups, labels)
   # Same partition of the colocation groups, numbered as the graph does.
   pairs = set(zip(labels.tolist(), unit_of.tolist()))

@@ -46,6 +46,19 @@ def test_main_job_rejects_an_unknown_model(tmp_path):
   assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("graphs,message", [
+    ("small_cnn", "two or more graphs, got 1"),
+    ("small_cnn,nosuch", "neither a graph file nor a model name"),
+    ("small_cnn,small_cnn", "two graphs one name")])
+def test_gdp_train_refuses_bad_graphs_and_writes_nothing(graphs, message,
+                                                         tmp_path):
+  logdir = tmp_path / "gdp"
+  run = _run([os.path.join(SCRIPTS, "gdp_train.py"), "--graphs", graphs,
+              "--budget_s", "5", "--logdir", str(logdir)], cwd=tmp_path)
+  assert run.returncode == 2 and message in run.stderr, run.stderr[-2000:]
+  assert not logdir.exists()
+
+
 @pytest.mark.parametrize("script", sorted(
     f for f in os.listdir(SCRIPTS) if f.endswith(".py")))
 def test_every_script_imports_and_lists_its_flags(script, tmp_path):

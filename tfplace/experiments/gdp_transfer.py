@@ -1,10 +1,13 @@
-"""Does a GDP policy trained on one graph help on another?
+"""Does a GDP policy trained on other graphs help on a new one?
 
 GDP (Zhou et al., 2019) claims a policy trained on some graphs places
 unseen ones well at once (zero-shot) and reaches good placements sooner when
 fine-tuned. Measured here, per seed: a `gdp` search from fresh weights on
-every graph involved (its network saved in its logdir); then for each
-(source, target) pair:
+every target graph and every single-graph source (its network saved in its
+logdir), and GDP's batch training on every source that is a set of graphs
+("a+b+c": one policy trained on all of them at once, `GDPPlacer.
+train_on_graphs`, for the search budget times the number of graphs); then
+for each (source, target) pair:
 
   * zero-shot: the policy with the source's weights on the target graph,
     before any training on it: its most likely placement (the mode) and
@@ -62,6 +65,24 @@ def zero_shot(setup, samples: int, seed: int) -> ZeroShot:
                   float(np.median(times[1:])))
 
 
+SET_SEPARATOR = "+"
+
+
+def source_graphs(source: str) -> List[str]:
+  """The graphs of a source: "a" or a set "a+b+c"."""
+  return source.split(SET_SEPARATOR)
+
+
+def _batch_train(problems, names: Sequence[str], options: Dict[str, object],
+                 logdir: str, seed: int) -> None:
+  """GDP's batch training on `names`, its network saved under `logdir`."""
+  from tfplace.placers.registry import get_placer
+  placer = get_placer("gdp", {
+      **options, "init": "best_heuristic", "logdir": logdir,
+      "budget_s": float(options["budget_s"]) * len(names)})
+  placer.train_on_graphs({n: problems[n] for n in names}, seed=seed)
+
+
 def _search(problem, options: Dict[str, object], seed: int):
   """A gdp search; returns (best step time, samples)."""
   from tfplace.pipeline import run_placer
@@ -86,8 +107,10 @@ def transfer_table(problems: Dict[str, object],
 
   Args:
     problems: graph name -> `PlacementProblem` (one cluster for all).
-    pairs: (source, target) graph names.
-    seeds: one fresh search per graph and seed, one fine-tune per pair.
+    pairs: (source, target): graph names; a source may be a set "a+b" (the
+      target not among them).
+    seeds: one fresh search per graph and seed, one batch training per
+      source set and seed, one fine-tune per pair.
     options: gdp options of every search (budget_s, agent, ...).
     out_dir: the searches' logdirs go under out_dir/logs/.
     samples: zero-shot samples per policy.
@@ -102,15 +125,25 @@ def transfer_table(problems: Dict[str, object],
                  "restart": True, "progress": False}
           for name, start in starts.items()}
   rows = []
+  singles = sorted({n for pair in pairs for n in pair
+                    if SET_SEPARATOR not in n})
+  sets = sorted({s for s, _ in pairs if SET_SEPARATOR in s})
   for seed in seeds:
-    fresh = {}
-    for name in sorted({n for pair in pairs for n in pair}):
+    fresh, trained = {}, {}
+    for name in singles:
       logdir = os.path.join(out_dir, "logs", f"{name}_fresh_s{seed}")
       fresh[name] = (logdir, *_search(problems[name],
                                       {**base[name], "logdir": logdir}, seed))
+      trained[name] = logdir
+    for source in sets:
+      trained[source] = os.path.join(out_dir, "logs",
+                                     f"{source}_batch_s{seed}")
+      _batch_train(problems, source_graphs(source),
+                   {**options, "restart": True, "progress": False},
+                   trained[source], seed)
     for source, target in pairs:
       problem, start = problems[target], starts[target]
-      pretrained = {**base[target], "pretrained": fresh[source][0]}
+      pretrained = {**base[target], "pretrained": trained[source]}
       tuned_s, tuned_samples = _search(problem, {
           **pretrained, "logdir": os.path.join(
               out_dir, "logs", f"{target}_from_{source}_s{seed}")}, seed)
@@ -131,7 +164,7 @@ def transfer_table(problems: Dict[str, object],
 def markdown(rows: Sequence[TransferRow]) -> List[str]:
   """The rows as a markdown table, then the medians over seeds per pair."""
   def shot(z):
-    return f"{z.mode_s:.4f} / {z.best_s:.4f} / {z.median_s:.4f}"
+    return f"{z.mode_s:.4g} / {z.best_s:.4g} / {z.median_s:.4g}"
   lines = [
       "| target | source | seed | best heuristic | zero-shot, source's "
       "weights (mode / best / median) | zero-shot, fresh weights | "
@@ -139,9 +172,9 @@ def markdown(rows: Sequence[TransferRow]) -> List[str]:
       "|---|---|---:|---:|---|---|---:|---:|---:|"]
   for r in rows:
     lines.append(
-        f"| {r.target} | {r.source} | {r.seed} | {r.best_heuristic_s:.4f} | "
+        f"| {r.target} | {r.source} | {r.seed} | {r.best_heuristic_s:.4g} | "
         f"{shot(r.zero_shot_pretrained)} | {shot(r.zero_shot_fresh)} | "
-        f"{r.fine_tuned_s:.4f} | {r.fresh_s:.4f} | "
+        f"{r.fine_tuned_s:.4g} | {r.fresh_s:.4g} | "
         f"{100 * (r.fine_tuned_s / r.fresh_s - 1):+.1f} % |")
   pairs = sorted({(r.target, r.source) for r in rows})
   lines += ["", "| target | source | seeds | median fine-tuned | median fresh "
@@ -152,7 +185,7 @@ def markdown(rows: Sequence[TransferRow]) -> List[str]:
     med = lambda f: statistics.median(f(r) for r in mine)  # noqa: E731
     lines.append(
         f"| {target} | {source} | {len(mine)} | "
-        f"{med(lambda r: r.fine_tuned_s):.4f} | {med(lambda r: r.fresh_s):.4f}"
-        f" | {med(lambda r: r.zero_shot_pretrained.mode_s):.4f} / "
-        f"{med(lambda r: r.zero_shot_fresh.mode_s):.4f} |")
+        f"{med(lambda r: r.fine_tuned_s):.4g} | {med(lambda r: r.fresh_s):.4g}"
+        f" | {med(lambda r: r.zero_shot_pretrained.mode_s):.4g} / "
+        f"{med(lambda r: r.zero_shot_fresh.mode_s):.4g} |")
   return lines

@@ -24,7 +24,7 @@ class ColocRLPlacer(common.LearnedPlacer):
   Paper: Mirhoseini, Pham, Le, Steiner, Larsen, Zhou, Kumar, Norouzi,
   Bengio, Dean, "Device Placement Optimization with Reinforcement Learning",
   ICML 2017. An LSTM encoder reads the units (coarse groups of colocation
-  groups, in topological order: `tfplace.rl.coarse`) and an attentional LSTM
+  groups, in topological order: `tfplace.grouping.chunks`) and an attentional LSTM
   decoder gives each a device (`tfplace.rl.networks.seq2seq_placer`); the
   reward comes from the simulated step time, the policy is trained with
   REINFORCE (or PPO) on tf-agents.

@@ -1,11 +1,12 @@
 """GDP: GraphSAGE and segment-level attention, the whole graph in one pass."""
 
 import dataclasses
-from typing import Optional
+from typing import Dict, Mapping, Optional
 
 from absl import logging
 
 from tfplace.errors import PlacementError
+from tfplace.placement import Placement
 from tfplace.placers import learned_common as common
 from tfplace.placers.registry import register_placer
 
@@ -58,28 +59,95 @@ class GDPPlacer(common.LearnedPlacer):
   scales each attention layer's input (parameter superposition)
   (`tfplace.rl.networks.gdp_network`). Trained on the simulator with
   REINFORCE or PPO on tf-agents through the search loop every learned
-  placer shares. The units are ColocRL's (`tfplace.rl.coarse`).
+  placer shares. The units are ColocRL's (`tfplace.grouping.chunks`).
 
   The weights but a per-unit bias do not depend on the graph: a search with
   a logdir saves them, and `pretrained` starts another graph's search from
   them (GDP's transfer to unseen graphs; `tfplace.rl.transfer`).
+  `train_on_graphs` trains one policy on several graphs at once (GDP's
+  batch training; `tfplace.rl.batch_training`).
   """
 
   Options = GDPOptions
 
-  def setup(self, problem, start, env_config):
+  def setup(self, problem, start, env_config, share_weights_with=None,
+            extra_signature=None):
+    """The `LearnedSetup` of `problem`; its network uses the weights of
+    `share_weights_with` (another graph's `GDPNetwork`) if given, else its
+    own, started from `pretrained` if set."""
     from tfplace.rl.builders import gdp_setup
     options = self.options
     sizes = {k: getattr(options, k) for k in (
         "sage_layers", "attention_layers", "heads", "segment_length")}
     setup = gdp_setup(problem, start.group_devices, start.step_time_s,
-                      env_config, sizes)
-    if options.pretrained:
+                      env_config, sizes, extra_signature, share_weights_with)
+    if options.pretrained and share_weights_with is None:
       from tfplace.rl.transfer import load_network
       source = load_network(setup.actor_net, options.pretrained,
                             _transfer_sizes(setup.actor_net))
       logging.info("gdp: network weights from %s", source)
     return setup
+
+  def train_on_graphs(self, problems: Mapping[str, object],
+                      seed: Optional[int] = None) -> Dict[str, Placement]:
+    """GDP's batch training: one policy searched on every graph at once.
+
+    Every graph starts from its own `init` placement and keeps its own
+    per-unit biases, best-so-far and checkpoint (`<logdir>/graphs/<name>/`);
+    the networks share every other weight and one optimizer, and the graphs
+    take train steps in turn for `budget_s` seconds in all. With a logdir
+    the shared weights are written to `<logdir>/network/` at the end, so
+    `pretrained=<logdir>` starts a search on another graph from them.
+
+    Args:
+      problems: graph name (letters, digits, '_', '-', '.') -> its
+        `PlacementProblem`; two or more, on clusters with as many devices.
+      seed: seeds the start placements and the training.
+
+    Returns:
+      graph name -> its best placement found (metadata "search": the
+      graph's search summary and "batch_graphs").
+
+    Raises:
+      PlacementError: fewer than two graphs, a bad name, a graph with one
+        colocation group, a cluster with one device or another device
+        count, or a start placement that does not fit in memory.
+    """
+    from tfplace.rl.batch_training import (check_graph_names, graph_logdir,
+                                           run_batch_training)
+    check_graph_names(problems)
+    names = sorted(problems)
+    devices = {n: problems[n].cluster.num_devices for n in names}
+    if len(set(devices.values())) > 1:
+      raise PlacementError(f"batch training places every graph on as many "
+                           f"devices; the clusters have {devices}")
+    options = self.options
+    starts, setups, shared = {}, {}, None
+    for name in names:
+      problem = problems[name]
+      if common.trivial_placement(problem) is not None:
+        raise PlacementError(f"{name}: one colocation group or one device, "
+                             f"nothing to learn")
+      starts[name] = common.feasible_start(problem, options.init, seed,
+                                           self.name)
+      # The first graph's network is built (from `pretrained` if set); the
+      # others use its weights.
+      setup = self.setup(problem, starts[name], common.env_config(options),
+                         share_weights_with=shared,
+                         extra_signature={"batch_graphs": names})
+      setup.export_best = common.exporter(
+          problem, self.name, graph_logdir(options.logdir, name))
+      setups[name] = setup
+      if shared is None:
+        shared = setup.actor_net
+    results = run_batch_training(setups, self.agent_config(),
+                                 common.search_config(options), seed)
+    self.after_search(setups[names[0]])
+    return {name: problems[name].placement(
+        results[name].best_devices, placer=self.name).with_metadata(
+            extra={"search": {**results[name].summary(starts[name]),
+                              "batch_graphs": names}})
+            for name in names}
 
   def after_search(self, setup) -> None:
     if self.options.logdir:

@@ -143,16 +143,9 @@ class LearnedPlacer(Placer):
                    self.name)
       return problem.placement(trivial, placer=self.name)
     from tfplace.rl.search import run_search
-    start = start_placement(problem, self.options.init, seed)
-    logging.info("%s: start %s at %.6g s", self.name, start.source,
-                 start.step_time_s)
-    if not math.isfinite(start.step_time_s):
-      raise PlacementError(
-          f"the start placement ({start.source}) does not fit in memory: "
-          "nothing feasible to start the search from (a cluster with more "
-          "memory, or a start placement that fits)")
+    start = feasible_start(problem, self.options.init, seed, self.name)
     setup = self.setup(problem, start, env_config(self.options))
-    setup.export_best = _exporter(problem, self.name, self.options.logdir)
+    setup.export_best = exporter(problem, self.name, self.options.logdir)
     before = self.before_search(setup, seed)
     result = run_search(setup, self.agent_config(),
                         search_config(self.options), seed)
@@ -160,6 +153,23 @@ class LearnedPlacer(Placer):
     placement = problem.placement(result.best_devices, placer=self.name)
     summary = {**result.summary(start), **(before or {})}
     return placement.with_metadata(extra={"search": summary})
+
+
+def feasible_start(problem, init: str, seed: Optional[int], placer: str):
+  """The search's `StartPlacement` (`search_support.start_placement`).
+
+  Raises:
+    PlacementError: it does not fit in memory.
+  """
+  start = start_placement(problem, init, seed)
+  logging.info("%s: start %s at %.6g s", placer, start.source,
+               start.step_time_s)
+  if not math.isfinite(start.step_time_s):
+    raise PlacementError(
+        f"the start placement ({start.source}) does not fit in memory: "
+        "nothing feasible to start the search from (a cluster with more "
+        "memory, or a start placement that fits)")
+  return start
 
 
 def trivial_placement(problem) -> Optional[np.ndarray]:
@@ -213,7 +223,7 @@ def search_config(options: LearnedOptions):
       progress=options.progress)
 
 
-def _exporter(problem, placer: str, logdir: Optional[str]):
+def exporter(problem, placer: str, logdir: Optional[str]):
   """Writes the best placement (JSON, placed GraphDef) into `logdir`."""
   if not logdir:
     return None

@@ -58,7 +58,7 @@ class MarsPlacer(common.LearnedPlacer):
   unit a device, segment by segment (`tfplace.rl.networks.mars_network`),
   and the whole policy is trained on the simulator, with PPO by default (as
   in the paper) or REINFORCE, through the search loop every learned placer
-  shares. The units are ColocRL's (`tfplace.rl.coarse`).
+  shares. The units are ColocRL's (`tfplace.grouping.chunks`).
   """
 
   Options = MarsOptions

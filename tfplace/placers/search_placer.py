@@ -28,7 +28,7 @@ from tfplace.placers.base import Placer, PlacerKind
 from tfplace.placers.search_support import (Budget, SearchResult, SearchSpace,
                                             StartPlacement, budget_from_options,
                                             same_time_key, start_placement)
-from tfplace.rl.coarse import units
+from tfplace.grouping.chunks import units
 
 START_CHUNKS = "start_chunks"
 COARSEN_METHODS = METHODS + (START_CHUNKS,)
@@ -45,7 +45,7 @@ _COMMON_DOC = """\
       groups themselves).
     coarsen_method: how to coarsen: heavy_edge, metis, or start_chunks (the
       learned placers' units: coarsen_k topological chunks, each split by
-      the start placement's devices, `tfplace.rl.coarse`).
+      the start placement's devices, `tfplace.grouping.chunks`).
     num_threads: simulator threads per batch of candidates.
     progress: show a progress bar with the best step time.
     summary_dir: if set, the best step time against evaluations is written

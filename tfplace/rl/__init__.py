@@ -2,8 +2,6 @@
 
   features.py      what a network sees of a group (built from a GroupGraph)
   progressive_graph.py  what Placeto's graph network sees of the group graph
-  coarse.py        the units ColocRL and Placeto place (coarse groups of
-                   colocation groups)
   environments/    the one-shot placement environment over the simulator:
                    action codecs, reward shaping, the evaluator (memory rule);
                    Placeto's progressive environment and schedule evaluator
@@ -20,6 +18,12 @@
   search_state.py  checkpoints, resume and the problem signature
   progressive_search.py  the search loop's step on Placeto's episodes
   placeto_builder.py     environment + networks for Placeto
+  batch_training.py      GDP's batch training: one policy, several graphs
+  transfer.py      GDP's network weights saved and loaded across graphs
+  contrastive.py   Mars's Deep Graph Infomax pre-training
+  update_guard.py  a train step that leaves a weight non-finite is undone
+
+The units ColocRL, Placeto, GDP and Mars place are `tfplace.grouping.chunks`.
 
 Nothing here is imported by `import tfplace`: TensorFlow and tf-agents load
 only when a learned placer runs (`tfplace.placers.colocrl`, `hierarchical`,

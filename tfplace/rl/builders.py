@@ -14,7 +14,7 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
 from tfplace.grouping.memory import MemoryBudget
-from tfplace.rl import coarse
+from tfplace.grouping import chunks
 from tfplace.rl import features as features_lib
 from tfplace.rl.environments.codecs import HierarchicalCodec, UnitCodec
 from tfplace.rl.environments.evaluator import GroupMemory, PlacementEvaluator
@@ -85,9 +85,9 @@ def chunk_units(problem, start_devices: np.ndarray, num_chunks: int):
   groups split by the start placement's devices. Returns (the units' group
   graph, int32 [G] unit of each colocation group, numbered as that graph
   numbers them)."""
-  return coarse.unit_group_graph(
+  return chunks.unit_group_graph(
       problem.graph, problem.costs, problem.groups,
-      coarse.units(problem.groups, start_devices, num_chunks))
+      chunks.units(problem.groups, start_devices, num_chunks))
 
 
 def _one_shot_setup(problem, kind: str, env: PlacementEnvironment, actor,
@@ -127,10 +127,11 @@ def _graph_network_setup(problem, kind: str, network_class,
                          config: EnvConfig,
                          network_sizes: Optional[Dict[str, int]],
                          extra_signature: Optional[Dict[str, object]],
-                         vocabulary=None) -> LearnedSetup:
+                         vocabulary=None, **network_kwargs) -> LearnedSetup:
   """A one-shot placer whose network reads the unit graph's edges (gdp,
   mars): `network_class(obs_spec, action_spec, features, edge_src, edge_dst,
-  topological order, hidden, ..., **network_sizes)` over ColocRL's units."""
+  topological order, hidden, ..., **network_sizes, **network_kwargs)` over
+  ColocRL's units; the sizes join the checkpoint signature."""
   sizes = dict(network_sizes or {})
   unit_graph, values, env, obs_spec = _unit_environment(
       problem, start_devices, start_step_time_s, config, vocabulary)
@@ -138,7 +139,8 @@ def _graph_network_setup(problem, kind: str, network_class,
                         values, unit_graph.edge_src, unit_graph.edge_dst,
                         unit_graph.topo_order(), config.hidden,
                         shared_logits=config.shared_logits,
-                        bias_scale=config.bias_scale, **sizes)
+                        bias_scale=config.bias_scale, **sizes,
+                        **network_kwargs)
   return _one_shot_setup(problem, kind, env, actor, values, start_devices,
                          start_step_time_s,
                          {**sizes, **(extra_signature or {})})
@@ -163,8 +165,8 @@ def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
 def gdp_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
               config: EnvConfig = EnvConfig(),
               network_sizes: Optional[Dict[str, int]] = None,
-              extra_signature: Optional[Dict[str, object]] = None
-              ) -> LearnedSetup:
+              extra_signature: Optional[Dict[str, object]] = None,
+              share_weights_with=None) -> LearnedSetup:
   """GDP over ColocRL's units (`config.num_chunks` chunks split by the start
   placement; every colocation group its own unit when num_chunks >= G),
   with features over `features.SHARED_VOCABULARY`, so that the network's
@@ -174,11 +176,15 @@ def gdp_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
     network_sizes: keyword arguments of `GDPNetwork` (sage_layers,
       attention_layers, heads, segment_length); they join the checkpoint
       signature.
+    share_weights_with: another graph's `GDPNetwork` whose graph-independent
+      weights this setup's network uses (batch training over several graphs,
+      `tfplace.rl.batch_training`); None: its own.
   """
   from tfplace.rl.networks.gdp_network import GDPNetwork
   return _graph_network_setup(problem, "gdp", GDPNetwork, start_devices,
                               start_step_time_s, config, network_sizes,
-                              extra_signature, features_lib.SHARED_VOCABULARY)
+                              extra_signature, features_lib.SHARED_VOCABULARY,
+                              share_weights_with=share_weights_with)
 
 
 def mars_setup(problem, start_devices: np.ndarray, start_step_time_s: float,

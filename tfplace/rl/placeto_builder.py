@@ -2,7 +2,7 @@
 
 `placeto_setup` takes a placement problem and a start placement and returns
 the `LearnedSetup` the shared search loop runs with `ProgressiveSearchLoop`.
-The groups an episode visits are ColocRL's units (`tfplace.rl.coarse`:
+The groups an episode visits are ColocRL's units (`tfplace.grouping.chunks`:
 topological chunks of colocation groups split by the start placement's
 devices), so that an episode is a few hundred steps on graphs with thousands
 of colocation groups, and so that Placeto and ColocRL place the same units

@@ -216,8 +216,10 @@ def run_search(setup: LearnedSetup, agent_config, config: SearchConfig,
     return _run(loop, devices, step_time_s, t0)
 
 
-def _stopped(loop: SearchLoop, elapsed_s: float,
-             samples_before: int = 0) -> Optional[str]:
+def stop_reason(loop: SearchLoop, elapsed_s: float,
+                samples_before: int = 0) -> Optional[str]:
+  """"time_s" or "max_samples" when `loop`'s budget is spent after
+  `elapsed_s` seconds over the search, else None."""
   if elapsed_s >= loop.config.budget_s:
     return "time_s"
   if loop.samples - samples_before >= loop.config.max_samples:
@@ -230,7 +232,7 @@ def _run(loop: SearchLoop, devices: np.ndarray, step_time_s: float,
   """The budgeted loop: curves, checkpoints, Ctrl-C (via `SearchRun`)."""
   config, env = loop.config, loop.env
   before_s = float(loop.state.elapsed_s.numpy())
-  stopped = _stopped(loop, loop.spent_before_s + time.time() - t0,
+  stopped = stop_reason(loop, loop.spent_before_s + time.time() - t0,
                      loop.samples_before)
   curve: List[CurvePoint] = []
   if stopped is None:
@@ -245,7 +247,7 @@ def _run(loop: SearchLoop, devices: np.ndarray, step_time_s: float,
       finally:
         env.evaluator.simulate = simulate
   loop.save(before_s + time.time() - t0)
-  return _result(loop, stopped, curve)
+  return learned_result(loop, stopped, curve)
 
 
 def _loop(loop: SearchLoop, run: SearchRun, curve: List[CurvePoint],
@@ -265,14 +267,19 @@ def _loop(loop: SearchLoop, run: SearchRun, curve: List[CurvePoint],
       last_save = now
     if run.interrupted or run.stop_reason:  # Ctrl-C, or the evaluator
       return "interrupted" if run.interrupted else "stopped"
-    stopped = _stopped(loop, loop.spent_before_s + time.time() - t0,
+    stopped = stop_reason(loop, loop.spent_before_s + time.time() - t0,
                        loop.samples_before)
     if stopped is not None:
       return stopped
 
 
-def _result(loop: SearchLoop, stopped: str,
-            curve: List[CurvePoint]) -> LearnedResult:
+def learned_result(loop: SearchLoop, stopped: str,
+                   curve: List[CurvePoint]) -> LearnedResult:
+  """`loop`'s `LearnedResult`, stopped by `stopped`, with this run's curve.
+
+  Raises:
+    PlacementError: nothing found fits in memory.
+  """
   best = loop.best_step_time_s
   if not np.isfinite(best):
     raise PlacementError("the learned search found no placement that fits "

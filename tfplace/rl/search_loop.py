@@ -44,17 +44,21 @@ class SearchLoop:
     reexplorations: times `reexplore` ran in this run.
   """
 
-  def __init__(self, setup, agent_config, config):
+  def __init__(self, setup, agent_config, config, optimizer=None):
     """Builds the agent and restores the checkpoint in `config.logdir`.
 
     Args:
       setup: a `tfplace.rl.search.LearnedSetup`.
       agent_config: a `tfplace.rl.agents.AgentConfig`.
       config: a `tfplace.rl.search.SearchConfig`.
+      optimizer: the agent's optimizer (one shared by several loops whose
+        networks share weights, `tfplace.rl.batch_training`); None: a new
+        one (`agents.make_optimizer`).
     """
     self.setup, self.config, self.env = setup, config, setup.env
     specs = tensor_spec.from_spec
-    optimizer = agents_lib.make_optimizer(agent_config)
+    if optimizer is None:
+      optimizer = agents_lib.make_optimizer(agent_config)
     self.agent, self.stats = agents_lib.make_agent(
         specs(self.env.time_step_spec()), specs(self.env.action_spec()),
         setup.actor_net, setup.value_net, agent_config,

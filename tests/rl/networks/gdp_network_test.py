@@ -81,6 +81,46 @@ def test_gdp_network_event_shape_mask_and_batch(shared):
   check_event_shape_mask_and_batch(net, n)
 
 
+def _network(n, hidden=8, **kwargs):
+  obs_spec, act_spec = specs(n)
+  src, dst = chain_edges(n)
+  features = np.random.default_rng(n).normal(size=(n, 5)).astype(np.float32)
+  return GDPNetwork(obs_spec, act_spec, features, src, dst, np.arange(n),
+                    hidden=hidden, heads=2, segment_length=4, **kwargs)
+
+
+def test_networks_of_two_graphs_share_every_weight_but_the_bias():
+  first = _network(5)
+  second = _network(11, share_weights_with=first)
+  first.create_variables()
+  second.create_variables()
+  own = lambda net: {net.output_biases().raw.ref()}  # noqa: E731
+  refs = lambda net: {v.ref() for v in net.trainable_variables}  # noqa: E731
+  assert refs(first) - own(first) == refs(second) - own(second)
+  assert len(refs(first) - own(first)) > 10
+  assert own(first) != own(second)
+  # A step on the second graph's logits moves the first graph's.
+  before = first.network_logits(training=False).numpy()
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(second.network_logits(training=True)[:, 0])
+  variables = second.trainable_variables
+  tf.keras.optimizers.SGD(0.1).apply_gradients(
+      zip(tape.gradient(loss, variables), variables))
+  assert not np.allclose(before, first.network_logits(training=False).numpy())
+
+
+def test_weights_of_other_sizes_are_not_shared():
+  with pytest.raises(ValueError, match="cannot share the weights of a GDP"):
+    _network(5, hidden=16, share_weights_with=_network(5))
+  sage = GraphSage(4, *chain_edges(4), hidden=8, layers=2)
+  with pytest.raises(ValueError, match="cannot share GraphSAGE weights"):
+    GraphSage(6, *chain_edges(6), hidden=8, layers=3, share_weights_with=sage)
+  attention = SegmentAttention(8, hidden=8, layers=2, heads=2)
+  with pytest.raises(ValueError, match="cannot share attention weights"):
+    SegmentAttention(8, hidden=8, layers=2, heads=4,
+                     share_weights_with=attention)
+
+
 def test_gdp_weights_do_not_depend_on_the_graph_but_the_bias():
   def weights(n):
     obs_spec, act_spec = specs(n)

@@ -13,8 +13,12 @@ constant: the embedding and attention run once per call whatever the batch
 size, and a trainable bias per unit and device (`heads.RowBias`) is added
 to the logits for the imitation warm start (`tfplace.rl.imitation`). The
 bias is the only weight tied to one graph; the others move between graphs
-(`transferable`, `tfplace.rl.transfer`).
+(`transferable`, `tfplace.rl.transfer`), or are shared by the networks of
+several graphs trained at once (`share_weights_with`, GDP's batch training:
+`tfplace.rl.batch_training`).
 """
+
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -35,7 +39,8 @@ class GDPNetwork(UnitPlacerNetwork):
                hidden: int = 64, sage_layers: int = 3,
                attention_layers: int = 2, heads: int = 4,
                segment_length: int = 64, shared_logits: bool = True,
-               bias_scale: float = 1.0, name: str = "GDPNetwork"):
+               bias_scale: float = 1.0, name: str = "GDPNetwork",
+               share_weights_with: Optional["GDPNetwork"] = None):
     """Args:
       observation_spec: the environment's observation spec ("allowed").
       action_spec: int [U] in [0, D).
@@ -49,6 +54,12 @@ class GDPNetwork(UnitPlacerNetwork):
       shared_logits: one logits table for the whole batch (REINFORCE) or
         logits per batch entry (what PPO logs).
       bias_scale: speed of the per-unit biases (`heads.RowBias`).
+      share_weights_with: another graph's `GDPNetwork`, built with the same
+        sizes: this network uses its graph-independent layers (the same
+        variables; only the per-unit bias is its own). None: its own.
+
+    Raises:
+      ValueError: `share_weights_with` has other sizes.
     """
     super().__init__(observation_spec, action_spec, len(order), shared_logits,
                      bias_scale, name)
@@ -57,18 +68,26 @@ class GDPNetwork(UnitPlacerNetwork):
     self._features = tf.constant(np.asarray(features, np.float32))
     self._order = tf.constant(order)
     self._unsort = tf.constant(np.argsort(order).astype(np.int32))
-    self._embedding = GraphSage(num_units, edge_src, edge_dst, hidden,
-                                sage_layers)
-    self._attention = SegmentAttention(num_units, hidden, attention_layers,
-                                       heads, segment_length)
-    self._gate = keras.layers.Dense(attention_layers * hidden,
-                                    activation="sigmoid", name="superposition")
-    self._logits = keras.layers.Dense(self.num_devices, name="device_logits")
     self._hidden = hidden
     self._sizes = {"hidden": hidden, "sage_layers": sage_layers,
                    "attention_layers": attention_layers, "heads": heads,
                    "num_features": int(np.shape(features)[1]),
                    "num_devices": self.num_devices}
+    other = share_weights_with
+    if other is not None and other.transfer_sizes() != self._sizes:
+      raise ValueError(f"cannot share the weights of a GDP network of sizes "
+                       f"{other.transfer_sizes()} with one of {self._sizes}")
+    shared = other.transferable() if other is not None else {}
+    self._embedding = GraphSage(
+        num_units, edge_src, edge_dst, hidden, sage_layers,
+        share_weights_with=shared.get("embedding"))
+    self._attention = SegmentAttention(
+        num_units, hidden, attention_layers, heads, segment_length,
+        share_weights_with=shared.get("attention"))
+    self._gate = shared.get("superposition") or keras.layers.Dense(
+        attention_layers * hidden, activation="sigmoid", name="superposition")
+    self._logits = shared.get("device_logits") or keras.layers.Dense(
+        self.num_devices, name="device_logits")
 
   def transferable(self):
     """The weights that do not depend on the graph, by name (everything but

@@ -14,8 +14,12 @@ size or shape, so a trained embedding applies to other graphs (GDP's
 generalization). A node without neighbours gets n_v = 0.
 
 The graph is a constant of the network: the edges are two int32 vectors
-and one layer is a gather, a segment max and two dense layers.
+and one layer is a gather, a segment max and two dense layers. Embeddings of
+several graphs can share one set of weights (`share_weights_with`: GDP's
+batch training over several graphs, `tfplace.rl.batch_training`).
 """
+
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -39,12 +43,15 @@ class GraphSage(keras.layers.Layer):
 
   def __init__(self, num_nodes: int, edge_src: np.ndarray,
                edge_dst: np.ndarray, hidden: int = 64, layers: int = 3,
-               name: str = "graphsage"):
+               name: str = "graphsage",
+               share_weights_with: Optional["GraphSage"] = None):
     """Args:
       num_nodes: N.
       edge_src, edge_dst: the directed edges (node ids).
       hidden: embedding width H.
       layers: GraphSAGE layers (hops a node's embedding sees).
+      share_weights_with: another graph's `GraphSage` of the same sizes whose
+        dense layers (and so weights) this one uses; None: its own.
     """
     super().__init__(name=name)
     if layers < 1 or hidden < 1:
@@ -54,10 +61,19 @@ class GraphSage(keras.layers.Layer):
     self._num_nodes = num_nodes
     self._senders = tf.constant(senders)
     self._receivers = tf.constant(receivers)
-    self._layers = [
-        (keras.layers.Dense(hidden, activation="relu", name=f"pool_{i}"),
-         keras.layers.Dense(hidden, activation="relu", name=f"update_{i}"))
-        for i in range(layers)]
+    if share_weights_with is not None:
+      other = share_weights_with
+      if (other.hidden, len(other._layers)) != (hidden, layers):
+        raise ValueError(
+            f"cannot share GraphSAGE weights of width {other.hidden} and "
+            f"{len(other._layers)} layers with width {hidden} and {layers}")
+      self._layers = other._layers
+    else:
+      self._layers = [
+          (keras.layers.Dense(hidden, activation="relu", name=f"pool_{i}"),
+           keras.layers.Dense(hidden, activation="relu", name=f"update_{i}"))
+          for i in range(layers)]
+    self.hidden = hidden
 
   def call(self, nodes: tf.Tensor) -> tf.Tensor:
     h = tf.convert_to_tensor(nodes, tf.float32)

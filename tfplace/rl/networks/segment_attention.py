@@ -13,7 +13,9 @@ from the nodes' features (topological rank and its sinusoids,
 `tfplace.rl.features`), not from Transformer-XL's relative position
 encodings. Each layer is attention then a feed-forward block, each with a
 residual connection and layer normalization; `gate` (GDP's parameter
-superposition, section 3.3) scales every layer's input elementwise.
+superposition, section 3.3) scales every layer's input elementwise. The
+sequence length is a constant of the layer; layers for several graphs can
+share one set of weights (`share_weights_with`).
 """
 
 from typing import Optional
@@ -29,13 +31,16 @@ class SegmentAttention(keras.layers.Layer):
 
   def __init__(self, num_nodes: int, hidden: int = 64, layers: int = 2,
                heads: int = 4, segment_length: int = 64,
-               name: str = "segment_attention"):
+               name: str = "segment_attention",
+               share_weights_with: Optional["SegmentAttention"] = None):
     """Args:
       num_nodes: N, the sequence length (a constant of the graph).
       hidden: model width H.
       layers: attention layers.
       heads: attention heads (H is split between them).
       segment_length: S, nodes per segment.
+      share_weights_with: another graph's `SegmentAttention` of the same
+        width, layers and heads whose blocks (and weights) this one uses.
     """
     super().__init__(name=name)
     if min(num_nodes, hidden, layers, heads, segment_length) < 1:
@@ -49,6 +54,14 @@ class SegmentAttention(keras.layers.Layer):
     keys_valid = np.concatenate([memory_valid, valid], axis=1)
     self._mask = tf.constant(np.broadcast_to(
         keys_valid[:, None, :], (segments, length, 2 * length)))
+    self.sizes = (hidden, layers, heads)
+    if share_weights_with is not None:
+      if share_weights_with.sizes != self.sizes:
+        raise ValueError(
+            f"cannot share attention weights of (width, layers, heads) "
+            f"{share_weights_with.sizes} with {self.sizes}")
+      self._blocks = share_weights_with._blocks
+      return
     key_dim = max(hidden // heads, 1)
     self._blocks = [
         (keras.layers.MultiHeadAttention(heads, key_dim, name=f"attention_{i}"),
