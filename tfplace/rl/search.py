@@ -233,7 +233,7 @@ def _run(loop: SearchLoop, devices: np.ndarray, step_time_s: float,
   config, env = loop.config, loop.env
   before_s = float(loop.state.elapsed_s.numpy())
   stopped = stop_reason(loop, loop.spent_before_s + time.time() - t0,
-                     loop.samples_before)
+                        loop.samples_before)
   curve: List[CurvePoint] = []
   if stopped is None:
     simulate = env.evaluator.simulate
@@ -268,7 +268,7 @@ def _loop(loop: SearchLoop, run: SearchRun, curve: List[CurvePoint],
     if run.interrupted or run.stop_reason:  # Ctrl-C, or the evaluator
       return "interrupted" if run.interrupted else "stopped"
     stopped = stop_reason(loop, loop.spent_before_s + time.time() - t0,
-                       loop.samples_before)
+                          loop.samples_before)
     if stopped is not None:
       return stopped
 

@@ -26,6 +26,17 @@ import tensorflow as tf
 keras = tf.keras
 
 
+def _block(i: int, hidden: int, heads: int):
+  """Layer i's attention, its norm, the feed-forward pair and its norm."""
+  key_dim = max(hidden // heads, 1)
+  return (
+      keras.layers.MultiHeadAttention(heads, key_dim, name=f"attention_{i}"),
+      keras.layers.LayerNormalization(name=f"attention_norm_{i}"),
+      keras.layers.Dense(2 * hidden, activation="relu", name=f"ffn_in_{i}"),
+      keras.layers.Dense(hidden, name=f"ffn_out_{i}"),
+      keras.layers.LayerNormalization(name=f"ffn_norm_{i}"))
+
+
 class SegmentAttention(keras.layers.Layer):
   """Sequence [N, H] -> [N, H] (see the module docstring)."""
 
@@ -61,15 +72,8 @@ class SegmentAttention(keras.layers.Layer):
             f"cannot share attention weights of (width, layers, heads) "
             f"{share_weights_with.sizes} with {self.sizes}")
       self._blocks = share_weights_with._blocks
-      return
-    key_dim = max(hidden // heads, 1)
-    self._blocks = [
-        (keras.layers.MultiHeadAttention(heads, key_dim, name=f"attention_{i}"),
-         keras.layers.LayerNormalization(name=f"attention_norm_{i}"),
-         keras.layers.Dense(2 * hidden, activation="relu", name=f"ffn_in_{i}"),
-         keras.layers.Dense(hidden, name=f"ffn_out_{i}"),
-         keras.layers.LayerNormalization(name=f"ffn_norm_{i}"))
-        for i in range(layers)]
+    else:
+      self._blocks = [_block(i, hidden, heads) for i in range(layers)]
 
   @property
   def num_layers(self) -> int:
