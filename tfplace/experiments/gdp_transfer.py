@@ -117,17 +117,19 @@ def transfer_table(problems: Dict[str, object],
     report: called with each row as it is done.
   """
   from tfplace.placers.search_support import start_placement
-  starts = {name: start_placement(problem, "best_heuristic")
-            for name, problem in problems.items()}
+  singles = sorted({n for pair in pairs for n in pair
+                    if SET_SEPARATOR not in n})
+  sets = sorted({s for s, _ in pairs if SET_SEPARATOR in s})
+  # The graphs searched alone (targets, single sources); a set's graphs
+  # find their best heuristic in the batch training.
+  starts = {name: start_placement(problems[name], "best_heuristic")
+            for name in singles}
   # Each search starts from its graph's best heuristic, run by name (not
   # every heuristic again).
   base = {name: {**options, "init": start.source.split(" ")[0],
                  "restart": True, "progress": False}
           for name, start in starts.items()}
   rows = []
-  singles = sorted({n for pair in pairs for n in pair
-                    if SET_SEPARATOR not in n})
-  sets = sorted({s for s, _ in pairs if SET_SEPARATOR in s})
   for seed in seeds:
     fresh, trained = {}, {}
     for name in singles:

@@ -120,14 +120,15 @@ class GDPPlacer(common.LearnedPlacer):
     devices = {n: problems[n].cluster.num_devices for n in names}
     if len(set(devices.values())) > 1:
       raise PlacementError(f"batch training places every graph on as many "
-                           f"devices; the clusters have {devices}")
+                           f"devices; the clusters have {devices}: give every "
+                           f"graph one cluster")
     options = self.options
     starts, setups, shared = {}, {}, None
     for name in names:
       problem = problems[name]
       if common.trivial_placement(problem) is not None:
         raise PlacementError(f"{name}: one colocation group or one device, "
-                             f"nothing to learn")
+                             f"nothing to learn: leave it out of the batch")
       starts[name] = common.feasible_start(problem, options.init, seed,
                                            self.name)
       # The first graph's network is built (from `pretrained` if set); the
