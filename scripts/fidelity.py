@@ -1,7 +1,9 @@
 """Simulator fidelity: calibrated predictions vs real step times.
 
-Starts a 2-worker local TF server cluster (one core each) and measures its
-devices and links (`tfplace.measurement.cluster_benchmark`). With
+Starts a local TF server cluster (--workers 2, --cores_per_worker 1; on a
+GPU machine --worker_gpus gives workers GPUs, e.g. `0,none`: GPU 0 to
+worker 0) and measures its devices and links
+(`tfplace.measurement.cluster_benchmark`). With
 --in_process it measures in this process instead, on the devices TF sees
 here (the cluster preset `local`: /cpu:0 with every core, and each GPU):
 on a GPU machine, CPU + GPU.
@@ -108,6 +110,11 @@ _IN_PROCESS = flags.DEFINE_bool(
     "in_process", False, "measure in this process on the CPU and the GPUs "
     "TF sees (cluster preset `local`; needs a GPU: two devices at least) "
     "instead of on a 2-worker TF server cluster")
+_WORKERS = flags.DEFINE_integer("workers", 2, "TF server workers")
+_CORES = flags.DEFINE_integer("cores_per_worker", 1, "cores per worker")
+_WORKER_GPUS = flags.DEFINE_list(
+    "worker_gpus", [], 'per worker, the GPU ids it is given, joined by "+", '
+    'or "none" (e.g. 0,none)')
 _CACHE = flags.DEFINE_string("cache_dir", None, "measurement cache directory")
 _JSON = flags.DEFINE_bool("json", False, "end with a JSON summary line")
 _PLACEHOLDERS = flags.DEFINE_bool(
@@ -268,12 +275,17 @@ def main(argv):
                          "add --cross")
     check_out_path(_RECORD.value, "--record")
   from tfplace.measurement.config import MeasureConfig
-  from tfplace.measurement.local_cluster import LocalCluster
+  from tfplace.measurement.local_cluster import (LocalCluster,
+                                                 parse_worker_gpus)
+  gpus = parse_worker_gpus(_WORKER_GPUS.value, _WORKERS.value)
   names = _GRAPHS.value or (CROSS_DEFAULT if _CROSS.value
                             else PER_GRAPH_DEFAULT)
   graphs, specs = _build(names)
   run = _cross if _CROSS.value else _per_graph
   if _IN_PROCESS.value:
+    if _WORKER_GPUS.value:
+      raise TfplaceError("--worker_gpus gives GPUs to TF server workers; "
+                         "--in_process uses this process's GPUs: drop one")
     from tfplace.cost.presets import preset
     cluster = preset("local")
     if cluster.num_devices < 2:
@@ -284,7 +296,10 @@ def main(argv):
     print(f"in process on {', '.join(cluster.device_names)}", flush=True)
     run(cluster, MeasureConfig(steps=_STEPS.value), graphs, specs)
     return
-  with LocalCluster(num_workers=2, cores_per_worker=1) as lc:
+  with LocalCluster(num_workers=_WORKERS.value,
+                    cores_per_worker=_CORES.value, worker_gpus=gpus) as lc:
+    print(f"TF servers: {', '.join(lc.to_cluster().device_names)}",
+          flush=True)
     config = MeasureConfig(target=lc.target, steps=_STEPS.value)
     run(lc.to_cluster(), config, graphs, specs)
 

@@ -23,6 +23,19 @@ def test_state_file_of_cluster_up_is_a_worker_cluster(tmp_path):
   assert spec.profiler_addresses == ["127.0.0.1:3000", "127.0.0.1:3001"]
 
 
+def test_state_file_names_the_gpus_its_workers_were_given(tmp_path):
+  state = tmp_path / "state.json"
+  state.write_text(json.dumps({
+      "cluster_spec": {"worker": ["127.0.0.1:2000", "127.0.0.1:2001"]},
+      "cores_per_worker": 4, "worker_gpus": [[0], []],
+      "gpus_per_worker": [1, 0], "gpu_memory_bytes": 141e9}))
+  cluster = load_cluster_arg(str(state))
+  assert cluster.device_names == [
+      "/job:worker/replica:0/task:0/device:CPU:0",
+      "/job:worker/replica:0/task:0/device:GPU:0", W1]
+  assert cluster.devices[1].memory_bytes == 141e9
+
+
 def test_inline_cluster_spec_names_its_workers():
   spec = read_server_spec('{"worker": ["10.0.0.1:2222", "10.0.0.2:2222", '
                           '"10.0.0.3:2222"]}')

@@ -159,6 +159,21 @@ def test_apply_leaves_unmeasured_devices_alone():
   assert dataclasses.replace(bench, links=()).apply(cluster).links == ()
 
 
+def test_apply_keeps_each_pair_s_link_kind():
+  # A GPU worker: its GPU's link to its CPU is PCIe, the workers' loopback.
+  cluster = make_worker_cluster(2, cores_per_worker=4, gpus_per_worker=(1,))
+  names = cluster.device_names
+  bench = ClusterBenchmark(
+      tuple(DeviceBenchmark(n, 1e11, 5e10, 1e10, 2e-7, 5e-7, 4e-4)
+            for n in names),
+      tuple(LinkBenchmark(a, b, 5e-5, 2e-5, 1e9, hop_s=1.202e-4)
+            for a in names for b in names if a != b), 8e-4)
+  kinds = {(l.src, l.dst): l.kind for l in bench.apply(cluster).links}
+  assert kinds[(names[0], names[1])] == kinds[(names[1], names[0])] == "pcie"
+  assert kinds[(names[1], names[2])] == kinds[(names[2], names[0])] == (
+      "loopback")
+
+
 class _DriftingRunner(cluster_benchmark.BenchmarkRunner):
   """A runner whose machine slows by `drift` seconds per run: fetch "a"
   costs 10 ms, "b" 4 ms, plus the drift so far."""

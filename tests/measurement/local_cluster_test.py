@@ -12,7 +12,10 @@ import pytest
 import tfplace  # noqa: F401
 from tfplace.errors import MeasureError, WorkerDiedError
 from tfplace.measurement.local_cluster import (LocalCluster, RemoteCluster,
-                                               free_ports, worker_device)
+                                               cluster_from_target,
+                                               free_ports, make_worker_cluster,
+                                               parse_worker_gpus,
+                                               worker_device)
 from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.runner import measure
 from tfplace.models.registry import build_model
@@ -49,6 +52,12 @@ def test_two_workers_measure_then_dead_worker_then_stop():
     assert all(t > 0 for t in timing.step_times_s)
     assert timing.devices_match, timing.mismatches[:3]
     assert {r.device for r in timing.op_records} == set(cluster.device_names)
+    # The servers list their devices: CPUs only here.
+    assert cluster_from_target(lc.target).device_names == [
+        worker_device(0), worker_device(1)]
+    spec = RemoteCluster(lc.cluster_spec).with_listed_gpus()
+    assert spec.gpus_per_worker == (0, 0) and spec.gpu_memory_bytes is None
+    assert lc.state()["gpus_per_worker"] == [0, 0]
     lc.processes[1].kill()
     lc.processes[1].wait()
     start = time.monotonic()
@@ -115,6 +124,49 @@ def test_base_port_in_use_is_a_clear_error():
     port = s.getsockname()[1]
     with pytest.raises(MeasureError, match="in use"):
       LocalCluster(num_workers=1, base_port=port).start()
+
+
+def test_worker_gpus_parse_one_entry_per_worker():
+  assert parse_worker_gpus(["0+1", "none", "2"], 4) == ((0, 1), (), (2,), ())
+  assert parse_worker_gpus([], 2) == ((), ())
+  with pytest.raises(MeasureError, match="one entry per worker"):
+    parse_worker_gpus(["0", "1", "2"], 2)
+  with pytest.raises(MeasureError, match="GPU 0 is given to workers 0 and 1"):
+    parse_worker_gpus(["0", "0"], 2)
+  with pytest.raises(MeasureError, match="'x' is not a GPU id"):
+    parse_worker_gpus(["x"], 2)
+
+
+def test_worker_cluster_with_gpus_links_each_gpu_to_its_worker():
+  cluster = make_worker_cluster(2, cores_per_worker=4, gpus_per_worker=(2, 0))
+  gpu0, gpu1 = (worker_device(0, kind="GPU", index=j) for j in (0, 1))
+  assert cluster.device_names == [worker_device(0), gpu0, gpu1,
+                                  worker_device(1)]
+  assert [d.type for d in cluster.devices] == ["CPU", "GPU", "GPU", "CPU"]
+  assert {(l.src, l.dst, l.kind) for l in cluster.links} == {
+      (worker_device(0), gpu0, "pcie"), (worker_device(0), gpu1, "pcie")}
+  # PCIe within a worker, gRPC over loopback between workers.
+  bandwidth = cluster.link_bandwidth
+  assert bandwidth[0, 1] > bandwidth[1, 3]
+  assert not cluster.rendezvous_transfers
+  assert make_worker_cluster(2).rendezvous_transfers
+  assert cluster.devices[1].memory_bytes == 16e9  # a V100's, until listed
+  remote = RemoteCluster.from_json(
+      '{"worker": ["127.0.0.1:1", "127.0.0.1:2"]}', 4, (1, 0), 141e9)
+  assert remote.to_cluster().device_names == [worker_device(0), gpu0,
+                                              worker_device(1)]
+  assert remote.to_cluster().devices[1].memory_bytes == 141e9
+
+
+def test_worker_given_a_gpu_it_lacks_is_a_clear_error():
+  lc = LocalCluster(num_workers=1, worker_gpus=[[7]])
+  with pytest.raises(MeasureError, match="worker 0 was given GPU.s. 7 but "
+                     "its TensorFlow lists 0 GPU"):
+    lc.start()
+  assert lc.processes == []
+  # Its log is kept: it says what TensorFlow saw.
+  assert os.path.isfile(os.path.join(lc.log_dir, "worker_0.log"))
+  shutil.rmtree(lc.log_dir)
 
 
 def test_remote_cluster_spec_parsing():

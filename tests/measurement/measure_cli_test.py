@@ -99,6 +99,17 @@ def test_cluster_status_without_state_is_error(tmp_path):
   assert "tfplace cluster up" in out.stderr
 
 
+@pytest.mark.parametrize("gpus, words", [
+    ("0,0", "GPU 0 is given to workers 0 and 1"),
+    ("0+x", "'x' is not a GPU id")])
+def test_cluster_up_refuses_bad_worker_gpus(tmp_path, gpus, words):
+  state = tmp_path / "cluster.json"
+  up = _tfplace("cluster", "up", "--workers", "2", "--worker_gpus", gpus,
+                "--state", str(state))
+  assert up.returncode == 2 and words in up.stderr, up.stderr[-2000:]
+  assert not state.exists()
+
+
 def test_cluster_up_status_down(tmp_path):
   state = str(tmp_path / "cluster.json")
   up = _tfplace("cluster", "up", "--workers", "2", "--state", state)

@@ -83,6 +83,18 @@ def test_cluster_scripts_refuse_bad_flags_before_starting_a_cluster(
   assert f"{flag}" in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.parametrize("args, words", [
+    (["--in_process", "--worker_gpus", "0"], "drop one"),
+    (["--worker_gpus", "0,0"], "GPU 0 is given to workers 0 and 1"),
+    (["--workers", "1", "--worker_gpus", "0,1"], "one entry per worker")])
+def test_fidelity_refuses_bad_worker_gpus_before_starting(args, words,
+                                                           tmp_path):
+  run = _run([os.path.join(SCRIPTS, "fidelity.py"), "--cross"] + args,
+             cwd=tmp_path)
+  assert run.returncode == 2, run.stderr[-2000:]
+  assert words in run.stderr and "Traceback" not in run.stderr
+
+
 @pytest.mark.parametrize("args", [
     ["gpu_steps.py"], ["fidelity.py", "--in_process", "--cross"]])
 def test_gpu_scripts_stop_with_a_reason_where_tf_sees_no_gpu(args, tmp_path):

@@ -139,10 +139,11 @@ def _check_flags() -> None:
 
 def _from_cluster_flag(value: str) -> Tuple[object, str, List[str]]:
   """(Cluster, target, worker addresses) of the servers --cluster names,
-  checked reachable."""
+  checked reachable, with the GPUs they list."""
   from tfplace.measurement.local_cluster import check_reachable
   remote, _ = servers_from_cluster_arg(value)
   check_reachable(remote.addresses)
+  remote = remote.with_listed_gpus()  # what the servers have
   return remote.to_cluster(), remote.target, remote.addresses
 
 

@@ -1,14 +1,17 @@
 """start/stop a local TensorFlow server cluster.
 
 usage: tfplace cluster up [--workers 2] [--cores_per_worker 1]
-                          [--base_port P] [--state FILE] [--nobenchmark]
+                          [--worker_gpus 0,none] [--base_port P]
+                          [--state FILE] [--nobenchmark]
        tfplace cluster down [--state FILE] [--keep_logs]
        tfplace cluster status [--state FILE | --cluster_spec JSON] [--json]
        tfplace cluster benchmark [--state FILE | --cluster_spec JSON]
                                  [--out cluster.json] [--json]
 
 `up` starts detached `tf.distribute.Server` processes on 127.0.0.1, each
-pinned to its own core(s), measures them (matmul and convolution FLOP/s,
+pinned to its own core(s) and given the GPUs --worker_gpus lists for it
+(one entry per worker: GPU ids joined by "+", or "none"; default none),
+measures them (matmul and convolution FLOP/s,
 the convolutions' vector lanes, copy bandwidth, per-op and empty-step
 overheads per worker; per-message cost, latency and bandwidth per pair:
 `tfplace.measurement.cluster_benchmark`; --nobenchmark skips it), prints
@@ -20,7 +23,7 @@ folder (`tfplace_cluster_*`; --keep_logs keeps it). `status` tells which
 workers are alive and reachable (with --cluster_spec: servers on real hosts)
 and exits with status 2 when one is not. `benchmark` measures running
 servers again (the state file's, updated in place, or those of a cluster
-spec of real hosts) and with --out writes the measured cluster JSON (for
+spec of real hosts, whose GPUs it asks them for) and with --out writes the measured cluster JSON (for
 --cluster anywhere).
 """
 
@@ -38,6 +41,9 @@ from tfplace.errors import TfplaceError
 
 _WORKERS = flags.DEFINE_integer("workers", 2, "server processes to start")
 _CORES = flags.DEFINE_integer("cores_per_worker", 1, "cores pinned per worker")
+_WORKER_GPUS = flags.DEFINE_list(
+    "worker_gpus", [], "`up`: per worker, the GPU ids it is given, joined by "
+    '"+" ("0+1"), or "none"; workers past the last entry get none')
 _BASE_PORT = flags.DEFINE_integer("base_port", None,
                                   "first port (default: free ports)")
 _STATE = flags.DEFINE_string(
@@ -76,14 +82,17 @@ def _is_our_worker(pid: int) -> bool:
 
 def _up() -> None:
   from tfplace.io_utils import atomic_write
-  from tfplace.measurement.local_cluster import LocalCluster
+  from tfplace.measurement.local_cluster import (LocalCluster,
+                                                 parse_worker_gpus)
+  gpus = parse_worker_gpus(_WORKER_GPUS.value, _WORKERS.value)
   if os.path.exists(_STATE.value):
     state = _read_state(_STATE.value)
     if any(_is_our_worker(p) for p in state.get("pids", [])):
       raise TfplaceError(f"a cluster is already up ({_STATE.value}); run "
                          "`tfplace cluster down` first")
   lc = LocalCluster(num_workers=_WORKERS.value, cores_per_worker=_CORES.value,
-                    base_port=_BASE_PORT.value, detached=True)
+                    base_port=_BASE_PORT.value, detached=True,
+                    worker_gpus=gpus)
   lc.start()
   try:
     if _BENCHMARK.value:
@@ -182,6 +191,7 @@ def _benchmark() -> None:
     remote = RemoteCluster.from_json(json.dumps(state["cluster_spec"]),
                                      int(state.get("cores_per_worker", 1)))
   check_reachable(remote.addresses)
+  remote = remote.with_listed_gpus()  # what the servers have
   plain = remote.to_cluster()
   bench = benchmark_cluster(plain, MeasureConfig(target=remote.target))
   measured = bench.apply(plain)

@@ -9,7 +9,7 @@ achieved; PCIe 5.0 x16: 63 GB/s raw, ~50 GB/s).
 
 import functools
 import os
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from tfplace.cost.cluster import Cluster, Device, Link, LinkSpec, make_cluster
 from tfplace.errors import ClusterError
@@ -141,7 +141,7 @@ def local() -> Cluster:
                      max(1, min(4, cores // n_cpu))) for i in range(n_cpu)]
   for i, gpu in enumerate(tf.config.list_physical_devices("GPU")):
     name = tf.config.experimental.get_device_details(gpu).get("device_name", "")
-    devices.append(_device(f"{prefix}GPU:{i}", _gpu_figures(name), 5e-6))
+    devices.append(_device(f"{prefix}GPU:{i}", gpu_figures(name), 5e-6))
   return make_cluster("local", devices, default_link=PCIE3)
 
 
@@ -156,7 +156,9 @@ def _mem_total() -> float:
   return 8.0 * GB
 
 
-def _gpu_figures(name: str):
+def gpu_figures(name: str) -> Tuple[float, float, float]:
+  """(peak FLOP/s, memory bytes/s, memory bytes) of a GPU by its name (H100,
+  H200, V100, K80, A100, T4), else a V100's."""
   table = {"H100": H100_SXM5, "H200": H200_SXM, "V100": V100_SXM2,
            "K80": K80_GPU, "A100": (19.5e12, 1.56e12, 40 * GB),
            "T4": (8.1e12, 320 * GB, 16 * GB)}

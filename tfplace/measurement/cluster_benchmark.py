@@ -256,9 +256,9 @@ class ClusterBenchmark:
           conv_lanes=m.conv_lanes, recv_issue_s=m.recv_issue_s,
           transfer_overhead_s=per_device.get(d.name, d.transfer_overhead_s),
           transfer_byte_s=per_byte.get(d.name, d.transfer_byte_s)))
-    names = set(cluster.device_names)
+    names, kinds = set(cluster.device_names), link_kinds(cluster)
     links = tuple(Link(l.src, l.dst, l.latency_s, l.bandwidth,
-                       cluster.default_link.kind)
+                       kinds.get((l.src, l.dst), cluster.default_link.kind))
                   for l in self.links if {l.src, l.dst} <= names)
     return dataclasses.replace(cluster, devices=tuple(devices), links=links,
                                step_overhead_s=base, overlap_latency=True)
@@ -357,6 +357,15 @@ def median_benchmark(benches: Sequence[ClusterBenchmark]) -> ClusterBenchmark:
       links=tuple(median_of([b.links[i] for b in benches])
                   for i in range(len(first.links))),
       empty_step_s=statistics.median(b.empty_step_s for b in benches))
+
+
+def link_kinds(cluster: Cluster) -> Dict[Tuple[str, str], str]:
+  """(src, dst) -> the kind of the cluster's link between them, both ways
+  (pairs without a link of their own are the default link's kind)."""
+  kinds = {}
+  for link in cluster.links:
+    kinds[(link.src, link.dst)] = kinds[(link.dst, link.src)] = link.kind
+  return kinds
 
 
 def _median_per_end(links: Sequence[LinkBenchmark],

@@ -8,7 +8,10 @@ its own core(s), on free 127.0.0.1 ports:
     with LocalCluster(num_workers=2) as lc:
       timing = measure(graph, placement, target=lc.target)
 
-Devices are `/job:worker/replica:0/task:I/device:CPU:0`. Each worker also
+Devices are `/job:worker/replica:0/task:I/device:CPU:0`, and
+`.../task:I/device:GPU:J` for the GPUs a worker is given
+(`LocalCluster(worker_gpus=...)`: each worker sees only its own GPUs, through
+CUDA_VISIBLE_DEVICES, and grows its GPU memory as needed). Each worker also
 runs a TF profiler server on a port of its own (`profiler_addresses`), from
 which `measure(..., trace_dir=...)` captures the workers' op timelines; a
 worker whose profiler port is unusable falls back to its server port (TF
@@ -35,7 +38,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 
-from tfplace.cost.cluster import LOOPBACK, Cluster, Device, LinkSpec
+from tfplace.cost.cluster import LOOPBACK, Cluster, Device, Link, LinkSpec
+from tfplace.cost.presets import PCIE3, gpu_figures
 from tfplace.errors import MeasureError
 
 JOB = "worker"
@@ -67,8 +71,42 @@ def workers_for(target: str) -> Tuple[List[str], List[subprocess.Popen]]:
   return (list(lc.addresses), list(lc.processes)) if lc else ([], [])
 
 
-def worker_device(task: int, job: str = JOB) -> str:
-  return f"/job:{job}/replica:0/task:{task}/device:CPU:0"
+def worker_device(task: int, job: str = JOB, kind: str = "CPU",
+                  index: int = 0) -> str:
+  return f"/job:{job}/replica:0/task:{task}/device:{kind}:{index}"
+
+
+def parse_worker_gpus(values: Sequence[str], num_workers: int
+                      ) -> Tuple[Tuple[int, ...], ...]:
+  """Per worker, the GPU ids (of this machine) it is given, from one entry
+  per worker: ids joined by "+" ("0", "0+1"), or "" / "none" for no GPU;
+  workers past the last entry get none.
+
+  Raises:
+    MeasureError: more entries than workers, an id that is not a number
+      >= 0, or a GPU given to two workers (each would reserve its memory).
+  """
+  if len(values) > num_workers:
+    raise MeasureError(f"{len(values)} GPU entries for {num_workers} "
+                       "worker(s); give one entry per worker")
+  out, seen = [], {}
+  for task, value in enumerate(values):
+    value = value.strip()
+    ids = []
+    for part in ([] if value.lower() in ("", "none") else value.split("+")):
+      if not part.strip().isdigit():
+        raise MeasureError(
+            f"worker {task}: GPU {part!r} is not a GPU id; write ids joined "
+            'by "+" (e.g. 0+1), or "none"')
+      gpu = int(part)
+      if gpu in seen:
+        raise MeasureError(f"GPU {gpu} is given to workers {seen[gpu]} and "
+                           f"{task}; give each GPU to one worker")
+      seen[gpu] = task
+      ids.append(gpu)
+    out.append(tuple(ids))
+  out += [()] * (num_workers - len(out))
+  return tuple(out)
 
 
 def free_ports(count: int) -> List[int]:
@@ -124,8 +162,10 @@ def _memory_bytes() -> float:
     return 8e9
 
 
-def cluster_from_target(target: str, timeout_s: float = 30.0) -> Cluster:
-  """The Cluster of `/job:worker` CPUs that the server at `target` lists.
+def listed_worker_gpus(target: str, timeout_s: float = 30.0
+                       ) -> Tuple[Tuple[float, ...], ...]:
+  """Per `/job:worker` task (0, 1, ... while the server at `target` lists
+  its CPU), the memory limit in bytes of each GPU the servers list for it.
 
   Raises:
     MeasureError: the server is unreachable, or lists no worker CPUs.
@@ -136,32 +176,52 @@ def cluster_from_target(target: str, timeout_s: float = 30.0) -> Cluster:
   try:
     config = session_config(remote=True, timeout_s=timeout_s)
     with tf.compat.v1.Session(target, config=config) as sess:
-      names = {d.name for d in sess.list_devices()}
+      memory = {d.name: float(d.memory_limit_bytes)
+                for d in sess.list_devices()}
   except tf.errors.OpError as e:
     raise MeasureError(f"cannot list the devices of {target}: "
                        f"{first_line(e)}") from None
-  n = 0
-  while worker_device(n) in names:
-    n += 1
-  if n == 0:
+  gpus = []
+  while worker_device(len(gpus)) in memory:
+    task, listed = len(gpus), []
+    while worker_device(task, kind="GPU", index=len(listed)) in memory:
+      listed.append(memory[worker_device(task, kind="GPU",
+                                         index=len(listed))])
+    gpus.append(tuple(listed))
+  if not gpus:
     raise MeasureError(f"{target} lists no /job:worker CPU devices; pass its "
                        'cluster spec as --cluster {"worker": [...]}')
-  return make_worker_cluster(n, name="tf_servers")
+  return tuple(gpus)
 
 
-def _worker_env() -> Dict[str, str]:
+def cluster_from_target(target: str, timeout_s: float = 30.0) -> Cluster:
+  """The Cluster of the `/job:worker` CPUs and GPUs that the server at
+  `target` lists.
+
+  Raises:
+    MeasureError: the server is unreachable, or lists no worker CPUs.
+  """
+  gpus = listed_worker_gpus(target, timeout_s)
+  return make_worker_cluster(len(gpus), name="tf_servers",
+                             gpus_per_worker=[len(g) for g in gpus],
+                             gpu_memory_bytes=smallest_memory(gpus))
+
+
+def smallest_memory(gpus: Sequence[Sequence[float]]) -> Optional[float]:
+  """The smallest memory of the listed GPUs (None if none)."""
+  return min((m for listed in gpus for m in listed), default=None)
+
+
+def _worker_env(gpus: Sequence[int] = ()) -> Dict[str, str]:
   """The environment of a worker process: ours, with TF's GRPC_FAIL_FAST on
   (unless set), so that a worker's RPCs to a dead peer fail at once instead
   of waiting for it until their deadline (the master's clean-up after a
   worker died would otherwise block the client's `Session.close()`), and
-  no GPU: the workers are the CPU devices the cluster describes, and on a
-  GPU machine each would otherwise open every GPU and reserve nearly all
-  of its memory (TF's default), the first worker starving the next. This
-  machine's GPUs are measured in process (`tfplace calibrate --in_process`,
-  `tfplace measure` without a cluster)."""
+  only the GPUs it is given (none by default): on a GPU machine each worker
+  would otherwise open every GPU, the first starving the next."""
   env = dict(os.environ)
   env.setdefault("GRPC_FAIL_FAST", "true")
-  env["CUDA_VISIBLE_DEVICES"] = ""
+  env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
   return env
 
 
@@ -177,31 +237,59 @@ def remove_log_dir(path: str) -> None:
 
 def make_worker_cluster(num_workers: int, cores_per_worker: int = 1,
                         name: str = "local_servers",
-                        link: LinkSpec = LOOPBACK_LINK) -> Cluster:
-  """A Cluster of `/job:worker/.../task:i/device:CPU:0` devices.
+                        link: LinkSpec = LOOPBACK_LINK,
+                        gpus_per_worker: Sequence[int] = (),
+                        gpu_memory_bytes: Optional[float] = None) -> Cluster:
+  """A Cluster of `/job:worker/.../task:i/device:CPU:0` devices, and
+  `.../task:i/device:GPU:j` for `gpus_per_worker[i]` GPUs (datasheet
+  figures of a V100 until measured; `gpu_memory_bytes`, the memory the
+  servers list, else a V100's), each linked to its worker's CPU by PCIe;
+  the workers talk over `link`.
 
-  With one core per worker its transfers are rendezvous transfers
-  (`Cluster.rendezvous_transfers`): the gRPC runtime serializes and parses
-  a tensor on the cores that also compute, and only when the worker has
-  no op left to run (`scripts/send_delay.py`: a message waits as long as
-  either end computes).
+  A worker runs as many ops at once as it has cores (`slots`: its
+  inter-op thread pool, `worker_main`); the calibration fits op times on
+  traced durations taken while they overlap, so one slot on a 4-core
+  worker predicted its one-device steps 1.4-3.4x too slow (GPU servers,
+  2026-11-26; 1.0-1.8x with four).
+
+  With one core per worker and no GPU its transfers are rendezvous
+  transfers (`Cluster.rendezvous_transfers`): the gRPC runtime serializes
+  and parses a tensor on the cores that also compute, and only when the
+  worker has no op left to run (`scripts/send_delay.py`: a message waits
+  as long as either end computes).
   """
   memory = _memory_bytes() / max(1, num_workers)
-  devices = tuple(
-      Device(name=worker_device(i), type="CPU",
-             peak_flops=CORE_PEAK_FLOPS * cores_per_worker,
-             memory_bandwidth=CORE_MEMORY_BANDWIDTH, memory_bytes=memory,
-             launch_overhead_s=1e-5, slots=1)
-      for i in range(num_workers))
-  return Cluster(name=name, devices=devices, default_link=link,
-                 rendezvous_transfers=cores_per_worker == 1)
+  gpus = list(gpus_per_worker) + [0] * (num_workers - len(gpus_per_worker))
+  devices, links = [], []
+  for i in range(num_workers):
+    devices.append(Device(
+        name=worker_device(i), type="CPU",
+        peak_flops=CORE_PEAK_FLOPS * cores_per_worker,
+        memory_bandwidth=CORE_MEMORY_BANDWIDTH, memory_bytes=memory,
+        launch_overhead_s=1e-5, slots=cores_per_worker))
+    flops, bandwidth, gpu_memory = gpu_figures("")
+    gpu_memory = gpu_memory_bytes or gpu_memory
+    for j in range(gpus[i]):
+      gpu = worker_device(i, kind="GPU", index=j)
+      devices.append(Device(name=gpu, type="GPU", peak_flops=flops,
+                            memory_bandwidth=bandwidth,
+                            memory_bytes=gpu_memory, launch_overhead_s=5e-6))
+      links.append(Link(worker_device(i), gpu, PCIE3.latency_s,
+                        PCIE3.bandwidth, PCIE3.kind))
+  return Cluster(name=name, devices=tuple(devices), links=tuple(links),
+                 default_link=link,
+                 rendezvous_transfers=cores_per_worker == 1 and not any(gpus))
 
 
 @dataclasses.dataclass(frozen=True)
 class RemoteCluster:
-  """TF servers started elsewhere, e.g. one per host: `{"worker": [...]}`."""
+  """TF servers started elsewhere, e.g. one per host: `{"worker": [...]}`,
+  with `gpus_per_worker[i]` GPUs on worker i (none if not given;
+  `with_listed_gpus()` asks the servers)."""
   cluster_spec: Dict[str, List[str]]
   cores_per_worker: int = 1
+  gpus_per_worker: Tuple[int, ...] = ()
+  gpu_memory_bytes: Optional[float] = None
 
   @property
   def addresses(self) -> List[str]:
@@ -222,10 +310,30 @@ class RemoteCluster:
 
   def to_cluster(self) -> Cluster:
     return make_worker_cluster(len(self.addresses), self.cores_per_worker,
-                               name="tf_servers")
+                               name="tf_servers",
+                               gpus_per_worker=self.gpus_per_worker,
+                               gpu_memory_bytes=self.gpu_memory_bytes)
+
+  def with_listed_gpus(self, timeout_s: float = 30.0) -> "RemoteCluster":
+    """This cluster with the GPUs its running servers list per worker.
+
+    Raises:
+      MeasureError: the servers are unreachable, or list another number of
+        workers than the spec has.
+    """
+    gpus = listed_worker_gpus(self.target, timeout_s)
+    if len(gpus) != len(self.addresses):
+      raise MeasureError(
+          f"the servers list {len(gpus)} worker(s), the cluster spec has "
+          f"{len(self.addresses)}: {self.addresses}")
+    return dataclasses.replace(self,
+                               gpus_per_worker=tuple(len(g) for g in gpus),
+                               gpu_memory_bytes=smallest_memory(gpus))
 
   @classmethod
-  def from_json(cls, text: str, cores_per_worker: int = 1) -> "RemoteCluster":
+  def from_json(cls, text: str, cores_per_worker: int = 1,
+                gpus_per_worker: Sequence[int] = (),
+                gpu_memory_bytes: Optional[float] = None) -> "RemoteCluster":
     """Parses `{"worker": ["host:port", ...]}`; raises MeasureError."""
     try:
       spec = json.loads(text)
@@ -237,7 +345,9 @@ class RemoteCluster:
       raise MeasureError('a cluster spec must look like {"worker": '
                          '["host:port", ...]}')
     return cls(cluster_spec={JOB: list(spec[JOB])},
-               cores_per_worker=cores_per_worker)
+               cores_per_worker=cores_per_worker,
+               gpus_per_worker=tuple(int(g) for g in gpus_per_worker),
+               gpu_memory_bytes=gpu_memory_bytes)
 
 
 class _WorkerExited(MeasureError):
@@ -250,7 +360,8 @@ class LocalCluster:
   def __init__(self, num_workers: int = 2, cores_per_worker: int = 1,
                base_port: Optional[int] = None, start_timeout_s: float = 120.0,
                detached: bool = False, log_dir: Optional[str] = None,
-               keep_logs: bool = False, benchmark: bool = False):
+               keep_logs: bool = False, benchmark: bool = False,
+               worker_gpus: Sequence[Sequence[int]] = ()):
     """Describes the cluster; `start()` (or `with`) launches it.
 
     Args:
@@ -269,9 +380,14 @@ class LocalCluster:
       keep_logs: keep the temporary log directory after `stop()`.
       benchmark: measure the devices and links once started (a few
         seconds; see `benchmark`).
+      worker_gpus: per worker, the ids of this machine's GPUs it is given
+        (`parse_worker_gpus` reads them from text); workers past the last
+        entry get none.
     """
     if num_workers < 1 or cores_per_worker < 1:
       raise MeasureError("num_workers and cores_per_worker must be >= 1")
+    self.worker_gpus = parse_worker_gpus(
+        ["+".join(map(str, ids)) for ids in worker_gpus], num_workers)
     self.num_workers = num_workers
     self.cores_per_worker = cores_per_worker
     self.base_port = base_port
@@ -285,6 +401,7 @@ class LocalCluster:
     self.processes: List[subprocess.Popen] = []
     self.run_benchmark = benchmark
     self.measured = None  # The ClusterBenchmark, once measured.
+    self.gpu_memory_bytes = None  # What the GPUs list, once started.
 
   # ---- description -------------------------------------------------------
 
@@ -312,9 +429,18 @@ class LocalCluster:
   def pids(self) -> List[int]:
     return [p.pid for p in self.processes]
 
+  @property
+  def gpus_per_worker(self) -> Tuple[int, ...]:
+    return tuple(len(ids) for ids in self.worker_gpus)
+
+  def _plain_cluster(self) -> Cluster:
+    return make_worker_cluster(self.num_workers, self.cores_per_worker,
+                               gpus_per_worker=self.gpus_per_worker,
+                               gpu_memory_bytes=self.gpu_memory_bytes)
+
   def to_cluster(self) -> Cluster:
     """The workers as a Cluster: measured once `benchmark` ran."""
-    cluster = make_worker_cluster(self.num_workers, self.cores_per_worker)
+    cluster = self._plain_cluster()
     return self.measured.apply(cluster) if self.measured else cluster
 
   def benchmark(self, config=None, progress: bool = False):
@@ -332,9 +458,8 @@ class LocalCluster:
     from tfplace.measurement.cluster_benchmark import benchmark_cluster
     from tfplace.measurement.config import MeasureConfig
     config = (config or MeasureConfig()).replace(target=self.target)
-    self.measured = benchmark_cluster(
-        make_worker_cluster(self.num_workers, self.cores_per_worker), config,
-        progress=progress)
+    self.measured = benchmark_cluster(self._plain_cluster(), config,
+                                      progress=progress)
     return self.measured
 
   def core_sets(self) -> List[List[int]]:
@@ -398,11 +523,13 @@ class LocalCluster:
              "--ready_file", ready]
       self.processes.append(subprocess.Popen(
           cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-          start_new_session=self.detached, env=_worker_env()))
+          start_new_session=self.detached,
+          env=_worker_env(self.worker_gpus[task])))
       log.close()
     try:
       self._wait_until_up()
       self._check_profilers()
+      self._check_gpus()
     except BaseException:
       self.stop(keep_logs=True)  # the logs say why
       raise
@@ -453,6 +580,23 @@ class LocalCluster:
             f"{self.start_timeout_s:.0f} s; see logs in {self.log_dir}")
       if pending:
         time.sleep(0.2)
+
+  def _check_gpus(self) -> None:
+    """Raises MeasureError unless each worker lists the GPUs it was given
+    (a CPU-only TensorFlow, no driver, or no such GPU lists fewer); keeps
+    their memory."""
+    if not any(self.worker_gpus):
+      return
+    listed = listed_worker_gpus(self.target)
+    for task, (ids, memory) in enumerate(zip(self.worker_gpus, listed)):
+      count = len(memory)
+      if count != len(ids):
+        raise MeasureError(
+            f"worker {task} was given GPU(s) {'+'.join(map(str, ids))} but "
+            f"its TensorFlow lists {count} GPU(s) (a CPU-only TensorFlow, "
+            "no CUDA driver, or no such GPU here?); see "
+            f"{self.log_dir}/worker_{task}.log")
+    self.gpu_memory_bytes = smallest_memory(listed)
 
   def _ready_file(self, task: int) -> str:
     return os.path.join(self.log_dir, f"worker_{task}.ready.json")
@@ -510,6 +654,9 @@ class LocalCluster:
             "profiler_addresses": self.profiler_addresses,
             "target": self.target, "cores": self.core_sets(),
             "cores_per_worker": self.cores_per_worker,
+            "worker_gpus": [list(ids) for ids in self.worker_gpus],
+            "gpus_per_worker": list(self.gpus_per_worker),
+            "gpu_memory_bytes": self.gpu_memory_bytes,
             "log_dir": self.log_dir, "owns_log_dir": self.owns_log_dir,
             **({"cluster": self.to_cluster().to_dict(),
                 "benchmark": self.measured.to_dict()} if self.measured

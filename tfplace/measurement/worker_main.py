@@ -98,6 +98,9 @@ def main(argv: Optional[List[str]] = None) -> None:
       inter_op_parallelism_threads=num_cores,
       allow_soft_placement=False)
   config.graph_options.rewrite_options.disable_meta_optimizer = True
+  # A GPU this worker is given (CUDA_VISIBLE_DEVICES) takes memory as the
+  # steps need it, not nearly all of it at start.
+  config.gpu_options.allow_growth = True
   server = tf.distribute.Server(
       tf.train.ClusterSpec(spec), job_name=args.job, task_index=args.task,
       config=config, start=True)
