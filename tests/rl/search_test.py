@@ -141,6 +141,17 @@ def test_resumed_search_continues_its_step_counter(two_groups, tmp_path):
   assert tf.io.gfile.glob(os.path.join(logdir, "summaries", "*"))
 
 
+def test_resume_with_another_network_width_is_refused_by_name(two_groups,
+                                                              tmp_path):
+  logdir = str(tmp_path / "run")
+  search(two_groups, logdir, 32)
+  setup = builders.colocrl_setup(two_groups, np.array([0, 0]), 20.0,
+                                 dataclasses.replace(ENV, hidden=16))
+  with pytest.raises(PlacementError, match="another problem.*hidden"):
+    run_search(setup, AgentConfig(lr=0.1), SearchConfig(
+        budget_s=600, max_samples=64, logdir=logdir, resume=True, **EAGER))
+
+
 def test_existing_checkpoint_needs_resume(two_groups, tmp_path):
   logdir = str(tmp_path / "run")
   search(two_groups, logdir, 32)

@@ -93,8 +93,11 @@ def chunk_units(problem, start_devices: np.ndarray, num_chunks: int):
 def _one_shot_setup(problem, kind: str, env: PlacementEnvironment, actor,
                     values: np.ndarray, start_devices: np.ndarray,
                     start_step_time_s: float,
-                    extra: Optional[Dict[str, object]]) -> LearnedSetup:
-  """The `LearnedSetup` of a one-shot placer (value network on `values`)."""
+                    extra: Optional[Dict[str, object]],
+                    hidden: int) -> LearnedSetup:
+  """The `LearnedSetup` of a one-shot placer (value network on `values`);
+  the network's width joins the signature (a checkpoint of another width
+  cannot be read)."""
   from tfplace.rl.networks.value_network import GraphValueNetwork
   obs_spec = tensor_spec.from_spec(env.observation_spec())
   shapes = [[*spec.shape, int(spec.maximum) + 1]
@@ -103,7 +106,8 @@ def _one_shot_setup(problem, kind: str, env: PlacementEnvironment, actor,
       env=env, actor_net=actor, value_net=GraphValueNetwork(obs_spec, values),
       start_devices=np.asarray(start_devices, np.int32),
       start_step_time_s=float(start_step_time_s),
-      signature=signature(problem, kind, extra, action=shapes))
+      signature=signature(problem, kind, extra, action=shapes,
+                          hidden=int(hidden)))
 
 
 def _unit_environment(problem, start_devices: np.ndarray,
@@ -143,7 +147,7 @@ def _graph_network_setup(problem, kind: str, network_class,
                         **network_kwargs)
   return _one_shot_setup(problem, kind, env, actor, values, start_devices,
                          start_step_time_s,
-                         {**sizes, **(extra_signature or {})})
+                         {**sizes, **(extra_signature or {})}, config.hidden)
 
 
 def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
@@ -159,7 +163,7 @@ def colocrl_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
                                  shared_logits=config.shared_logits,
                                  bias_scale=config.bias_scale)
   return _one_shot_setup(problem, "colocrl", env, actor, values, start_devices,
-                         start_step_time_s, extra_signature)
+                         start_step_time_s, extra_signature, config.hidden)
 
 
 def gdp_setup(problem, start_devices: np.ndarray, start_step_time_s: float,
@@ -225,4 +229,5 @@ def hierarchical_setup(problem, start_devices: np.ndarray,
                                  shared_logits=config.shared_logits,
                                  bias_scale=config.bias_scale)
   return _one_shot_setup(problem, "hierarchical", env, actor, values,
-                         start_devices, start_step_time_s, extra_signature)
+                         start_devices, start_step_time_s, extra_signature,
+                         config.hidden)
