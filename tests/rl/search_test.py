@@ -152,6 +152,22 @@ def test_resume_with_another_network_width_is_refused_by_name(two_groups,
         budget_s=600, max_samples=64, logdir=logdir, resume=True, **EAGER))
 
 
+def test_checkpoint_written_before_the_width_was_recorded_resumes(
+    two_groups, tmp_path):
+  import json
+  logdir = str(tmp_path / "run")
+  search(two_groups, logdir, 32)
+  path = os.path.join(logdir, "search.json")
+  with open(path) as f:
+    old = json.load(f)
+  del old["hidden"]
+  with open(path, "w") as f:
+    json.dump(old, f)
+  assert search(two_groups, logdir, 64, resume=True).samples == 64
+  with open(path) as f:
+    assert json.load(f)["hidden"] == ENV.hidden
+
+
 def test_existing_checkpoint_needs_resume(two_groups, tmp_path):
   logdir = str(tmp_path / "run")
   search(two_groups, logdir, 32)

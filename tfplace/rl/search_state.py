@@ -57,6 +57,19 @@ def _read_signature(path: str) -> Optional[Dict[str, object]]:
     return {"unreadable": path}
 
 
+# Signature keys added after checkpoints were first written: a checkpoint
+# without one is taken to match (its reader still refuses other shapes).
+ADDED_KEYS = ("hidden",)
+
+
+def _same_problem(old: Optional[Dict[str, object]],
+                  new: Dict[str, object]) -> bool:
+  if old is None:
+    return False
+  added = [k for k in ADDED_KEYS if k not in old]
+  return old == {k: v for k, v in new.items() if k not in added}
+
+
 def _differences(old: Dict[str, object], new: Dict[str, object]) -> str:
   keys = sorted(set(old) | set(new))
   return "; ".join(f"{k}: checkpoint {old.get(k)!r}, now {new.get(k)!r}"
@@ -87,13 +100,13 @@ def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
         f"{logdir} already holds a search checkpoint: resume it (--resume) "
         f"or choose another --logdir")
   old = _read_signature(sig_path)
-  if exists and resume and old != signature and not restart:
+  same = _same_problem(old, signature)
+  if exists and resume and not same and not restart:
     raise PlacementError(
         f"the checkpoint in {logdir} is for another problem ("
         f"{_differences(old or {}, signature)}); use another --logdir, or "
         f"restart to discard it")
-  if restart and (exists or old is not None) and (old != signature
-                                                   or not resume):
+  if restart and (exists or old is not None) and (not same or not resume):
     logging.warning("discarding the checkpoint in %s (restart)", logdir)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
   atomic_write(sig_path, json.dumps(signature, indent=1, sort_keys=True))
