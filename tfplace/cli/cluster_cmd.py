@@ -11,9 +11,9 @@ usage: tfplace cluster up [--workers 2] [--cores_per_worker 1]
 `up` starts detached `tf.distribute.Server` processes on 127.0.0.1, each
 pinned to its own core(s) and given the GPUs --worker_gpus lists for it
 (one entry per worker: GPU ids joined by "+", or "none"; default none),
-measures them (matmul and convolution FLOP/s,
-the convolutions' vector lanes, copy bandwidth, per-op and empty-step
-overheads per worker; per-message cost, latency and bandwidth per pair:
+measures them (matmul and convolution FLOP/s, the convolutions' vector
+lanes, copy bandwidth, per-op and empty-step overheads per worker;
+per-message cost, latency and bandwidth per pair:
 `tfplace.measurement.cluster_benchmark`; --nobenchmark skips it), prints
 the figures and writes pids, ports, profiler ports and the measured cluster
 to the state file;
@@ -23,8 +23,8 @@ folder (`tfplace_cluster_*`; --keep_logs keeps it). `status` tells which
 workers are alive and reachable (with --cluster_spec: servers on real hosts)
 and exits with status 2 when one is not. `benchmark` measures running
 servers again (the state file's, updated in place, or those of a cluster
-spec of real hosts, whose GPUs it asks them for) and with --out writes the measured cluster JSON (for
---cluster anywhere).
+spec of real hosts; it asks the servers for their GPUs) and with --out
+writes the measured cluster JSON (for --cluster anywhere).
 """
 
 import json

@@ -360,8 +360,8 @@ def median_benchmark(benches: Sequence[ClusterBenchmark]) -> ClusterBenchmark:
 
 
 def link_kinds(cluster: Cluster) -> Dict[Tuple[str, str], str]:
-  """(src, dst) -> the kind of the cluster's link between them, both ways
-  (pairs without a link of their own are the default link's kind)."""
+  """(src, dst) -> the kind of the cluster's own link between them, both
+  ways; pairs without one (absent) use the default link."""
   kinds = {}
   for link in cluster.links:
     kinds[(link.src, link.dst)] = kinds[(link.dst, link.src)] = link.kind

@@ -250,7 +250,7 @@ def make_worker_cluster(num_workers: int, cores_per_worker: int = 1,
   inter-op thread pool, `worker_main`); the calibration fits op times on
   traced durations taken while they overlap, so one slot on a 4-core
   worker predicted its one-device steps 1.4-3.4x too slow (GPU servers,
-  2026-11-26; 1.0-1.8x with four).
+  2026-11-26; 0.9-1.8x with four).
 
   With one core per worker and no GPU its transfers are rendezvous
   transfers (`Cluster.rendezvous_transfers`): the gRPC runtime serializes
@@ -260,6 +260,8 @@ def make_worker_cluster(num_workers: int, cores_per_worker: int = 1,
   """
   memory = _memory_bytes() / max(1, num_workers)
   gpus = list(gpus_per_worker) + [0] * (num_workers - len(gpus_per_worker))
+  flops, bandwidth, gpu_memory = gpu_figures("")
+  gpu_memory = gpu_memory_bytes or gpu_memory
   devices, links = [], []
   for i in range(num_workers):
     devices.append(Device(
@@ -267,8 +269,6 @@ def make_worker_cluster(num_workers: int, cores_per_worker: int = 1,
         peak_flops=CORE_PEAK_FLOPS * cores_per_worker,
         memory_bandwidth=CORE_MEMORY_BANDWIDTH, memory_bytes=memory,
         launch_overhead_s=1e-5, slots=cores_per_worker))
-    flops, bandwidth, gpu_memory = gpu_figures("")
-    gpu_memory = gpu_memory_bytes or gpu_memory
     for j in range(gpus[i]):
       gpu = worker_device(i, kind="GPU", index=j)
       devices.append(Device(name=gpu, type="GPU", peak_flops=flops,
@@ -386,7 +386,7 @@ class LocalCluster:
     """
     if num_workers < 1 or cores_per_worker < 1:
       raise MeasureError("num_workers and cores_per_worker must be >= 1")
-    self.worker_gpus = parse_worker_gpus(
+    self.worker_gpus = parse_worker_gpus(  # checked as the flag's text
         ["+".join(map(str, ids)) for ids in worker_gpus], num_workers)
     self.num_workers = num_workers
     self.cores_per_worker = cores_per_worker
