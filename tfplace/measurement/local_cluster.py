@@ -83,30 +83,42 @@ def parse_worker_gpus(values: Sequence[str], num_workers: int
   workers past the last entry get none.
 
   Raises:
-    MeasureError: more entries than workers, an id that is not a number
-      >= 0, or a GPU given to two workers (each would reserve its memory).
+    MeasureError: an id that is not a number >= 0, or as
+      `checked_worker_gpus`.
   """
-  if len(values) > num_workers:
-    raise MeasureError(f"{len(values)} GPU entries for {num_workers} "
-                       "worker(s); give one entry per worker")
-  out, seen = [], {}
+  out = []
   for task, value in enumerate(values):
     value = value.strip()
-    ids = []
-    for part in ([] if value.lower() in ("", "none") else value.split("+")):
+    parts = [] if value.lower() in ("", "none") else value.split("+")
+    for part in parts:
       if not part.strip().isdigit():
         raise MeasureError(
             f"worker {task}: GPU {part!r} is not a GPU id; write ids joined "
             'by "+" (e.g. 0+1), or "none"')
-      gpu = int(part)
+    out.append([int(part) for part in parts])
+  return checked_worker_gpus(out, num_workers)
+
+
+def checked_worker_gpus(worker_gpus: Sequence[Sequence[int]],
+                        num_workers: int) -> Tuple[Tuple[int, ...], ...]:
+  """`worker_gpus` (per worker, GPU ids), padded with none to `num_workers`.
+
+  Raises:
+    MeasureError: more entries than workers, or a GPU given to two workers
+      (each would reserve its memory).
+  """
+  if len(worker_gpus) > num_workers:
+    raise MeasureError(f"{len(worker_gpus)} GPU entries for {num_workers} "
+                       "worker(s); give one entry per worker")
+  seen = {}
+  for task, ids in enumerate(worker_gpus):
+    for gpu in ids:
       if gpu in seen:
         raise MeasureError(f"GPU {gpu} is given to workers {seen[gpu]} and "
                            f"{task}; give each GPU to one worker")
       seen[gpu] = task
-      ids.append(gpu)
-    out.append(tuple(ids))
-  out += [()] * (num_workers - len(out))
-  return tuple(out)
+  out = [tuple(int(g) for g in ids) for ids in worker_gpus]
+  return tuple(out + [()] * (num_workers - len(out)))
 
 
 def free_ports(count: int) -> List[int]:
@@ -325,7 +337,8 @@ class RemoteCluster:
     if len(gpus) != len(self.addresses):
       raise MeasureError(
           f"the servers list {len(gpus)} worker(s), the cluster spec has "
-          f"{len(self.addresses)}: {self.addresses}")
+          f"{len(self.addresses)}: {self.addresses}; give the spec the "
+          "servers were started with")
     return dataclasses.replace(self,
                                gpus_per_worker=tuple(len(g) for g in gpus),
                                gpu_memory_bytes=smallest_memory(gpus))
@@ -381,13 +394,12 @@ class LocalCluster:
       benchmark: measure the devices and links once started (a few
         seconds; see `benchmark`).
       worker_gpus: per worker, the ids of this machine's GPUs it is given
-        (`parse_worker_gpus` reads them from text); workers past the last
-        entry get none.
+        (`parse_worker_gpus` reads them from a flag's text); workers past
+        the last entry get none.
     """
     if num_workers < 1 or cores_per_worker < 1:
       raise MeasureError("num_workers and cores_per_worker must be >= 1")
-    self.worker_gpus = parse_worker_gpus(  # checked as the flag's text
-        ["+".join(map(str, ids)) for ids in worker_gpus], num_workers)
+    self.worker_gpus = checked_worker_gpus(worker_gpus, num_workers)
     self.num_workers = num_workers
     self.cores_per_worker = cores_per_worker
     self.base_port = base_port

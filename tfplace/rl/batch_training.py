@@ -32,7 +32,8 @@ from tfplace.errors import PlacementError
 from tfplace.placers.search_support import Budget, SearchRun
 from tfplace.rl import agents as agents_lib
 from tfplace.rl.search import (CurvePoint, LearnedResult, LearnedSetup,
-                               SearchConfig, learned_result, stop_reason)
+                               SearchConfig, learned_result, stop_reason,
+                               train_step)
 from tfplace.rl.search_loop import SearchLoop
 
 GRAPHS_DIR = "graphs"
@@ -117,13 +118,7 @@ def _train(loops: Dict[str, SearchLoop], starts, config: SearchConfig,
     last_save = time.time()
     while stopped is None:
       for name, loop in loops.items():
-        loss, mean_t = loop.step()
-        now = time.time()
-        curves[name].append(CurvePoint(loop.samples, before_s + now - t0,
-                                       mean_t, loop.best_step_time_s))
-        rate = (loop.samples - first[name]) / max(now - t0, 1e-9)
-        loop.summarize(loss, mean_t, rate, entropy=(
-            len(curves[name]) % config.entropy_every == 1))
+        train_step(loop, curves[name], first[name], before_s, t0)
         if any(r.interrupted for r in runs.values()):
           stopped = "interrupted"
         elif any(r.stop_reason for r in runs.values()):

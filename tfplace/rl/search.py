@@ -250,18 +250,27 @@ def _run(loop: SearchLoop, devices: np.ndarray, step_time_s: float,
   return learned_result(loop, stopped, curve)
 
 
+def train_step(loop: SearchLoop, curve: List[CurvePoint], first: int,
+               before_s: float, t0: float) -> float:
+  """One train step of `loop`: its point appended to `curve` and its
+  summaries written (samples/s since `first` samples at `t0`). Returns the
+  time after it."""
+  loss, mean_t = loop.step()
+  now = time.time()
+  rate = (loop.samples - first) / max(now - t0, 1e-9)
+  curve.append(CurvePoint(loop.samples, before_s + now - t0, mean_t,
+                          loop.best_step_time_s))
+  loop.summarize(loss, mean_t, rate,
+                 entropy=len(curve) % loop.config.entropy_every == 1)
+  return now
+
+
 def _loop(loop: SearchLoop, run: SearchRun, curve: List[CurvePoint],
           before_s: float, t0: float) -> str:
   config = loop.config
   first, last_save = loop.samples, time.time()
   while True:
-    loss, mean_t = loop.step()
-    now = time.time()
-    rate = (loop.samples - first) / max(now - t0, 1e-9)
-    curve.append(CurvePoint(loop.samples, before_s + now - t0, mean_t,
-                            loop.best_step_time_s))
-    loop.summarize(loss, mean_t, rate,
-                   entropy=len(curve) % config.entropy_every == 1)
+    now = train_step(loop, curve, first, before_s, t0)
     if now - last_save >= config.checkpoint_every_s:
       loop.save(before_s + now - t0)
       last_save = now
