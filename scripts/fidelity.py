@@ -22,7 +22,9 @@ medians of three cluster benchmarks spread over the suite's runs; after
 each judged graph the cluster is benchmarked again (--probe_drift) and the
 matrix prints how far the machine moved since calibration (time ratios of
 the compute rates, the per-op overhead, the per-message cost and the empty
-step). --rounds R measures every batch R times in rotated orders and keeps
+step), and the median error with the calibration's figures scaled by those
+ratios (`machine_drift.drift_adjusted`: the model's error less the
+machine's measured change; a diagnostic, not a target). --rounds R measures every batch R times in rotated orders and keeps
 each placement's median round (slower: R times the runs).
 
 --record FILE keeps everything a --cross run measured (suite runs, judged
@@ -104,8 +106,9 @@ _ROUNDS = flags.DEFINE_integer(
     "orders; each placement's median round is kept", lower_bound=1)
 _PROBE_DRIFT = flags.DEFINE_bool(
     "probe_drift", True, "--cross: benchmark the cluster again after each "
-    "graph's runs and print how the machine changed since calibration "
-    "(~6 s per graph on 2 workers)")
+    "graph's runs and print how the machine changed since calibration, "
+    "and the error with the calibration scaled to that change (~6 s per "
+    "graph on 2 workers)")
 _IN_PROCESS = flags.DEFINE_bool(
     "in_process", False, "measure in this process on the CPU and the GPUs "
     "TF sees (cluster preset `local`; needs a GPU: two devices at least) "

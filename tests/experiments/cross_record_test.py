@@ -13,7 +13,7 @@ import pytest
 
 import tfplace  # noqa: F401
 from tfplace.errors import MeasureError
-from tfplace.experiments import cross_record
+from tfplace.experiments import cross_record, fidelity
 from tfplace.measurement.batch import MeasureOutcome
 from tfplace.measurement.calibration_runs import (GraphRuns, report_from_runs,
                                                   suite_placements)
@@ -21,6 +21,7 @@ from tfplace.measurement.cluster_benchmark import (ClusterBenchmark,
                                                    DeviceBenchmark,
                                                    LinkBenchmark)
 from tfplace.measurement.local_cluster import make_worker_cluster
+from tfplace.measurement.machine_drift import drift_adjusted
 from tfplace.measurement.timing import OpRecord, timing_from_steps
 from tfplace.models.registry import build_model
 
@@ -111,8 +112,18 @@ def test_a_saved_record_replays_as_the_measurements_it_holds(record,
       for o in record.judged[0].runs.outcomes]
   assert report.rows[-1].error == "deadline exceeded"
   assert all(r.predicted_s > 0 for r in report.rows)
-  # The probe's per-message cost was 1.5x the calibration's.
+  # The probe's per-message cost was 1.5x the calibration's; predicted
+  # with the messages 1.5x dearer, the split placements take longer.
   assert report.drift.message == pytest.approx(1.5)
+  adjusted = fidelity.predictor(
+      record.judged[0].runs.graph, record.cluster,
+      drift_adjusted(report.calibration, report.drift))
+  slower = [adjusted(p) / r.predicted_s
+            for r, (_, p) in zip(report.rows, report.placements)]
+  assert max(slower) > 1.0 and min(slower) >= 1.0 - 1e-12
+  assert report.drift_adjusted_error == pytest.approx(
+      fidelity.summarize([dataclasses.replace(r, predicted_s=r.predicted_s * k)
+                          for r, k in zip(report.rows, slower)])[0])
   assert [(r.predicted_s, r.measured_s) for r in report.rows] == [
       (r.predicted_s, r.measured_s)
       for r in cross_record.replay(record).reports[0].rows]

@@ -119,19 +119,22 @@ def test_cross_matrix_checks_the_targets():
   assert "| good | 0 | 10.0 % | 0.950 | m_etf (m_etf) | 1.0 % |" in text
   assert "| all |" in text and "not spearman, uncalibrated |" in text
   assert "NOT all met" in text
-  assert "| not probed | all |" in text and "machine drift:" not in text
+  assert "| not probed | - | all |" in text and "machine drift:" not in text
   data = fidelity_report.cross_json(fidelity.CrossReport(fit, (good,)))
   assert data["graphs"]["good"]["targets_met"]["best"] is True
   assert data["graphs"]["good"]["drift"] is None
   from tfplace.measurement.machine_drift import MachineDrift
-  drifted = dataclasses.replace(good, drift=MachineDrift(1.1, 1.2, 1.3, 0.9))
+  drifted = dataclasses.replace(good, drift=MachineDrift(1.1, 1.2, 1.3, 0.9),
+                                drift_adjusted_error=0.08)
   text = fidelity_report.cross_matrix(fidelity.CrossReport(fit, (drifted,)))
   assert ("| compute x1.10, per op x1.20, per message x1.30, empty step "
-          "x0.90 | all |" in text)
+          "x0.90 | 8.0 % | all |" in text)
   assert "machine drift: time ratios" in text
   data = fidelity_report.cross_json(fidelity.CrossReport(fit, (drifted,)))
   assert data["graphs"]["good"]["drift"] == {
       "compute": 1.1, "per_op": 1.2, "message": 1.3, "empty_step": 0.9}
+  assert data["graphs"]["good"][
+      "drift_adjusted_median_abs_rel_error"] == 0.08
 
 
 def test_interleave_spreads_the_short_list():

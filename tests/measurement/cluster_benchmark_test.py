@@ -231,6 +231,37 @@ def test_machine_drift_is_later_over_earlier_time():
       1.0, 1.0, 1.0, 1.0)
 
 
+def test_a_drift_adjusted_calibration_scales_each_part_by_its_ratio():
+  from tfplace.cost.calibrated import Calibration, OpTypeCost
+  from tfplace.measurement.machine_drift import MachineDrift, drift_adjusted
+  conv = OpTypeCost(1e-6, 0.5, 10, (1e-5, 1e-4), (2e-5, 1e-4),
+                    strided=OpTypeCost(0.0, 1.0, 3, (1e-5, 1e-4),
+                                       (4e-5, 2e-4)))
+  cal = Calibration(
+      compute_scale={"CPU": 2.0}, launch_overhead_s={"CPU": 1e-6},
+      transfer_overhead_s={"CPU": 5e-5}, recv_issue_s={"CPU": 1.5e-5},
+      run_overhead_s={"/job:worker/task:0/device:CPU:0": 4e-4},
+      step_overhead_s=1e-4, op_types={"CPU": {"Conv2D": conv}},
+      trace_excess_s={"CPU": 1e-6})
+  got = drift_adjusted(cal, MachineDrift(compute=1.25, per_op=1.2,
+                                         message=1.5, empty_step=0.9))
+  cost = got.op_types["CPU"]["Conv2D"]
+  assert (cost.fixed_s, cost.scale) == pytest.approx((1.25e-6, 0.625))
+  assert cost.curve_time_s == pytest.approx((2.5e-5, 1.25e-4))
+  assert cost.curve_work_s == conv.curve_work_s
+  assert cost.strided.curve_time_s == pytest.approx((5e-5, 2.5e-4))
+  assert got.compute_scale["CPU"] == pytest.approx(2.5)
+  assert got.launch_overhead_s["CPU"] == pytest.approx(1.2e-6)
+  assert got.transfer_overhead_s["CPU"] == pytest.approx(7.5e-5)
+  assert got.recv_issue_s["CPU"] == pytest.approx(2.25e-5)
+  assert got.run_overhead_s["/job:worker/task:0/device:CPU:0"] == (
+      pytest.approx(3.6e-4))
+  assert got.step_overhead_s == pytest.approx(0.9e-4)
+  assert got.trace_excess_s == cal.trace_excess_s
+  # No drift: the same calibration.
+  assert drift_adjusted(cal, MachineDrift(1.0, 1.0, 1.0, 1.0)) == cal
+
+
 def _scaled_bench(scale: float) -> ClusterBenchmark:
   devices = tuple(DeviceBenchmark(f"/d:{i}", 1e11 * scale, 2e11, 5e10,
                                   1e-7 * scale, 4e-7, 5e-4 * scale)

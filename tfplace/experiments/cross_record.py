@@ -42,14 +42,13 @@ from typing import Any, Mapping, Optional, Sequence, Tuple
 
 from tfplace.cost.cluster import Cluster
 from tfplace.errors import MeasureError
-from tfplace.experiments.fidelity import CrossReport, evaluate
+from tfplace.experiments.fidelity import CrossReport, evaluate, with_probe
 from tfplace.graph.op_graph import OpGraph
 from tfplace.io_utils import atomic_write
 from tfplace.measurement.batch import MeasureOutcome
 from tfplace.measurement.calibration_fit import FitBounds
 from tfplace.measurement.calibration_runs import GraphRuns, report_from_runs
 from tfplace.measurement.cluster_benchmark import ClusterBenchmark
-from tfplace.measurement.machine_drift import machine_drift
 from tfplace.measurement.timing import StepTiming
 from tfplace.placement import Placement
 
@@ -191,9 +190,10 @@ def replay(record: CrossRecord, bounds: FitBounds = FitBounds()
                       runs.placements, runs.outcomes, bench,
                       judged.baselines)
     inputs = next((o.timing.inputs for o in runs.outcomes if o.ok), ())
-    reports.append(dataclasses.replace(
-        report, inputs=inputs, probe=judged.probe,
-        drift=machine_drift(bench, judged.probe) if judged.probe else None))
+    report = dataclasses.replace(report, inputs=inputs)
+    if judged.probe is not None:
+      report = with_probe(report, runs.graph, cluster, bench, judged.probe)
+    reports.append(report)
   return CrossReport(fitted, tuple(reports))
 
 

@@ -45,7 +45,8 @@ from tfplace.measurement.cluster_benchmark import (ClusterBenchmark,
                                                    benchmark_cluster)
 from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.feeds import resolve_inputs
-from tfplace.measurement.machine_drift import MachineDrift, machine_drift
+from tfplace.measurement.machine_drift import (MachineDrift, drift_adjusted,
+                                               machine_drift)
 from tfplace.measurement.timing import InputSource
 from tfplace.placement import Placement
 from tfplace.simulator.simulator import Simulator
@@ -86,6 +87,9 @@ class FidelityReport:
     drift: how the machine changed from the calibration's benchmark to a
       benchmark right after this graph's runs (None: not probed).
     probe: that later benchmark.
+    drift_adjusted_error: median abs error of the predictions with the
+      calibration adjusted to `drift` (`machine_drift.drift_adjusted`; nan:
+      not probed): the model's error without the machine's measured change.
     placements: (label, placement) of every row, in order.
     outcomes: the `MeasureOutcome` of every row (with `placements`, what
       `tfplace.experiments.cross_record` keeps to judge again offline).
@@ -108,6 +112,7 @@ class FidelityReport:
   inputs: Tuple[InputSource, ...] = ()
   drift: Optional[MachineDrift] = None
   probe: Optional[ClusterBenchmark] = None
+  drift_adjusted_error: float = math.nan
   placements: Tuple[Tuple[str, Placement], ...] = ()
   outcomes: Tuple[MeasureOutcome, ...] = ()
   baselines: Tuple[str, ...] = ()
@@ -322,11 +327,26 @@ def run_cross(graphs: Sequence[OpGraph], cluster: Cluster,
                           cache_dir=cache_dir, seed=seed,
                           feed_options=feed_options, rounds=rounds)
     if probe_drift:
-      probe = benchmark_cluster(cluster, config, progress=False)
-      judged = dataclasses.replace(judged, drift=machine_drift(bench, probe),
-                                   probe=probe)
+      judged = with_probe(judged, g, cluster, bench,
+                          benchmark_cluster(cluster, config, progress=False))
     reports.append(judged)
   return CrossReport(report, tuple(reports))
+
+
+def with_probe(report: FidelityReport, graph: OpGraph, cluster: Cluster,
+               bench: ClusterBenchmark,
+               probe: ClusterBenchmark) -> FidelityReport:
+  """The report with `probe`, a benchmark of the cluster taken after the
+  graph's runs: the machine's drift from the calibration's `bench`, and the
+  median error of the report's placements predicted with the calibration
+  adjusted to that drift."""
+  drift = machine_drift(bench, probe)
+  predict = predictor(graph, cluster,
+                      drift_adjusted(report.calibration, drift))
+  rows = [dataclasses.replace(r, predicted_s=predict(p))
+          for r, (_, p) in zip(report.rows, report.placements)]
+  return dataclasses.replace(report, drift=drift, probe=probe,
+                             drift_adjusted_error=summarize(rows)[0])
 
 
 def interleave(num_a: int, num_b: int) -> List[int]:
