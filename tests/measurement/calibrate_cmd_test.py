@@ -132,6 +132,19 @@ def test_bad_arguments_exit_2_and_write_nothing(tmp_path):
   path = _no_file_exit_2(tmp_path, "--suite", "huge", "--local_workers", "2",
                          message="unknown calibration suite")
   assert not path.exists()
+  # Worker descriptions: checked before any worker starts, and only for
+  # the workers --local_workers starts.
+  path = _no_file_exit_2(tmp_path, "--local_workers", "2", "--worker_gpus",
+                         "0,0", message="GPU 0 is given to workers 0 and 1")
+  assert not path.exists()
+  path = _no_file_exit_2(tmp_path, "--local_workers", "1",
+                         "--cores_per_worker", "0",
+                         message="--cores_per_worker must be >= 1")
+  assert not path.exists()
+  path = _no_file_exit_2(tmp_path, "--in_process", "--worker_gpus", "0",
+                         message="describe the workers --local_workers "
+                         "starts")
+  assert not path.exists()
 
 
 def test_unwritable_out_and_missing_out_exit_2(tmp_path):

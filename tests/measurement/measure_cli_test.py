@@ -93,6 +93,24 @@ def test_measure_bad_inputs_exit_2(tmp_path, feeds, extra, message):
   assert out.stderr.count("tfplace measure: error:") == 1
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--worker_gpus", "0"], "describe the workers --local_workers starts"),
+    (["--cluster", "x.json", "--cores_per_worker", "2"],
+     "describe the workers --local_workers starts"),
+    (["--local_workers", "2", "--worker_gpus", "0,1,2"],
+     "one entry per worker"),
+    (["--local_workers", "-1"], "--local_workers must be >= 1")])
+def test_measure_refuses_worker_flags_it_cannot_honour(tmp_path, args,
+                                                       message):
+  placement = str(tmp_path / "p.json")
+  Placement({"x": "/job:worker/replica:0/task:0/device:CPU:0"}).save(
+      placement)
+  out = _tfplace("measure", "mlp_towers", "--placement", placement, *args)
+  assert out.returncode == 2, out.stderr[-2000:]
+  assert message in out.stderr
+  assert "Traceback" not in out.stderr
+
+
 def test_cluster_status_without_state_is_error(tmp_path):
   out = _tfplace("cluster", "status", "--state", str(tmp_path / "none.json"))
   assert out.returncode == 2

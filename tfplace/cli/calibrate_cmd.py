@@ -1,8 +1,8 @@
 """measure a real cluster, fit the simulator to it and save the calibration.
 
 usage: tfplace calibrate [GRAPH ...]
-         (--local_workers N | --cluster STATE_OR_SPEC | --target grpc://...
-          | --in_process)
+         (--local_workers N [--cores_per_worker C] [--worker_gpus 0,none]
+          | --cluster STATE_OR_SPEC | --target grpc://... | --in_process)
          --out calibration.json [--suite default] [--steps 10] [--warmup 2]
          [--json]
 
@@ -29,7 +29,8 @@ The error printed is in-sample (on the calibration runs); `scripts/
 fidelity.py --cross` measures it on other graphs.
 
 --local_workers N starts N pinned local TF server processes and stops them
-after; --cluster takes the state file of `tfplace cluster up` or a cluster
+after (--cores_per_worker C, and on a GPU machine --worker_gpus 0,none
+as for `tfplace cluster up`); --cluster takes the state file of `tfplace cluster up` or a cluster
 spec ({"worker": ["host:port", ...]}, inline or a file); --target names one
 server, whose cluster's workers are listed from it. --in_process
 calibrates this process's devices instead (the cluster preset `local`:
@@ -46,15 +47,13 @@ from typing import List, Tuple
 
 from absl import flags
 
-from tfplace.cli import input_flags, measure_flags
+from tfplace.cli import input_flags, local_workers_flags, measure_flags
 from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
                                      native_stdout_to_stderr,
                                      servers_from_cluster_arg)
 from tfplace.errors import TfplaceError
 from tfplace.io_utils import check_out_path
 
-_LOCAL_WORKERS = flags.DEFINE_integer(
-    "local_workers", 0, "start this many local TF server processes")
 _CLUSTER = flags.DEFINE_string(
     "cluster", None, "`tfplace cluster up` state file, or a cluster spec JSON "
     "(inline or file) of running TF servers")
@@ -69,6 +68,7 @@ _SUITE = flags.DEFINE_string(
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 flags.adopt_module_key_flags(measure_flags)
 flags.adopt_module_key_flags(input_flags)
+flags.adopt_module_key_flags(local_workers_flags)
 
 
 def main(argv: List[str]) -> None:
@@ -96,9 +96,8 @@ def _calibrate(graphs, inputs):
     return calibrate_on_cluster(graphs, cluster,
                                 measure_flags.measure_config(""),
                                 feeds=inputs), cluster
-  if _LOCAL_WORKERS.value:
-    from tfplace.measurement.local_cluster import LocalCluster
-    with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
+  if local_workers_flags.requested():
+    with local_workers_flags.local_cluster() as lc:
       cluster = lc.to_cluster()
       return calibrate_on_cluster(
           graphs, cluster,
@@ -126,14 +125,13 @@ def _graphs(sources: List[str]):
 def _check_flags() -> None:
   if not _OUT.value:
     raise TfplaceError("--out is required (the calibration JSON to write)")
-  chosen = [_LOCAL_WORKERS.value != 0, bool(_CLUSTER.value),
+  chosen = [local_workers_flags.requested(), bool(_CLUSTER.value),
             bool(_TARGET.value), _IN_PROCESS.value]
   if sum(chosen) != 1:
     raise TfplaceError("give exactly one of --local_workers N, --cluster "
                        "STATE_OR_SPEC, --target grpc://host:port, "
                        "--in_process")
-  if _LOCAL_WORKERS.value < 0:
-    raise TfplaceError("--local_workers must be >= 1")
+  local_workers_flags.check()
   measure_flags.measure_config("")  # --steps, --warmup, timeouts
 
 

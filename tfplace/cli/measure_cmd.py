@@ -1,7 +1,8 @@
 """time real training steps of a placement.
 
 usage: tfplace measure GRAPH --placement placement.json
-         [--local_workers N | --cluster STATE_OR_SPEC | --target grpc://...]
+         [--local_workers N [--cores_per_worker C] [--worker_gpus 0,none]
+          | --cluster STATE_OR_SPEC | --target grpc://...]
          [--warmup 2] [--steps 10] [--timeout_s 300] [--step_timeout_s 120]
          [--feeds FILE.npz] [--batch_size N] [--input_shapes name=DxD,...]
          [--index_ranges name=N,...] [--trace_dir DIR] [--json]
@@ -11,7 +12,9 @@ name (`mlp_towers`, `small_cnn`, ...). Without a cluster option the steps run
 in this process on logical CPU devices (/job:localhost/.../CPU:i) and this
 machine's GPUs (/job:localhost/.../GPU:i; e.g. placed on `--cluster local`).
 --local_workers N starts N pinned TF server processes for the run
-(devices /job:worker/replica:0/task:i/device:CPU:0) and stops them after;
+(devices /job:worker/replica:0/task:i/device:CPU:0; --cores_per_worker C,
+and on a GPU machine --worker_gpus 0,none adds .../task:0/device:GPU:0, as
+for `tfplace cluster up`) and stops them after;
 --cluster takes the state file of `tfplace cluster up` or a cluster spec
 ({"worker": ["host:port", ...]}, inline or a file); --target names a server.
 
@@ -26,15 +29,13 @@ from typing import List, Optional
 
 from absl import flags
 
-from tfplace.cli import input_flags, measure_flags
+from tfplace.cli import input_flags, local_workers_flags, measure_flags
 from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
                                      native_stdout_to_stderr,
                                      servers_from_cluster_arg)
 from tfplace.errors import TfplaceError
 
 _PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
-_LOCAL_WORKERS = flags.DEFINE_integer(
-    "local_workers", 0, "start this many local TF server processes")
 _CLUSTER = flags.DEFINE_string(
     "cluster", None, "`tfplace cluster up` state file, or a cluster spec JSON "
     "(inline or file) of running TF servers")
@@ -44,6 +45,7 @@ _TRACE_DIR = flags.DEFINE_string(
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 flags.adopt_module_key_flags(measure_flags)
 flags.adopt_module_key_flags(input_flags)
+flags.adopt_module_key_flags(local_workers_flags)
 
 
 def main(argv: List[str]) -> None:
@@ -54,11 +56,12 @@ def main(argv: List[str]) -> None:
                        "GRAPH --placement placement.json")
   if not _PLACEMENT.value:
     raise TfplaceError("--placement is required")
-  chosen = [bool(_LOCAL_WORKERS.value), bool(_CLUSTER.value),
+  chosen = [local_workers_flags.requested(), bool(_CLUSTER.value),
             bool(_TARGET.value)]
   if sum(chosen) > 1:
     raise TfplaceError("use at most one of --local_workers, --cluster, "
                        "--target")
+  local_workers_flags.check()
   measure_flags.measure_config("")  # bad values fail before any work
   placement = Placement.load(_PLACEMENT.value)
   graph = load_graph_or_model(argv[1], **input_flags.import_kwargs())
@@ -73,9 +76,8 @@ def main(argv: List[str]) -> None:
 
 
 def _run(graph, placement, inputs):
-  from tfplace.measurement.local_cluster import LocalCluster
-  if _LOCAL_WORKERS.value:
-    with LocalCluster(num_workers=_LOCAL_WORKERS.value) as lc:
+  if local_workers_flags.requested():
+    with local_workers_flags.local_cluster() as lc:
       return _measure(graph, placement, inputs, lc.target, lc.addresses,
                       lc.profiler_addresses)
   if _CLUSTER.value:
