@@ -1,5 +1,7 @@
 """Analytical (roofline) op costs, worked by hand."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -105,4 +107,37 @@ def test_narrow_convolutions_leave_vector_lanes_idle():
   np.testing.assert_allclose(costs.compute_s[:, 0], work[:, 1])
   # Without any measured lanes the costs are the old ones, bit for bit.
   alone = AnalyticalCostModel().work_seconds(graph, Cluster("c", (unmeasured,)))
+  assert np.array_equal(alone[:, 0], work[:, 0])
+
+
+def test_random_generators_cost_their_values_at_the_measured_rate():
+  from tfplace.cost.cluster import Cluster
+  # 1M values each; the output bytes alone would take 4 ms at 1 GB/s.
+  ops = [Op("dropout_mask", "RandomUniform", output_shapes=((1000, 1000),),
+            output_bytes=(4_000_000,)),
+         Op("inputs", "StatelessRandomNormalV2",
+            output_shapes=((1000, 1000),), output_bytes=(4_000_000,)),
+         Op("truncated", "TruncatedNormal", output_shapes=((10, 10),),
+            output_bytes=(400,)),
+         Op("add", "AddV2", output_shapes=((1000, 1000),),
+            output_bytes=(4_000_000,), flops=1e6)]
+  graph = OpGraph(ops, [], graph_def=None)
+  unmeasured = Device("/cpu:0", "CPU", 1e10, 1e9, 1e12, launch_overhead_s=0.0,
+                      copy_bandwidth=1e9)
+  measured = dataclasses.replace(unmeasured, name="/cpu:1",
+                                 random_uniform_rate=2e8,
+                                 random_normal_rate=5e7)
+  work = AnalyticalCostModel().work_seconds(graph, Cluster("c", (unmeasured,
+                                                                 measured)))
+  # 1M values at 200 M/s: 5 ms, above the bytes' 4 ms; normal: 20 ms;
+  # 100 values: their bytes (0.4 us) below 2 us of generation.
+  np.testing.assert_allclose(work[:, 1], [5e-3, 2e-2, 2e-6, 4e-3])
+  np.testing.assert_allclose(work[:, 0], [4e-3, 4e-3, 4e-7, 4e-3])
+  # A device with 4 slots gives an op a quarter of its rate, as for flops.
+  shared = dataclasses.replace(measured, slots=4)
+  quarter = AnalyticalCostModel().work_seconds(graph, Cluster("c", (shared,)))
+  np.testing.assert_allclose(quarter[:2, 0], [2e-2, 8e-2])
+  # Without any measured rate the costs are the old ones, bit for bit.
+  alone = AnalyticalCostModel().work_seconds(graph,
+                                             Cluster("c", (unmeasured,)))
   assert np.array_equal(alone[:, 0], work[:, 0])

@@ -34,6 +34,9 @@ def _check_physical(bench: ClusterBenchmark, names):
     # (16 in SMALL, 64 by default).
     assert 2 <= d.conv_lanes <= 64
     assert 1e8 < d.copy_bandwidth < 1e13
+    # A normal value costs a uniform one's generator and a Box-Muller
+    # transform: a lower rate.
+    assert 1e6 < d.random_normal_rate < d.random_uniform_rate < 1e13
     assert 0 <= d.op_overhead_s < 1e-3 and 0 <= d.traced_op_s < 1e-3
     assert 0 < d.empty_step_s < 1.0
   assert {(l.src, l.dst) for l in bench.links} == {
@@ -76,6 +79,7 @@ def test_local_cluster_measures_its_workers_and_keeps_the_figures(tmp_path):
     assert d.matmul_flops == m.matmul_flops
     assert d.launch_overhead_s == m.op_overhead_s
     assert d.conv_lanes == m.conv_lanes > 0
+    assert d.random_normal_rate == m.random_normal_rate > 0
   assert measured.overlap_latency and len(measured.links) == 2
   # The state file of `tfplace cluster up` holds the measured cluster, and
   # --cluster STATE reads it back.
@@ -360,6 +364,33 @@ def test_conv_lanes_reach_the_cluster_and_the_calibration():
   assert "conv_lanes" not in calibration_from_benchmark(
       old, plain).device_rates["CPU"]
   assert "conv_lanes" not in old.apply(plain).to_dict()["devices"][0]
+
+
+def test_random_rates_reach_the_cluster_and_the_calibration():
+  from tfplace.cost.calibrated import apply_calibration
+  from tfplace.measurement.calibration_fit import calibration_from_benchmark
+  plain = make_worker_cluster(2)
+  bench = dataclasses.replace(_bench(), devices=tuple(
+      dataclasses.replace(d, random_uniform_rate=2e8, random_normal_rate=rate)
+      for d, rate in zip(_bench().devices, (4e7, 6e7))))
+  assert [d.random_normal_rate for d in bench.apply(plain).devices] == [
+      4e7, 6e7]
+  assert "random uniform 200 / normal 40 M values/s" in bench.describe()
+  calibration = calibration_from_benchmark(bench, plain)
+  assert calibration.device_rates["CPU"]["random_normal_rate"] == 5e7
+  assert [d.random_uniform_rate for d in apply_calibration(
+      plain, calibration).devices] == [2e8, 2e8]
+  # A file written before they were measured: none, and random ops keep
+  # their old costs.
+  data = json.loads(json.dumps(bench.to_dict()))
+  for d in data["devices"]:
+    del d["random_uniform_rate"], d["random_normal_rate"]
+  old = ClusterBenchmark.from_dict(data)
+  assert [d.random_normal_rate for d in old.devices] == [0.0, 0.0]
+  assert "random" not in old.describe()
+  assert "random_normal_rate" not in calibration_from_benchmark(
+      old, plain).device_rates["CPU"]
+  assert "random_normal_rate" not in old.apply(plain).to_dict()["devices"][0]
 
 
 def test_a_transient_failure_reruns_the_benchmark_once(monkeypatch):

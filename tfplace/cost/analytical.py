@@ -13,7 +13,12 @@ output has fewer channels (its innermost dimension, NHWC) than the device's
 measured `conv_lanes` runs at channels / conv_lanes of `conv_flops` (its
 kernel vectorizes along those channels: measured here, a 3x3 convolution
 with 2, 4, 8 or 16 output channels takes the same time; from 16 on the time
-grows with the channels). A device with `slots` = k runs
+grows with the channels). A random generator op (`RANDOM_UNIFORM_OP_TYPES`,
+`RANDOM_NORMAL_OP_TYPES`) on a device with a measured random rate
+(`Device.random_uniform_rate`, `random_normal_rate`: values per second)
+takes at least its output's values / that rate: each value costs a
+counter-based generator's rounds (and a normal one a Box-Muller transform),
+tens of times a copy's time per element on a CPU. A device with `slots` = k runs
 k ops at once and shares its peak among them, so each op gets 1/k of it
 (total throughput stays the device's peak). The time is inf where the device
 type has no kernel for the op. Trivial ops (NoOp, Const, Identity, variable
@@ -52,6 +57,18 @@ CONV_OP_TYPES = frozenset({
     "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2", "_FusedConv2D",
     "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
     "DepthwiseConv2dNativeBackpropFilter",
+})
+# Random generators, by the distribution their cost per value follows.
+RANDOM_UNIFORM_OP_TYPES = frozenset({
+    "RandomUniform", "RandomUniformInt", "StatelessRandomUniform",
+    "StatelessRandomUniformV2", "StatelessRandomUniformInt",
+    "StatelessRandomUniformIntV2", "StatelessRandomUniformFullInt",
+    "StatelessRandomUniformFullIntV2",
+})
+RANDOM_NORMAL_OP_TYPES = frozenset({
+    "RandomStandardNormal", "StatelessRandomNormal",
+    "StatelessRandomNormalV2", "TruncatedNormal", "StatelessTruncatedNormal",
+    "StatelessTruncatedNormalV2", "ParameterizedTruncatedNormal",
 })
 # Convolutions whose kernels vectorize along their output's channels, so
 # that fewer than `Device.conv_lanes` of them leave vector lanes idle.
@@ -97,7 +114,8 @@ class AnalyticalCostModel(CostModel):
     flops[bodies] = 0.0  # The op itself only launches its bodies.
     moved[bodies] = 0.0
     seconds = self._seconds(graph.op_types, flops, moved, cluster,
-                            _output_channels(graph, cluster))
+                            _output_channels(graph, cluster),
+                            _random_values(graph, cluster))
     for i in bodies:
       seconds[i] += self._body_seconds(graph.ops[i].body, cluster)
     seconds[~kernel_mask(graph, cluster)] = np.inf
@@ -114,30 +132,35 @@ class AnalyticalCostModel(CostModel):
     flops[bodies] = 0.0
     moved[bodies] = 0.0
     work = self._work(graph.op_types, flops, moved, cluster,
-                      _output_channels(graph, cluster))
+                      _output_channels(graph, cluster),
+                      _random_values(graph, cluster))
     for i in bodies:
       work[i] += self._body_seconds(graph.ops[i].body, cluster)
     return work
 
   def _seconds(self, op_types: Sequence[str], flops: np.ndarray,
                moved: np.ndarray, cluster: Cluster,
-               channels: Optional[np.ndarray] = None) -> np.ndarray:
+               channels: Optional[np.ndarray] = None,
+               random_values: Optional[np.ndarray] = None) -> np.ndarray:
     """Roofline seconds [N, D] of one execution of N ops on every device
-    (`channels`: see `_work`)."""
+    (`channels`, `random_values`: see `_work`)."""
     cfg = self.config
     overhead = np.array([d.launch_overhead_s for d in cluster.devices])
     trivial = np.array([t in cfg.trivial_op_types for t in op_types],
                        dtype=bool)
     over = np.where(trivial[:, None], cfg.trivial_overhead_factor, 1.0)
-    return (self._work(op_types, flops, moved, cluster, channels)
-            + over * overhead[None, :])
+    return (self._work(op_types, flops, moved, cluster, channels,
+                       random_values) + over * overhead[None, :])
 
   def _work(self, op_types: Sequence[str], flops: np.ndarray,
             moved: np.ndarray, cluster: Cluster,
-            channels: Optional[np.ndarray] = None) -> np.ndarray:
+            channels: Optional[np.ndarray] = None,
+            random_values: Optional[np.ndarray] = None) -> np.ndarray:
     """Seconds [N, D] of the roofline work alone (0 for trivial ops).
     `channels`: each op's output channels ([N], 0: unknown), None when no
-    device has `conv_lanes`."""
+    device has `conv_lanes`; `random_values`: each random generator's
+    output values ([N], 0 for other ops), None when no device has a
+    measured random rate."""
     cfg = self.config
     flop_rate, conv_rate, bandwidth = self._rates(cluster)
     conv = np.array([t in CONV_OP_TYPES for t in op_types], dtype=bool)
@@ -150,6 +173,9 @@ class AnalyticalCostModel(CostModel):
       flop_seconds[narrow] *= np.maximum(
           1.0, lanes[None, :] / channels[narrow, None])
     compute = np.maximum(flop_seconds, moved[:, None] / bandwidth[None, :])
+    if random_values is not None:
+      compute = np.maximum(compute, _random_seconds(op_types, random_values,
+                                                    cluster))
     scale = np.array([cfg.op_type_scale.get(t, 1.0) for t in op_types])
     compute *= scale[:, None]
     trivial = np.array([t in cfg.trivial_op_types for t in op_types],
@@ -199,3 +225,32 @@ def _output_channels(graph: OpGraph, cluster: Cluster
   return np.array([op.output_shapes[0][-1] if op.output_shapes
                    and op.output_shapes[0] else 0 for op in graph.ops],
                   dtype=np.float64)
+
+
+def _random_values(graph: OpGraph, cluster: Cluster) -> Optional[np.ndarray]:
+  """Each random generator's output values (0 for other ops), or None when
+  no device of `cluster` has a measured random rate."""
+  if not any(d.random_uniform_rate > 0 or d.random_normal_rate > 0
+             for d in cluster.devices):
+    return None
+  random = RANDOM_UNIFORM_OP_TYPES | RANDOM_NORMAL_OP_TYPES
+  return np.array([float(np.prod(op.output_shapes[0]))
+                   if op.type in random and op.output_shapes else 0.0
+                   for op in graph.ops], dtype=np.float64)
+
+
+def _random_seconds(op_types: Sequence[str], values: np.ndarray,
+                    cluster: Cluster) -> np.ndarray:
+  """Seconds [N, D] the random generators take at the devices' measured
+  rates (0 where a rate or the op's values are missing; a device with k
+  slots gives an op 1/k of it, as for the other rates)."""
+  out = np.zeros((len(op_types), cluster.num_devices))
+  slots = np.array([d.slots for d in cluster.devices], dtype=np.float64)
+  for types, field in ((RANDOM_UNIFORM_OP_TYPES, "random_uniform_rate"),
+                       (RANDOM_NORMAL_OP_TYPES, "random_normal_rate")):
+    rate = np.array([getattr(d, field) for d in cluster.devices]) / slots
+    rows = np.array([t in types for t in op_types], dtype=bool)
+    with np.errstate(divide="ignore"):
+      per_value = np.where(rate > 0, 1.0 / np.maximum(rate, 1e-300), 0.0)
+    out[rows] = values[rows, None] * per_value[None, :]
+  return out

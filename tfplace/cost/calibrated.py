@@ -94,7 +94,8 @@ from tfplace.io_utils import atomic_write, read_json
 FORMAT = "tfplace.calibration/1"
 # The measured device rates a calibration may set (`Device` fields; the
 # convolution lanes too, measured with them).
-DEVICE_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth", "conv_lanes")
+DEVICE_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth", "conv_lanes",
+                "random_uniform_rate", "random_normal_rate")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,8 @@ reverse is listed too. Pairs with no link use `default_link`.
 optional and default to 0, `overlap_latency` and `rendezvous_transfers`
 (per cluster) to false (see `Device` and `Cluster`). `matmul_flops`,
 `conv_flops` and `copy_bandwidth` are measured rates
-(`tfplace.measurement.cluster_benchmark`), optional, 0 when not measured;
+(`tfplace.measurement.cluster_benchmark`), optional, 0 when not measured,
+as are `random_uniform_rate` and `random_normal_rate` (values per second);
 so are `conv_lanes`, `run_overhead_s`, `transfer_byte_s` and
 `recv_issue_s` (per device, default 0).
 """
@@ -45,7 +46,8 @@ from tfplace.io_utils import read_json
 # The link kind of gRPC between processes on one host (`LocalCluster`).
 LOOPBACK = "loopback"
 # Device fields holding measured rates (0: not measured).
-_MEASURED_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth")
+_MEASURED_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth",
+                   "random_uniform_rate", "random_normal_rate")
 # Optional device fields left out of the JSON form when 0.
 _OMITTED_WHEN_ZERO = _MEASURED_RATES + ("conv_lanes", "run_overhead_s",
                                         "transfer_byte_s", "recv_issue_s")
@@ -91,6 +93,13 @@ class Device:
       model uses them as they are, where it scales the datasheet figures
       `peak_flops` and `memory_bandwidth` by efficiency factors.
     conv_flops: measured FLOP/s of a 2-D convolution (0: not measured).
+    random_uniform_rate: measured float32 values per second of a uniform
+      random op (`RandomUniform`: dropout's masks; 0: not measured). Random
+      generators run a counter-based generator per value, far slower per
+      element than a copy (`tfplace.cost.analytical`).
+    random_normal_rate: the same of a normal random op
+      (`RandomStandardNormal`, `StatelessRandomNormalV2`: generated inputs,
+      noise).
     copy_bandwidth: measured bytes/s (read + written) of an element-wise op
       on tensors larger than the caches (0: not measured).
     run_overhead_s: seconds a step costs for this device when it runs any
@@ -128,6 +137,8 @@ class Device:
   transfer_byte_s: float = 0.0
   conv_lanes: float = 0.0
   recv_issue_s: float = 0.0
+  random_uniform_rate: float = 0.0
+  random_normal_rate: float = 0.0
 
   def __post_init__(self):
     full = canonical_device(self.name)

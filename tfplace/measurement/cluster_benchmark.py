@@ -97,6 +97,7 @@ class BenchmarkConfig:
       input) that measure `DeviceBenchmark.conv_lanes`.
     copy_elements: float32 elements of the element-wise add (keep it above
       the caches: 16M elements = 64 MB per tensor).
+    random_values: float32 values of each uniform and normal random op.
     chain_ops: ops of each chain (large ops, tiny ops).
     tiny_ops: tiny scalar ops of the per-op overhead chain.
     messages: messages of the fan-out and hops of the ping-pong chain.
@@ -109,6 +110,7 @@ class BenchmarkConfig:
   launch_ops: int = 64
   narrow_channels: int = 2
   copy_elements: int = 1 << 24
+  random_values: int = 1 << 18
   chain_ops: int = 3
   tiny_ops: int = 1000
   messages: int = 32
@@ -137,6 +139,9 @@ class DeviceBenchmark:
     launch_s: on accelerators, launch kind (`tfplace.cost.launch_kinds`)
       -> untraced seconds per op of that kind; empty on CPUs (and in files
       written before it was measured).
+    random_uniform_rate, random_normal_rate: float32 values per second of a
+      uniform and a normal random op (traced); 0: not measured (files
+      written before they were).
   """
   device: str
   matmul_flops: float
@@ -148,6 +153,8 @@ class DeviceBenchmark:
   conv_lanes: float = 0.0
   recv_issue_s: float = 0.0
   launch_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  random_uniform_rate: float = 0.0
+  random_normal_rate: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,6 +261,8 @@ class ClusterBenchmark:
           conv_flops=m.conv_flops, copy_bandwidth=m.copy_bandwidth,
           launch_overhead_s=m.op_overhead_s, run_overhead_s=run[d.name],
           conv_lanes=m.conv_lanes, recv_issue_s=m.recv_issue_s,
+          random_uniform_rate=m.random_uniform_rate,
+          random_normal_rate=m.random_normal_rate,
           transfer_overhead_s=per_device.get(d.name, d.transfer_overhead_s),
           transfer_byte_s=per_byte.get(d.name, d.transfer_byte_s)))
     names, kinds = set(cluster.device_names), link_kinds(cluster)
@@ -275,6 +284,9 @@ class ClusterBenchmark:
           f"{format_seconds(d.traced_op_s)}), empty step "
           f"{format_seconds(d.empty_step_s)}"
           + (f", conv lanes {d.conv_lanes:.1f}" if d.conv_lanes else "")
+          + (f", random uniform {d.random_uniform_rate / 1e6:.0f} / normal "
+             f"{d.random_normal_rate / 1e6:.0f} M values/s"
+             if d.random_uniform_rate else "")
           + (f", Recv issue {format_seconds(d.recv_issue_s)}"
              if d.recv_issue_s else "")
           + ("".join(f"\n  launch {kind}: {format_seconds(s)} per op"
@@ -394,6 +406,8 @@ def check_physical(result: ClusterBenchmark) -> None:
     bad(f"{d.device} op_overhead_s", d.op_overhead_s, True)
     bad(f"{d.device} traced_op_s", d.traced_op_s, True)
     bad(f"{d.device} conv_lanes", d.conv_lanes, True)
+    bad(f"{d.device} random_uniform_rate", d.random_uniform_rate, True)
+    bad(f"{d.device} random_normal_rate", d.random_normal_rate, True)
     for kind, seconds in d.launch_s.items():
       bad(f"{d.device} launch_s[{kind}]", seconds, True)
   for l in result.links:
@@ -570,6 +584,8 @@ def _benchmark_device(runner: "BenchmarkRunner", name: str,
     lanes = float(np.clip(channels * _tick(narrow) / _tick(conv),
                           g.narrow_channels, channels))
   copy = _median_of_runs(runner.durations(g.copy, g.copy_ops))
+  uniform = _median_of_runs(runner.durations(g.uniform, g.uniform_ops))
+  normal = _median_of_runs(runner.durations(g.normal, g.normal_ops))
   launch = {}
   if g.launch:
     launch[ELEMENTWISE] = max(0.0, per_op)
@@ -582,7 +598,9 @@ def _benchmark_device(runner: "BenchmarkRunner", name: str,
       copy_bandwidth=g.copy_bytes / _tick(copy),
       op_overhead_s=max(0.0, per_op),
       traced_op_s=traced_tiny, empty_step_s=empty,
-      conv_lanes=lanes, launch_s=launch)
+      conv_lanes=lanes, launch_s=launch,
+      random_uniform_rate=g.random_values / _tick(uniform),
+      random_normal_rate=g.random_values / _tick(normal))
 
 
 def _median_of_runs(runs: List[List[float]]) -> float:

@@ -34,6 +34,10 @@ class DeviceGraphs:
       on the chain's input), FLOPs per conv.
     copy, copy_ops, copy_bytes: the element-wise chain, bytes each op reads
       and writes.
+    uniform, uniform_ops, normal, normal_ops, random_values: independent
+      uniform (`RandomUniform`, dropout's op) and normal
+      (`RandomStandardNormal`) random ops of `random_values` float32 values
+      each.
     launch: on an accelerator, launch kind -> (fetch, ops) of its chain of
       small ops; empty on CPUs.
   """
@@ -53,6 +57,11 @@ class DeviceGraphs:
   copy: Tuple[str, ...]
   copy_ops: Tuple[str, ...]
   copy_bytes: float
+  uniform: Tuple[str, ...] = ()
+  uniform_ops: Tuple[str, ...] = ()
+  normal: Tuple[str, ...] = ()
+  normal_ops: Tuple[str, ...] = ()
+  random_values: int = 0
   launch: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = (
       dataclasses.field(default_factory=dict))
 
@@ -146,6 +155,13 @@ def _device_part(bench, accelerator: bool) -> DeviceGraphs:
   narrow_all = tf.group(*narrow, name="narrow_convs")
   filled = tf.fill([bench.copy_elements], 1.0)
   cp, cp_ops = _chain(filled, lambda x: tf.add(x, one), bench.chain_ops)
+  values = bench.random_values
+  uniform = [tf.random.uniform([values], seed=i + 1)
+             for i in range(bench.chain_ops)]
+  normal = [tf.random.normal([values], seed=i + 1)
+            for i in range(bench.chain_ops)]
+  uniform_all = tf.group(*uniform, name="random_uniforms")
+  normal_all = tf.group(*normal, name="random_normals")
   return DeviceGraphs(
       empty=(empty.name,), tiny=(tiny.name,), tiny_ops=tuple(tiny_ops),
       matmul=(mm.op.name,), matmul_ops=tuple(mm_ops),
@@ -155,7 +171,21 @@ def _device_part(bench, accelerator: bool) -> DeviceGraphs:
       narrow_flops=2.0 * b * size * size * c * 9 * k, narrow_channels=k,
       copy=(cp.op.name,),
       copy_ops=tuple(cp_ops), copy_bytes=8.0 * bench.copy_elements + 4.0,
+      uniform=(uniform_all.name,),
+      uniform_ops=tuple(_random_op(x).name for x in uniform),
+      normal=(normal_all.name,),
+      normal_ops=tuple(_random_op(x).name for x in normal),
+      random_values=values,
       launch=_launch_chains(bench.launch_ops) if accelerator else {})
+
+
+def _random_op(tensor):
+  """The generator op behind `tf.random.uniform` / `normal`'s tensor (they
+  scale and shift its values after it)."""
+  op = tensor.op
+  while not op.type.startswith("Random"):
+    op = op.inputs[0].op
+  return op
 
 
 def _launch_chains(count: int
