@@ -8,7 +8,8 @@ usage: tfplace calibrate [GRAPH ...]
 
 On the cluster's TF servers it runs the microbenchmarks of
 `tfplace.measurement.cluster_benchmark` (per device: matmul and convolution
-FLOP/s, copy bandwidth, per-op and empty-step overheads; per pair of
+FLOP/s, copy bandwidth, random values per second, per-op and empty-step
+overheads; per pair of
 devices: per-message cost, latency, bandwidth) three times, before, amid
 and after the calibration graphs' runs, and keeps each figure's median; it
 measures the calibration graphs (each on every device alone, split in

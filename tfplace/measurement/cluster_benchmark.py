@@ -16,6 +16,9 @@ figure's median over several benchmarks. Per device:
 * dense matmul FLOP/s and 3x3 convolution FLOP/s (traced durations of a
   chain of large ops), copy bandwidth (an element-wise add on tensors
   larger than the caches: bytes read + written per second);
+* random values per second of a uniform and of a normal random op
+  (traced; a generator's rounds per value cost far more than a copy of
+  it: 5 and 20 ns per float32 value on a core here);
 * on CPUs, the convolution lanes: the same convolutions with 2 output
   channels instead of 64; a kernel that vectorizes along the output
   channels takes as long for 2 as for a full vector of them, so lanes =
