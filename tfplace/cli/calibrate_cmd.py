@@ -9,16 +9,15 @@ usage: tfplace calibrate [GRAPH ...]
 On the cluster's TF servers it runs the microbenchmarks of
 `tfplace.measurement.cluster_benchmark` (per device: matmul and convolution
 FLOP/s, copy bandwidth, random values per second, per-op and empty-step
-overheads; per pair of
-devices: per-message cost, latency, bandwidth) three times, before, amid
-and after the calibration graphs' runs, and keeps each figure's median; it
-measures the calibration graphs (each on every device alone, split in
-halves, and one random split) and fits, per op type, its time from the
-traced op durations of the one-device runs (within physical bounds), and
-from the split runs the share of the per-message cost each end of a
-transfer pays and the share of the time per byte that is host work
-(blocking the workers' compute). The
-calibration graphs are the shipped suite (--suite: convolutions, matmuls,
+overheads; per pair of devices: per-message cost, latency, bandwidth)
+three times, before, amid and after the calibration graphs' runs, and
+keeps each figure's median; it measures the calibration graphs (each on
+every device alone, split in halves, and one random split) and fits, per
+op type, its time from the traced op durations of the one-device runs
+(within physical bounds), and from the split runs the share of the
+per-message cost each end of a transfer pays and the share of the time per
+byte that is host work (blocking the workers' compute). The calibration
+graphs are the shipped suite (--suite: convolutions, matmuls,
 embeddings, element-wise chains; `tfplace.models.calibration_suite`), or the
 GRAPHs given (graph files, any form `import_graph` reads, or benchmark model
 names; placeholders get synthetic values, or the --feeds arrays: give one
@@ -30,9 +29,10 @@ The error printed is in-sample (on the calibration runs); `scripts/
 fidelity.py --cross` measures it on other graphs.
 
 --local_workers N starts N pinned local TF server processes and stops them
-after (--cores_per_worker C, and on a GPU machine --worker_gpus 0,none
-as for `tfplace cluster up`); --cluster takes the state file of `tfplace cluster up` or a cluster
-spec ({"worker": ["host:port", ...]}, inline or a file); --target names one
+after (--cores_per_worker C, and on a GPU machine --worker_gpus 0,none,
+as for `tfplace cluster up`); --cluster takes the state file of `tfplace
+cluster up` or a cluster spec ({"worker": ["host:port", ...]}, inline or a
+file); --target names one
 server, whose cluster's workers are listed from it. --in_process
 calibrates this process's devices instead (the cluster preset `local`:
 /cpu:0 with every core, and each GPU TF sees): on a GPU machine, CPU +

@@ -13,13 +13,13 @@ output has fewer channels (its innermost dimension, NHWC) than the device's
 measured `conv_lanes` runs at channels / conv_lanes of `conv_flops` (its
 kernel vectorizes along those channels: measured here, a 3x3 convolution
 with 2, 4, 8 or 16 output channels takes the same time; from 16 on the time
-grows with the channels). A random generator op (`RANDOM_UNIFORM_OP_TYPES`,
-`RANDOM_NORMAL_OP_TYPES`) on a device with a measured random rate
-(`Device.random_uniform_rate`, `random_normal_rate`: values per second)
-takes at least its output's values / that rate: each value costs a
-counter-based generator's rounds (and a normal one a Box-Muller transform),
-tens of times a copy's time per element on a CPU. A device with `slots` = k runs
-k ops at once and shares its peak among them, so each op gets 1/k of it
+grows with the channels). A random generator op
+(`RANDOM_UNIFORM_OP_TYPES`, `RANDOM_NORMAL_OP_TYPES`) on a device with a
+measured random rate (`Device.random_uniform_rate`, `random_normal_rate`:
+values per second) takes at least its output's values / that rate: each
+value costs a counter-based generator's rounds (a normal one a Box-Muller
+transform too), tens of times a copy's time per element on a CPU. A device
+with `slots` = k runs k ops at once and shares its peak among them, so each op gets 1/k of it
 (total throughput stays the device's peak). The time is inf where the device
 type has no kernel for the op. Trivial ops (NoOp, Const, Identity, variable
 handles and reads, shape queries...) cost `trivial_overhead_factor` times the
@@ -250,7 +250,7 @@ def _random_seconds(op_types: Sequence[str], values: np.ndarray,
                        (RANDOM_NORMAL_OP_TYPES, "random_normal_rate")):
     rate = np.array([getattr(d, field) for d in cluster.devices]) / slots
     rows = np.array([t in types for t in op_types], dtype=bool)
-    with np.errstate(divide="ignore"):
-      per_value = np.where(rate > 0, 1.0 / np.maximum(rate, 1e-300), 0.0)
+    per_value = np.divide(1.0, rate, out=np.zeros_like(rate),
+                          where=rate > 0)
     out[rows] = values[rows, None] * per_value[None, :]
   return out
