@@ -37,10 +37,9 @@ def check() -> None:
   if not requested() and (_WORKER_GPUS.value or _CORES.present):
     raise TfplaceError(
         "--cores_per_worker and --worker_gpus describe the workers "
-        "--local_workers starts: running servers (--cluster, --target) "
-        "keep what they were started with (`tfplace cluster up "
-        "--worker_gpus ...`), and a run in process uses this process's "
-        "devices")
+        "--local_workers starts: add --local_workers N, or drop them "
+        "(running servers keep what `tfplace cluster up --worker_gpus ...` "
+        "gave them; a run in process uses this process's devices)")
   if _CORES.value < 1:
     raise TfplaceError("--cores_per_worker must be >= 1")
   if requested():
@@ -48,10 +47,10 @@ def check() -> None:
 
 
 def local_cluster():
-  """A `LocalCluster` (not started) of the workers the flags describe."""
+  """A `LocalCluster` (not started) of the workers the flags describe
+  (`check` them first)."""
   from tfplace.measurement.local_cluster import (LocalCluster,
                                                  parse_worker_gpus)
-  check()
   return LocalCluster(
       num_workers=_LOCAL_WORKERS.value, cores_per_worker=_CORES.value,
       worker_gpus=parse_worker_gpus(_WORKER_GPUS.value, _LOCAL_WORKERS.value))
