@@ -4,7 +4,7 @@ import json
 import math
 import os
 import tempfile
-from typing import Optional, Type, Union
+from typing import Optional, Sequence, Type, Union
 
 from tfplace import interrupts
 from tfplace.errors import Interrupted, OutputError
@@ -72,11 +72,19 @@ def json_number(value: float) -> Optional[float]:
   return value if math.isfinite(value) else None
 
 
-def check_out_path(path: Optional[str], flag: str = "--out") -> None:
+def check_out_path(path: Optional[str], flag: str = "--out",
+                   inputs: Sequence[Optional[str]] = ()) -> None:
   """Raises OutputError unless `path` can be written (checked up front,
-  before long work, so a bad path never costs a run)."""
+  before long work, so a bad path never costs a run) without replacing one
+  of the files the command reads (`inputs`; None and non-files skipped)."""
   if not path:
     raise OutputError(f"{flag} is required")
+  for source in inputs:
+    if (source and os.path.isfile(source) and os.path.exists(path)
+        and os.path.samefile(path, source)):
+      raise OutputError(f"{flag} {path} is also an input of this command "
+                        f"({source}): write to another file, or the input "
+                        "would be lost")
   parent = os.path.dirname(os.path.abspath(path))
   if os.path.isdir(path):
     raise OutputError(f"{flag} {path} is a directory")
@@ -86,3 +94,4 @@ def check_out_path(path: Optional[str], flag: str = "--out") -> None:
     raise OutputError(f"{flag} {path}: directory {parent} is not writable")
   if os.path.exists(path) and not os.access(path, os.W_OK):
     raise OutputError(f"{flag} {path} exists and is not writable")
+

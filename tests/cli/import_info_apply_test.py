@@ -88,9 +88,15 @@ def test_cli_end_to_end_and_exit_status(tmp_path):
   assert res.returncode == 2 and "not a TensorFlow graph" in res.stderr
   assert not (tmp_path / "never.pbtxt").exists()
   # An unknown op in the placement: exit 2, the existing output untouched.
+  existing = tmp_path / "placed.pbtxt"
+  existing.write_text("keep me")
+  res = _tfplace("apply", out, str(placement), "--out", str(existing))
+  assert res.returncode == 2 and "not in graph" in res.stderr
+  assert existing.read_text() == "keep me"
+  # The graph itself as --out: refused before reading anything.
   before = open(out, "rb").read()
   res = _tfplace("apply", out, str(placement), "--out", out)
-  assert res.returncode == 2 and "not in graph" in res.stderr
+  assert res.returncode == 2 and "is also an input" in res.stderr
   assert open(out, "rb").read() == before
 
 

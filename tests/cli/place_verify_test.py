@@ -1,5 +1,6 @@
 """`tfplace place --verify_top_k K --target T`: the measured best written,
-and bad targets or calibrations refused before any search (exit 2)."""
+and bad targets or calibrations refused before any search (exit 2); a
+calibration made for another cluster is refused without --verify_top_k too."""
 
 import json
 import os
@@ -64,8 +65,10 @@ def test_an_unreachable_target_exits_2_before_the_search(tmp_path, two_cpus):
   assert proc.returncode == 2 and "need --target" in proc.stderr
 
 
+@pytest.mark.parametrize("verify", [
+    ("--verify_top_k", "2", "--target", "local"), ()])
 def test_a_calibration_for_another_cluster_exits_2_and_overwrites_nothing(
-    tmp_path, two_cpus):
+    tmp_path, two_cpus, verify):
   calibration = tmp_path / "cal.json"
   calibration.write_text(json.dumps({
       "format": "tfplace.calibration/1",
@@ -73,7 +76,7 @@ def test_a_calibration_for_another_cluster_exits_2_and_overwrites_nothing(
   out = tmp_path / "p.json"
   out.write_text("keep me")
   proc = run("--cluster", two_cpus, "--calibration", str(calibration),
-             "--verify_top_k", "2", "--target", "local", "--out", str(out))
+             *verify, "--out", str(out))
   assert proc.returncode == 2, proc.stderr
   assert "made for another cluster" in proc.stderr
   assert out.read_text() == "keep me"

@@ -33,6 +33,22 @@ def test_out_naming_a_directory_is_one_message_and_exit_2(tmp_path, verb_args):
   assert "Traceback" not in proc.stderr
 
 
+def test_out_naming_an_input_is_refused_and_the_input_kept(tmp_path):
+  graph = tmp_path / "g.pbtxt"
+  graph.write_bytes(open(GRAPH, "rb").read())
+  link = tmp_path / "link.pbtxt"
+  link.symlink_to(graph)
+  for out in (graph, link):
+    proc = tfplace("place", str(graph), "--cluster", "k80x2", "--placer",
+                   "hash", "--out", str(out))
+    assert proc.returncode == 2, proc.stderr
+    assert "is also an input" in proc.stderr and "Traceback" not in proc.stderr
+  assert graph.read_bytes() == open(GRAPH, "rb").read()
+  with pytest.raises(OutputError, match="is also an input"):
+    check_out_path(str(graph), inputs=[None, "k80x2", str(link)])
+  check_out_path(str(tmp_path / "new.json"), inputs=[str(graph)])
+
+
 def test_apply_out_in_a_missing_directory(tmp_path):
   placement = tmp_path / "p.json"
   assert tfplace("place", META, "--cluster", "k80x2", "--placer", "hash",

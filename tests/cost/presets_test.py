@@ -105,3 +105,10 @@ def test_malformed_cluster_json_raises(tmp_path, data):
 def test_link_matrices_from_file():
   c = presets.load_cluster(os.path.join(TESTDATA, "cpu_gpu.json"))
   np.testing.assert_allclose(c.link_latency, [[0, 1e-5], [1e-5, 0]])
+
+
+def test_a_device_without_its_figures_names_the_missing_keys(tmp_path):
+  data = {"devices": [{"name": "/device:CPU:0", "type": "CPU"}]}
+  with pytest.raises(ClusterError, match="lacks the keys \\['peak_flops', "
+                     "'memory_bandwidth', 'memory_bytes'\\]"):
+    presets.load_cluster(_write(tmp_path, data))

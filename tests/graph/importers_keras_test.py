@@ -46,6 +46,10 @@ def test_keras_needs_a_loss_and_a_known_optimizer():
     import_graph(_model())
   with pytest.raises(GraphImportError, match="unknown optimizer"):
     import_graph(_model(), loss="mse", optimizer="nosuch")
+  with pytest.raises(GraphImportError, match="unknown loss 'nosuch'"):
+    import_graph(_model(), loss="nosuch")
+  with pytest.raises(GraphImportError, match="must be >= 1, got 0"):
+    import_graph(_model(), loss="mse", batch_size=0)
 
 
 def test_functional_conv_batchnorm_model_runs_with_its_updates():

@@ -97,6 +97,23 @@ def test_unknown_dims_become_unknown_dim():
   assert g.op("y").output_bytes == (60,)
 
 
+def test_train_ops_and_loss_given_as_graph_objects():
+  graph = tf.Graph()
+  with graph.as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [4, 3], name="x")
+    y = tf.identity(x * 2.0, name="y")
+    z = tf.reduce_sum(y, name="z")
+  for train_ops in ([y.op], y, [y], "y"):
+    g = import_graph(graph, train_ops=train_ops, loss=z)
+    assert g.fetches.train_ops == ("y",) and g.fetches.loss == "z:0"
+  with pytest.raises(GraphImportError, match="got a int"):
+    import_graph(graph, train_ops=[3])
+  with pytest.raises(GraphImportError, match="must be >= 1, got -2"):
+    import_graph(graph, batch_size=-2)
+  with pytest.raises(GraphImportError, match="an integer, got 2.5"):
+    import_graph(graph, batch_size=2.5)
+
+
 def test_bad_graph_def_inputs():
   graph_def = tf.compat.v1.GraphDef()
   with pytest.raises(GraphImportError, match="empty"):

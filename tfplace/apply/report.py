@@ -58,7 +58,7 @@ class ApplyReport:
     """One line for logs."""
     return (f"{self.named_ops}/{self.num_trace_ops} ops of the trace placed "
             f"by the placement ({100 * self.named_fraction:.1f} %), "
-            f"{len(self.unnamed_ops)} left to TF's placer "
+            f"{len(self.unnamed_ops)} left to TF's placer"
             f"{_some(self.unnamed_ops)}, {self.nested_ops} in nested "
             f"functions ({len(self.nested_conflicts)} elsewhere than their "
             f"call), {len(self.missing_ops)} placement op(s) not traced, "
@@ -69,7 +69,7 @@ def _some(names: Sequence[str]) -> str:
   if not names:
     return ""
   more = f", ... {len(names) - _LISTED} more" if len(names) > _LISTED else ""
-  return "(" + ", ".join(names[:_LISTED]) + more + ")"
+  return " (" + ", ".join(names[:_LISTED]) + more + ")"
 
 
 def build_report(step_graph, placement: Placement,
@@ -144,7 +144,7 @@ def check_report(report: ApplyReport, placement: Placement,
   if options.strict and report.unnamed_ops:
     raise PlacementError(
         f"strict: {len(report.unnamed_ops)} op(s) of the traced step are not "
-        f"named by the placement {_some(report.unnamed_ops)}")
+        f"named by the placement{_some(report.unnamed_ops)}")
   check_split(report.variables, placement)
   if variable_devices:
     check_devices(report.variables)

@@ -28,7 +28,7 @@ def apply(graph_path: str, placement_path: str, out: str,
   """Validates and writes the placed graph; returns a small report."""
   from tfplace.graph import graph_io, importers
   from tfplace.placement import Placement, placed_graph_def
-  check_out_path(out)
+  check_out_path(out, inputs=[graph_path, placement_path])
   graph_def, meta = graph_io.read_graph_file(graph_path)
   name = graph_path.rsplit("/", 1)[-1].split(".")[0]
   graph = (importers.from_meta_graph(meta, name=name) if meta is not None

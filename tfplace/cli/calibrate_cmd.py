@@ -75,7 +75,7 @@ flags.adopt_module_key_flags(local_workers_flags)
 def main(argv: List[str]) -> None:
   """Runs `tfplace calibrate`; see the module docstring."""
   _check_flags()
-  check_out_path(_OUT.value)
+  check_out_path(_OUT.value, inputs=[*argv[1:], _CLUSTER.value])
   graphs = _graphs(argv[1:])
   inputs = [measure_flags.step_inputs(g) for g in graphs]
   try:

@@ -18,8 +18,10 @@ per-message cost, latency and bandwidth per pair:
 the figures and writes pids, ports, profiler ports and the measured cluster
 to the state file;
 `tfplace measure/simulate/place --cluster FILE` then use them. `down` stops
-exactly the processes the state file lists and removes their temporary log
-folder (`tfplace_cluster_*`; --keep_logs keeps it). `status` tells which
+exactly the processes the state file lists, removes the state file and their
+temporary log folder (`tfplace_cluster_*`; --keep_logs keeps it); to
+simulate on the measured cluster afterwards, write it first with
+`benchmark --out cluster.json` (or copy the state file). `status` tells which
 workers are alive and reachable (with --cluster_spec: servers on real hosts)
 and exits with status 2 when one is not. `benchmark` measures running
 servers again (the state file's, updated in place, or those of a cluster
@@ -127,7 +129,8 @@ def _down() -> None:
     remove_log_dir(logs)
     logs = None
   kept = f"; worker logs kept in {logs}" if logs else ""
-  sys.stdout.write(f"cluster down: stopped {len(pids)} worker(s){kept}\n")
+  sys.stdout.write(f"cluster down: stopped {len(pids)} worker(s), removed "
+                   f"{_STATE.value}{kept}\n")
 
 
 def _owned_log_dir(state: dict):

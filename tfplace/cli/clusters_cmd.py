@@ -42,5 +42,6 @@ def main(argv: List[str]) -> None:
     return
   for row in rows:
     kinds = ", ".join(f"{n} {t}" for t, n in row["device_types"].items())
-    sys.stdout.write(f"{row['name']:<16} {row['num_devices']:>3} devices "
+    noun = "device" if row["num_devices"] == 1 else "devices"
+    sys.stdout.write(f"{row['name']:<16} {row['num_devices']:>3} {noun:<7} "
                      f"({kinds})\n")

@@ -106,7 +106,8 @@ def _keras_file(path: str, loss: Optional[str], optimizer: str,
                            "tfplace.import_graph(model, loss=...)") from None
   name = os.path.splitext(os.path.basename(path))[0]
   return import_graph(model, loss=loss, optimizer=optimizer,
-                      batch_size=batch_size or 32, name=name,
+                      batch_size=32 if batch_size is None else batch_size,
+                      name=name,
                       loop_trip_counts=trip_counts)
 
 
@@ -127,7 +128,7 @@ def run(source: Optional[str], model: Optional[str], out: str,
         loop_trip_counts: Optional[str] = None, loss: Optional[str] = None,
         optimizer: Optional[str] = None, **sizes) -> dict:
   """Imports and writes; returns the summary (the arguments: see `load`)."""
-  check_out_path(out)
+  check_out_path(out, inputs=[source])
   graph = load(source, model, loop_trip_counts, loss, optimizer, **sizes)
   write(graph, out)
   summary = graph.summary()

@@ -131,7 +131,8 @@ def main(argv: List[str]) -> None:
   if len(argv) != 2:
     raise TfplaceError("expected exactly one GRAPH argument: tfplace place "
                        "GRAPH --cluster C --placer P --out placement.json")
-  check_out_path(_OUT.value)
+  check_out_path(_OUT.value, inputs=[argv[1], _INIT.value, _CLUSTER.value,
+                                      _CALIBRATION.value])
   real_flags.check_flags()
   options = placer_options()
   get_placer(_PLACER.value, options)  # Bad name/options first.

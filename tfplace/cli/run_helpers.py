@@ -142,6 +142,9 @@ def cluster_and_cost_model(cluster_arg: str, cost_model: Optional[str],
 
   The cost model defaults to analytical, or calibrated when a calibration is
   given; a calibration also calibrates the cluster's links and overheads.
+
+  Raises:
+    ClusterError: the calibration was made for another cluster.
   """
   from tfplace.cli.cluster_arg import load_cluster_arg
   from tfplace.cost import calibrated
@@ -155,8 +158,9 @@ def cluster_and_cost_model(cluster_arg: str, cost_model: Optional[str],
       cost_model or ("calibrated" if calibration else "analytical"),
       calibration)
   if calibration:
-    cluster = calibrated.apply_calibration(
-        cluster, calibrated.Calibration.load(calibration))
+    loaded = calibrated.Calibration.load(calibration)
+    calibrated.check_calibration_matches(loaded, cluster)
+    cluster = calibrated.apply_calibration(cluster, loaded)
   return cluster, model
 
 

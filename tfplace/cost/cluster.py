@@ -366,6 +366,11 @@ def _build(kind, fields, what: str):
   if unknown:
     raise ClusterError(f"{what} has unknown keys {sorted(unknown)}; "
                        f"allowed: {sorted(allowed)}")
+  missing = [f.name for f in dataclasses.fields(kind)
+             if f.name not in fields and f.default is dataclasses.MISSING
+             and f.default_factory is dataclasses.MISSING]
+  if missing:
+    raise ClusterError(f"{what} {fields!r} lacks the keys {missing}")
   try:
     return kind(**fields)
   except TypeError as e:

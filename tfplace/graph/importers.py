@@ -36,17 +36,20 @@ def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
     source: a `tf.Graph`; a GraphDef or MetaGraphDef; a path to a .pb,
       .pbtxt or .meta file; a `tf.function` or ConcreteFunction; or a Keras
       (tf_keras) model.
-    train_ops: op names that perform the update (detected if None).
-    loss: the loss tensor or op name (detected if None). For a Keras model,
-      the loss function (name or callable).
-    init_ops: op names that initialize variables (detected if None).
+    train_ops: the ops that perform the update, as names, `tf.Operation`s
+      or `tf.Tensor`s of the graph (detected if None).
+    loss: the loss tensor or op, or its name (detected if None). For a
+      Keras model, the loss function (name or callable).
+    init_ops: the ops that initialize variables, given like train_ops
+      (detected if None).
     name: a human name for the graph.
     unknown_dim: size given to dimensions static shape inference leaves
       unknown.
     loop_trip_counts: {While op name: trip count} for loops whose trip count
       the graph does not make static (see `tfplace.graph.control_flow`; a
       loop nested in another's body is "outer/inner").
-    batch_size: for a graph, the size of its placeholders' unknown first
+    batch_size: an integer >= 1: for a graph, the size of its
+      placeholders' unknown first
       dimension (written into the placeholders, so costs and the placed
       GraphDef are at this batch; see `input_shapes.set_input_shapes`); for a
       Keras model, the batch of the data it trains on (default 32).
@@ -63,6 +66,17 @@ def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
   import tensorflow as tf
   from tensorflow.core.framework import graph_pb2
   from tensorflow.core.protobuf import meta_graph_pb2
+  if batch_size is not None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size,
+                                                      (int, np.integer)):
+      raise GraphImportError(
+          f"batch_size must be an integer, got {batch_size!r}")
+    if batch_size < 1:
+      raise GraphImportError(f"batch_size must be >= 1, got {batch_size}")
+  train_ops = _op_names(train_ops, "train_ops")
+  init_ops = _op_names(init_ops, "init_ops")
+  if isinstance(loss, (tf.Tensor, tf.Operation)):
+    loss = loss.name
   common = dict(train_ops=train_ops, init_ops=init_ops,
                 unknown_dim=unknown_dim, loop_trip_counts=loop_trip_counts)
   if isinstance(source, (str, os.PathLike)):
@@ -214,8 +228,8 @@ def from_tf_graph(graph, train_ops: Optional[Sequence[str]],
   Args:
     graph: the graph holding one training step.
     train_ops: op names that perform the update (None: detect sinks).
-    loss: loss tensor ("op:0") or op name, or None (detect a scalar float op
-      named "...loss" when train_ops is None too).
+    loss: loss tensor ("op:0") or op name, or None (detect the one scalar
+      float op named "...loss", whether train_ops is given or detected).
     init_ops: op names that initialize variables (None: a NoOp "init").
     name: a human readable name.
     unknown_dim: size of dimensions static shape inference leaves unknown.
@@ -260,6 +274,26 @@ def from_tf_graph(graph, train_ops: Optional[Sequence[str]],
   return graph_out
 
 
+def _op_names(ops, what: str) -> Optional[List[str]]:
+  """Op names from names, `tf.Operation`s or `tf.Tensor`s (their ops)."""
+  import tensorflow as tf
+  if ops is None:
+    return None
+  if isinstance(ops, (str, tf.Operation, tf.Tensor)):
+    ops = [ops]
+  names = []
+  for op in ops:
+    if isinstance(op, tf.Tensor):
+      op = op.op
+    if isinstance(op, tf.Operation):
+      op = op.name
+    if not isinstance(op, str):
+      raise GraphImportError(f"{what}: expected op names, tf.Operations or "
+                             f"tf.Tensors, got a {type(op).__name__}")
+    names.append(op)
+  return names
+
+
 def _record_given_trip_counts(graph_def, bodies) -> None:
   """Writes given trip counts into the loops' NodeDefs (kept in files)."""
   for node in graph_def.node:
@@ -299,8 +333,8 @@ def _fetches(ops: Sequence[Op], edges: Sequence[Edge], train_ops, loss,
                 if op.name == "init" and op.type == "NoOp"]
   if train_ops is None:
     train_ops = _detect_train_ops(ops, edges, set(init_ops))
-    if loss is None:
-      loss = _detect_loss(ops)
+  if loss is None:
+    loss = _detect_loss(ops)
   for op_name in list(train_ops) + list(init_ops) + ([loss] if loss else []):
     if _op_name(op_name) not in names:
       raise GraphImportError(f"{name}: {op_name!r} is not an op of the graph")

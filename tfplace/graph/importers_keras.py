@@ -260,7 +260,8 @@ def _legacy_optimizer(optimizer):
     return (lambda: tf_keras.mixed_precision.LossScaleOptimizer(
         inner_cls(**inner_config), **scale)), {}
   if isinstance(optimizer, str):
-    names = {n.lower(): n for n in dir(legacy) if not n.startswith("_")}
+    names = {n.lower(): n for n in dir(legacy)
+             if not n.startswith("_") and n != "Optimizer"}
     if optimizer.lower() not in names:
       raise GraphImportError(f"unknown optimizer {optimizer!r}; one of "
                              f"{sorted(names)}")
@@ -282,15 +283,26 @@ def _data_name(prefix: str, index: int, count: int) -> str:
 def _losses(loss, names: Sequence[str]) -> list:
   """One Keras loss function per model output, the outputs named `names`
   (see `from_keras`)."""
-  import tf_keras
   if isinstance(loss, dict):
     loss = _in_order(loss, names, "loss")
   if isinstance(loss, (list, tuple)):
     if len(loss) != len(names):
       raise GraphImportError(f"loss= lists {len(loss)} losses for a model "
                              f"with {len(names)} outputs")
-    return [tf_keras.losses.get(l) for l in loss]
-  return [tf_keras.losses.get(loss)] * len(names)
+    return [_loss_function(l) for l in loss]
+  return [_loss_function(loss)] * len(names)
+
+
+def _loss_function(loss):
+  """tf_keras's loss function for `loss` (a name, function or Loss)."""
+  import tf_keras
+  try:
+    return tf_keras.losses.get(loss)
+  except ValueError as e:
+    raise GraphImportError(
+        f"unknown loss {loss!r}: give a tf_keras.losses name (e.g. mse, "
+        "sparse_categorical_crossentropy), function or Loss object "
+        f"({str(e).splitlines()[0]})") from None
 
 
 def _in_order(by_name: dict, names: Sequence[str], what: str) -> list:
