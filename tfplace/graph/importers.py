@@ -22,9 +22,7 @@ from tfplace.graph.op_reader import read_op
 LoopTripCounts = Optional[Mapping[str, int]]
 
 
-def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
-                 loss: Optional[str] = None,
-                 init_ops: Optional[Sequence[str]] = None,
+def import_graph(source, *, train_ops=None, loss=None, init_ops=None,
                  name: Optional[str] = None, unknown_dim: int = 1,
                  loop_trip_counts: LoopTripCounts = None,
                  batch_size: Optional[int] = None,
@@ -49,10 +47,10 @@ def import_graph(source, *, train_ops: Optional[Sequence[str]] = None,
       the graph does not make static (see `tfplace.graph.control_flow`; a
       loop nested in another's body is "outer/inner").
     batch_size: an integer >= 1: for a graph, the size of its
-      placeholders' unknown first
-      dimension (written into the placeholders, so costs and the placed
-      GraphDef are at this batch; see `input_shapes.set_input_shapes`); for a
-      Keras model, the batch of the data it trains on (default 32).
+      placeholders' unknown first dimension (written into the placeholders,
+      so costs and the placed GraphDef are at this batch; see
+      `input_shapes.set_input_shapes`); for a Keras model, the batch of the
+      data it trains on (default 32).
     input_shapes: for a graph, placeholder name -> full shape.
     **keras_kwargs: for Keras: `optimizer`, `x`, `y`, `seed`;
       for a tf.function: `input_signature` or `args`.
