@@ -105,3 +105,19 @@ def test_gpu_scripts_stop_with_a_reason_where_tf_sees_no_gpu(args, tmp_path):
   assert run.returncode == 2, run.stderr[-2000:]
   assert "device:CPU:0" in run.stderr and "GPU" in run.stderr
   assert "Traceback" not in run.stderr
+
+
+def test_idle_slowdown_reads_a_shipped_record(tmp_path):
+  record = os.path.join(ROOT, "testdata", "cross_records",
+                        "2026-11-26-r27.json.gz")
+  run = _run([os.path.join(SCRIPTS, "idle_slowdown.py"), "--records", record,
+              "--json"], cwd=tmp_path)
+  assert run.returncode == 0, run.stderr[-2000:]
+  rows = json.loads(run.stdout.strip().splitlines()[-1])
+  pooled = {r["bucket"]: r for r in rows if r["graph"] == "all"}
+  assert set(pooled) == {"< 20 us", "20-100 us", ">= 100 us"}
+  assert all(r["num_ops"] > 0 and r["median_ratio"] > 0
+             for r in pooled.values())
+  missing = _run([os.path.join(SCRIPTS, "idle_slowdown.py"), "--records",
+                  str(tmp_path / "none.json.gz")], cwd=tmp_path)
+  assert missing.returncode == 2 and "Traceback" not in missing.stderr
