@@ -24,8 +24,9 @@ matrix prints how far the machine moved since calibration (time ratios of
 the compute rates, the per-op overhead, the per-message cost and the empty
 step), and the median error with the calibration's figures scaled by those
 ratios (`machine_drift.drift_adjusted`: the model's error less the
-machine's measured change; a diagnostic, not a target). --rounds R measures every batch R times in rotated orders and keeps
-each placement's median round (slower: R times the runs).
+machine's measured change; a diagnostic, not a target). --rounds R
+measures every batch R times in rotated orders and keeps each placement's
+median round (slower: R times the runs).
 
 --record FILE keeps everything a --cross run measured (suite runs, judged
 placements and step times, benchmarks; ~0.8 MB gzip-compressed when FILE

@@ -370,7 +370,8 @@ def _build(kind, fields, what: str):
              if f.name not in fields and f.default is dataclasses.MISSING
              and f.default_factory is dataclasses.MISSING]
   if missing:
-    raise ClusterError(f"{what} {fields!r} lacks the keys {missing}")
+    raise ClusterError(f"{what} {fields!r} lacks the keys {missing} (`tfplace "
+                       "clusters --show k80x2` prints a complete cluster)")
   try:
     return kind(**fields)
   except TypeError as e:
