@@ -26,7 +26,10 @@ step), and the median error with the calibration's figures scaled by those
 ratios (`machine_drift.drift_adjusted`: the model's error less the
 machine's measured change; a diagnostic, not a target). --rounds R
 measures every batch R times in rotated orders and keeps each placement's
-median round (slower: R times the runs).
+median round (slower: R times the runs); the matrix then prints each
+graph's rounds' spread (slowest / fastest round - 1, the median over its
+placements): how far the measurement itself repeats, next to the model's
+error.
 
 --record FILE keeps everything a --cross run measured (suite runs, judged
 placements and step times, benchmarks; ~0.8 MB gzip-compressed when FILE
@@ -104,7 +107,8 @@ _STEPS = flags.DEFINE_integer(
     "~1.5x higher: see WORKSPACE_NOTES.md)")
 _ROUNDS = flags.DEFINE_integer(
     "rounds", 1, "times each batch of placements is measured, in rotated "
-    "orders; each placement's median round is kept", lower_bound=1)
+    "orders; each placement's median round is kept and the rounds' spread "
+    "printed", lower_bound=1)
 _PROBE_DRIFT = flags.DEFINE_bool(
     "probe_drift", True, "--cross: benchmark the cluster again after each "
     "graph's runs and print how the machine changed since calibration, "

@@ -73,8 +73,12 @@ def record():
   judged = build_model(JUDGED_SPEC[0], **JUDGED_SPEC[1])
   judged.name = "towers"
   runs = _runs("towers", judged, cluster, seed=2)
-  runs = dataclasses.replace(runs, outcomes=runs.outcomes[:-1] + (
-      MeasureOutcome("key", None, "deadline exceeded"),))
+  # Measured in two rounds, the second 10 % slower.
+  runs = dataclasses.replace(runs, outcomes=tuple(
+      dataclasses.replace(o, round_step_times_s=(
+          o.timing.median_step_time_s, 1.1 * o.timing.median_step_time_s))
+      for o in runs.outcomes[:-1]) + (
+          MeasureOutcome("key", None, "deadline exceeded"),))
   return cross_record.CrossRecord(
       cluster, _bench(), (_runs("calib_matmul", suite, cluster, seed=1),),
       (cross_record.JudgedRuns(runs, ("on_0", "on_1", "halves"),
@@ -101,6 +105,8 @@ def test_a_saved_record_replays_as_the_measurements_it_holds(record,
     assert [o.timing for o in got.outcomes] == [o.timing
                                                 for o in want.outcomes]
   assert loaded.judged[0].runs.outcomes[-1].error == "deadline exceeded"
+  assert [o.round_step_times_s for o in loaded.judged[0].runs.outcomes] == [
+      o.round_step_times_s for o in record.judged[0].runs.outcomes]
 
   replayed = cross_record.replay(loaded)
   fitted = report_from_runs(record.cluster, record.benchmark, record.suite)
@@ -111,6 +117,8 @@ def test_a_saved_record_replays_as_the_measurements_it_holds(record,
       o.timing.median_step_time_s if o.ok else None
       for o in record.judged[0].runs.outcomes]
   assert report.rows[-1].error == "deadline exceeded"
+  # Two rounds each, the second 10 % slower (made up in `record`).
+  assert report.round_spread == pytest.approx(0.1)
   assert all(r.predicted_s > 0 for r in report.rows)
   # The probe's per-message cost was 1.5x the calibration's; predicted
   # with the messages 1.5x dearer, the split placements take longer.

@@ -119,7 +119,8 @@ def test_cross_matrix_checks_the_targets():
   assert "| good | 0 | 10.0 % | 0.950 | m_etf (m_etf) | 1.0 % |" in text
   assert "| all |" in text and "not spearman, uncalibrated |" in text
   assert "NOT all met" in text
-  assert "| not probed | - | all |" in text and "machine drift:" not in text
+  assert "| not probed | - | - | all |" in text and "machine drift:" not in text
+  assert "rounds' spread:" not in text
   data = fidelity_report.cross_json(fidelity.CrossReport(fit, (good,)))
   assert data["graphs"]["good"]["targets_met"]["best"] is True
   assert data["graphs"]["good"]["drift"] is None
@@ -128,13 +129,36 @@ def test_cross_matrix_checks_the_targets():
                                 drift_adjusted_error=0.08)
   text = fidelity_report.cross_matrix(fidelity.CrossReport(fit, (drifted,)))
   assert ("| compute x1.10, per op x1.20, per message x1.30, empty step "
-          "x0.90 | 8.0 % | all |" in text)
+          "x0.90 | 8.0 % | - | all |" in text)
   assert "machine drift: time ratios" in text
   data = fidelity_report.cross_json(fidelity.CrossReport(fit, (drifted,)))
   assert data["graphs"]["good"]["drift"] == {
       "compute": 1.1, "per_op": 1.2, "message": 1.3, "empty_step": 0.9}
   assert data["graphs"]["good"][
       "drift_adjusted_median_abs_rel_error"] == 0.08
+  assert data["graphs"]["good"]["round_spread"] is None
+  repeated = dataclasses.replace(good, round_spread=0.12)
+  text = fidelity_report.cross_matrix(fidelity.CrossReport(fit, (repeated,)))
+  assert "| not probed | - | 12.0 % | all |" in text
+  assert "rounds' spread: each placement" in text
+  data = fidelity_report.cross_json(fidelity.CrossReport(fit, (repeated,)))
+  assert data["graphs"]["good"]["round_spread"] == 0.12
+
+
+def test_round_spread_by_hand():
+  from tfplace.measurement.batch import MeasureOutcome
+  from tfplace.measurement.timing import timing_from_steps
+
+  def outcome(*rounds):
+    return MeasureOutcome("k", timing_from_steps([min(rounds)]),
+                          round_step_times_s=rounds)
+
+  # Spreads 0.5, 0.1 and 0.2 (the third: slowest 1.2 / fastest 1.0); a
+  # one-round and a failed outcome do not count.
+  outcomes = [outcome(2.0, 3.0), outcome(1.1, 1.0), outcome(1.0, 1.2, 1.1),
+              outcome(5.0), MeasureOutcome("k", None, "failed")]
+  assert fidelity.round_spread(outcomes) == pytest.approx(0.2)
+  assert math.isnan(fidelity.round_spread(outcomes[3:]))
 
 
 def test_interleave_spreads_the_short_list():
@@ -153,15 +177,16 @@ def test_records_summary_counts_targets_over_records():
   good = fidelity.FidelityReport(
       "g", 10, (run("a", 1.1, 1.0), run("b", 1.0, 1.1)), Calibration(),
       0.10, 0.95, uncalibrated_median_ratio=1.5, best_regret=0.0)
-  bad = dataclasses.replace(good, median_abs_rel_error=0.30, spearman=0.5)
+  bad = dataclasses.replace(good, median_abs_rel_error=0.30, spearman=0.5,
+                            round_spread=0.25)
   fit = CalibrationReport((), 0, Calibration(),
                           ClusterBenchmark((), (), 1e-3), (), 0.05, 1)
   text = fidelity_report.records_summary([
       ("r1", fidelity.CrossReport(fit, (good,))),
       ("r2", fidelity.CrossReport(fit, (bad,)))])
-  assert "| r1 | 1/1 | 1/1 | 1/1 | 1/1 | 10.0 % |" in text
-  assert "| r2 | 0/1 | 0/1 | 1/1 | 1/1 | 30.0 % |" in text
-  assert "| all | 1/2 | 1/2 | 2/2 | 2/2 | |" in text
+  assert "| r1 | 1/1 | 1/1 | 1/1 | 1/1 | 10.0 % | not probed | - |" in text
+  assert "| r2 | 0/1 | 0/1 | 1/1 | 1/1 | 30.0 % | not probed | 25.0 % |" in text
+  assert "| all | 1/2 | 1/2 | 2/2 | 2/2 | | 0/0 | |" in text
   assert f"median |log(predicted / measured)| {math.log(1.1):.3f}" in text
   assert "mean log +0.000" in text
   assert "g 20.0 %" in text

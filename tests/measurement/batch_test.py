@@ -113,12 +113,17 @@ def test_rounds_keep_each_placements_median_round(graph, monkeypatch):
                    ([2, 0, 1], "/c/round2")]
   assert outcomes[0].timing.median_step_time_s == 2.0
   assert outcomes[0].placement_key == "k2"
+  # Every successful round's median, in round order.
+  assert outcomes[0].round_step_times_s == (3.0, 1.0, 2.0)
   # Two good rounds: the lower median.
   assert outcomes[1].timing.median_step_time_s == 4.0
+  assert outcomes[1].round_step_times_s == (5.0, 4.0)
   assert not outcomes[2].ok and outcomes[2].error == "failed in round 0"
+  assert outcomes[2].round_step_times_s == ()
   calls.clear()
-  assert measure_rounds(graph, placements[:1], rounds=1,
-                        progress=False)[0].timing.median_step_time_s == 3.0
+  single = measure_rounds(graph, placements[:1], rounds=1, progress=False)[0]
+  assert single.timing.median_step_time_s == 3.0
+  assert single.round_step_times_s == ()
   assert calls == [([0], None)]
   for bad in (0, 1.5):
     with pytest.raises(Exception, match="rounds must be an integer"):

@@ -24,7 +24,11 @@ The file (JSON; gzip-compressed when the path ends in ".gz"):
                "config": {"batch_size": 4, ...}, "fingerprint": "...",
                "runs": [{"label": "one device", "placement": {op: device},
                          "timing": {...StepTiming...} or null,
-                         "error": null or "why it failed"}, ...]}
+                         "error": null or "why it failed",
+                         "round_step_times_s": [...]}, ...]}
+
+("round_step_times_s", each round's median step, only in a run measured
+in several rounds: `--rounds`.)
 
 A graph is kept as the registry model and config it was built from
 (`tfplace.models.registry.build_model`) and rebuilt on load; its
@@ -208,9 +212,12 @@ def _graph_dict(runs: GraphRuns, spec: GraphSpec) -> dict:
 
 def _run_dict(label: str, placement: Placement,
               outcome: MeasureOutcome) -> dict:
-  return {"label": label, "placement": dict(placement.devices),
-          "timing": outcome.timing.to_dict() if outcome.ok else None,
-          "error": outcome.error}
+  run = {"label": label, "placement": dict(placement.devices),
+         "timing": outcome.timing.to_dict() if outcome.ok else None,
+         "error": outcome.error}
+  if outcome.round_step_times_s:
+    run["round_step_times_s"] = list(outcome.round_step_times_s)
+  return run
 
 
 @functools.lru_cache(maxsize=64)
@@ -239,5 +246,7 @@ def _graph_runs(data: dict, path: str) -> GraphRuns:
     placements.append((run["label"], Placement(devices=run["placement"])))
     timing = (StepTiming.from_dict(run["timing"]) if run["timing"]
               else None)
-    outcomes.append(MeasureOutcome("", timing, run.get("error")))
+    outcomes.append(MeasureOutcome(
+        "", timing, run.get("error"),
+        round_step_times_s=tuple(run.get("round_step_times_s", ()))))
   return GraphRuns(data["label"], graph, tuple(placements), tuple(outcomes))

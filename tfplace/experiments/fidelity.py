@@ -94,6 +94,11 @@ class FidelityReport:
     outcomes: the `MeasureOutcome` of every row (with `placements`, what
       `tfplace.experiments.cross_record` keeps to judge again offline).
     baselines: labels of the baseline placements among the rows.
+    round_spread: how far the measurements repeat: over the placements
+      measured in two or more rounds, the median of (slowest round /
+      fastest round - 1) of their median steps (`round_spread`; nan:
+      measured in one round). With two rounds it is the error a model that
+      predicted one round exactly would make on the other.
   """
   graph_name: str
   num_ops: int
@@ -116,6 +121,7 @@ class FidelityReport:
   placements: Tuple[Tuple[str, Placement], ...] = ()
   outcomes: Tuple[MeasureOutcome, ...] = ()
   baselines: Tuple[str, ...] = ()
+  round_spread: float = math.nan
 
 
 def baseline_placements(graph: OpGraph, cluster: Cluster,
@@ -205,7 +211,17 @@ def evaluate(graph: OpGraph, cluster: Cluster, calibration: Calibration,
       calibration_report, plain_med,
       float(np.median(ratios)) if ratios else math.nan, plain_rho, regret,
       predicted_best, measured_best, share, placements=tuple(labelled),
-      outcomes=tuple(outcomes), baselines=tuple(baselines))
+      outcomes=tuple(outcomes), baselines=tuple(baselines),
+      round_spread=round_spread(outcomes))
+
+
+def round_spread(outcomes: Sequence[MeasureOutcome]) -> float:
+  """Median over the outcomes measured in two or more rounds of (slowest /
+  fastest round's median step - 1); nan if none was."""
+  spreads = [max(t) / min(t) - 1.0 for t in
+             (o.round_step_times_s for o in outcomes)
+             if len(t) > 1 and min(t) > 0]
+  return float(np.median(spreads)) if spreads else math.nan
 
 
 def _share(graph, cluster, calibration, labelled, label) -> float:

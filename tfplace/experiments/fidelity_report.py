@@ -98,8 +98,10 @@ def cross_matrix(cross: CrossReport) -> str:
   lines = ["| graph | placements | median abs error | Spearman | "
            "predicted best (measured best) | regret | uncalibrated error | "
            "uncalibrated pred/meas | uncalibrated Spearman | unseen op "
-           "time | machine drift | error at the drift | targets met |",
-           "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---:|---|"]
+           "time | machine drift | error at the drift | rounds' spread | "
+           "targets met |",
+           "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---:|---:|"
+           "---|"]
   all_ok = True
   for r in cross.reports:
     ok = targets_met(r)
@@ -113,7 +115,7 @@ def cross_matrix(cross: CrossReport) -> str:
         f"{r.uncalibrated_median_ratio:.2f} | "
         f"{r.uncalibrated_spearman:.3f} | {_pct(r.uncalibrated_share)} | "
         f"{r.drift.describe() if r.drift else 'not probed'} | "
-        f"{_pct(r.drift_adjusted_error)} | "
+        f"{_pct(r.drift_adjusted_error)} | {_pct(r.round_spread)} | "
         f"{'all' if not failed else 'not ' + ', '.join(failed)} |")
   fit = cross.calibration_report
   lines += ["", f"calibrated once on {', '.join(fit.graph_names)} "
@@ -133,6 +135,11 @@ def cross_matrix(cross: CrossReport) -> str:
               "drift: the median abs error with the calibration's figures "
               "scaled by those ratios (the model's error, less the "
               "machine's measured change; not a target)"]
+  if any(not math.isnan(r.round_spread) for r in cross.reports):
+    lines += ["", "rounds' spread: each placement measured in every round "
+              "(--rounds), the median over placements of slowest / fastest "
+              "round - 1: how far the measurement itself repeats, the error "
+              "of a model that predicted one round exactly (not a target)"]
   return "\n".join(lines) + "\n"
 
 
@@ -165,6 +172,7 @@ def cross_json(cross: CrossReport) -> dict:
       "placements": sum(1 for x in r.rows if x.measured_s),
       "drift": r.drift.to_dict() if r.drift else None,
       "drift_adjusted_median_abs_rel_error": num(r.drift_adjusted_error),
+      "round_spread": num(r.round_spread),
       "targets_met": targets_met(r)} for r in cross.reports},
       "calibration": {
           "graphs": list(cross.calibration_report.graph_names),
@@ -176,7 +184,8 @@ def records_summary(named) -> str:
   """Markdown: the targets met by one calibration model on several
   replayed cross records (`tfplace.experiments.cross_record`), per record
   and over all (and the error target with each graph's predictions at its
-  drift probe, where probed), the pooled error of every measured
+  drift probe, where probed; the median over graphs of the rounds' spread,
+  where measured in rounds), the pooled error of every measured
   placement, and per graph the median over records of its median error.
 
   Args:
@@ -184,7 +193,8 @@ def records_summary(named) -> str:
   """
   names = ("error", "spearman", "best", "uncalibrated")
   lines = ["| record | " + " | ".join(names) + " | median error | error "
-           "target at the drift |", "|---|" + "---:|" * (len(names) + 2)]
+           "target at the drift | rounds' spread |",
+           "|---|" + "---:|" * (len(names) + 3)]
   totals = dict.fromkeys(names, 0)
   graphs, log_errors, per_graph = 0, [], {}
   drift_met, probed = 0, 0
@@ -198,18 +208,21 @@ def records_summary(named) -> str:
                 if not math.isnan(r.drift_adjusted_error)]
     ok = sum(e <= TARGET_MEDIAN_ERROR for e in adjusted)
     drift_met, probed = drift_met + ok, probed + len(adjusted)
+    spreads = [r.round_spread for r in cross.reports
+               if not math.isnan(r.round_spread)]
+    spread = float(np.median(spreads)) if spreads else math.nan
     lines.append(f"| {name} | " + " | ".join(
         f"{sum(m[n] for m in met)}/{len(met)}" for n in names)
                  + f" | {_pct(float(np.nanmedian(medians)))} | "
                  + (f"{ok}/{len(adjusted)}" if adjusted else "not probed")
-                 + " |")
+                 + f" | {_pct(spread)} |")
     for r in cross.reports:
       per_graph.setdefault(r.graph_name, []).append(r.median_abs_rel_error)
       log_errors += [math.log(x.predicted_s / x.measured_s) for x in r.rows
                      if x.measured_s and math.isfinite(x.predicted_s)]
   lines.append("| all | " + " | ".join(f"{totals[n]}/{graphs}"
                                         for n in names)
-               + f" | | {drift_met}/{probed} |")
+               + f" | | {drift_met}/{probed} | |")
   errors = np.array(log_errors)
   lines.append("")
   lines.append(f"pooled over {errors.size} measured placements: median "

@@ -21,7 +21,7 @@ import hashlib
 import json
 import multiprocessing
 import os
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from absl import logging
 from tqdm.auto import tqdm
@@ -48,11 +48,15 @@ class MeasureOutcome:
     timing: the step timing, or None if the measurement failed.
     error: the failure message, or None.
     cached: True if the timing came from the cache.
+    round_step_times_s: the median step time of each successful round, in
+      round order, when `measure_rounds` measured it more than once (the
+      kept timing is one of them); empty otherwise.
   """
   placement_key: str
   timing: Optional[StepTiming]
   error: Optional[str] = None
   cached: bool = False
+  round_step_times_s: Tuple[float, ...] = ()
 
   @property
   def ok(self) -> bool:
@@ -156,8 +160,10 @@ def measure_rounds(graph: OpGraph, placements: Sequence[Placement],
   """`measure_batch` `rounds` times, each round in `round_order`; each
   placement's outcome is the one of its median round by median step time
   (the lower median for an even number of successful rounds), a failure
-  only if every round failed (the first round's error). Round r > 0 caches
-  in `cache_dir`/round<r>, so an interrupted run resumes.
+  only if every round failed (the first round's error), with every
+  successful round's median step time (`MeasureOutcome.round_step_times_s`)
+  when rounds > 1. Round r > 0 caches in `cache_dir`/round<r>, so an
+  interrupted run resumes.
 
   Raises:
     MeasureError: rounds < 1.
@@ -180,9 +186,14 @@ def measure_rounds(graph: OpGraph, placements: Sequence[Placement],
 
 
 def _median_round(outcomes: Sequence[MeasureOutcome]) -> MeasureOutcome:
+  times = tuple(o.timing.median_step_time_s for o in outcomes if o.ok)
   ok = sorted((o for o in outcomes if o.ok),
               key=lambda o: o.timing.median_step_time_s)
-  return ok[(len(ok) - 1) // 2] if ok else outcomes[0]
+  if not ok:
+    return outcomes[0]
+  kept = ok[(len(ok) - 1) // 2]
+  return (dataclasses.replace(kept, round_step_times_s=times)
+          if len(outcomes) > 1 else kept)
 
 
 def _run_jobs(jobs, keys, workers: int, timeout_s: float):
