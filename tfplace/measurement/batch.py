@@ -186,14 +186,15 @@ def measure_rounds(graph: OpGraph, placements: Sequence[Placement],
 
 
 def _median_round(outcomes: Sequence[MeasureOutcome]) -> MeasureOutcome:
-  times = tuple(o.timing.median_step_time_s for o in outcomes if o.ok)
-  ok = sorted((o for o in outcomes if o.ok),
-              key=lambda o: o.timing.median_step_time_s)
+  ok = [o for o in outcomes if o.ok]
   if not ok:
     return outcomes[0]
-  kept = ok[(len(ok) - 1) // 2]
-  return (dataclasses.replace(kept, round_step_times_s=times)
-          if len(outcomes) > 1 else kept)
+  kept = sorted(ok, key=lambda o: o.timing.median_step_time_s)[
+      (len(ok) - 1) // 2]
+  if len(outcomes) == 1:
+    return kept
+  return dataclasses.replace(kept, round_step_times_s=tuple(
+      o.timing.median_step_time_s for o in ok))
 
 
 def _run_jobs(jobs, keys, workers: int, timeout_s: float):

@@ -176,7 +176,8 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   durations), and, on a cluster with the link model, the shares of the
   per-message cost each end pays and of the time per byte the hosts spend,
   chosen on the multi-device runs (`calibration_fit.fit_transfer_shares`;
-  with rendezvous transfers the measured costs are used as they are), and
+  with rendezvous transfers the measured costs are used as they are, with
+  the extra latency per message those runs show beyond them), and
   the profiler's excess per op, from the short one-device runs
   (`calibration_fit.fit_trace_excess`). On launch-bound devices (whose
   benchmark measured launch costs: GPUs) the op types are fitted on the
@@ -213,13 +214,14 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   op_types = fit_op_types(samples, bounds)
   kernel_free = kernel_free_types(
       samples, {d.type for d in measured.devices if d.name in launch_bound})
-  share, byte_share = fit_transfer_shares(cluster, bench, op_types, split)
+  share, byte_share, extra = fit_transfer_shares(cluster, bench, op_types,
+                                                 split)
   calibration = calibration_from_benchmark(
-      bench.with_message_share(share, byte_share), cluster, op_types,
+      bench.with_message_share(share, byte_share, extra), cluster, op_types,
       notes or f"fitted from {len(samples)} op records of "
       f"{', '.join(r.label for r in runs)} on {cluster.name}; per-message "
-      f"cost share {share:.2f}, per-byte host share {byte_share:.2f}",
-      kernel_free)
+      f"cost share {share:.2f}, per-byte host share {byte_share:.2f}, "
+      f"extra latency per message {extra * 1e6:.0f} us", kernel_free)
   excess = fit_trace_excess(cluster, calibration, single, bounds)
   calibration = dataclasses.replace(
       calibration, trace_excess_s=excess,
