@@ -58,10 +58,10 @@ in four (WORKSPACE_NOTES.md, issue 13). What is fitted there is an extra
 latency per message (host work, half at each end; 0-120 us), the bias of
 the suite's split runs: a loopback message inside a step can cost more
 than the idle fan-out and ping-pong show. On this project's machine the
-fit chose 0 on 26 of 30 older records (15 us on four), and 0-120 us on the records taken
-after the machine changed (its ping-pong hop no longer exceeded two fan-out
-costs, and the judged splits were under-predicted by ~50 us per message;
-WORKSPACE_NOTES.md, issue 13, 2026-11-27).
+fit chose 0 on 26 of 30 older records (15 us on four), and 0-120 us on
+the records taken after the machine changed (its ping-pong hop no longer
+exceeded two fan-out costs, and the judged splits were under-predicted by
+~50 us per message; WORKSPACE_NOTES.md, issue 13, 2026-11-27).
 
 One figure per device type is fitted from step times, on small graphs
 only (`fit_trace_excess`): the profiler costs a real op more than the
