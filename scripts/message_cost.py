@@ -81,9 +81,10 @@ def main(argv):
       print(f"cluster benchmark, task 0 -> task 1: fan-out "
             f"{link.message_overhead_s * 1e6:.1f} us per message, ping-pong "
             f"{link.hop_s * 1e6:.1f} us per hop\n")
-      # The shares `calibration_fit.fit_transfer_shares` keeps on these
-      # rendezvous clusters, and the Recv issue cost `tfplace calibrate`
-      # measures.
+      # The idle benchmarks' figures as they are (the shares
+      # `calibration_fit.fit_transfer_figures` keeps on these rendezvous
+      # clusters, without the extra latency it fits on a suite's split
+      # runs), and the Recv issue cost `tfplace calibrate` measures.
       bench = with_recv_issue(bench, lc.to_cluster(), config)
       calibration = calibration_from_benchmark(
           bench.with_message_share(1.0, 0.0), cluster)

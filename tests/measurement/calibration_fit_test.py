@@ -317,7 +317,7 @@ def test_message_and_byte_shares_recovered_from_simulated_runs():
   bench = _bench()
   op_types = {"CPU": {"MatMul": OpTypeCost(2e-6, 1.0, 4)}}
   runs = _simulated_split_runs(graph, cluster, bench, op_types, 0.7, 0.4)
-  assert fit.fit_transfer_shares(cluster, bench, op_types, runs) == (
+  assert fit.fit_transfer_figures(cluster, bench, op_types, runs) == (
       pytest.approx((0.7, 0.4, 0.0)))
   # One-core workers: rendezvous transfers; the measured per-message cost,
   # no byte share. Their loopback latency is host work on both ends, and a
@@ -326,18 +326,18 @@ def test_message_and_byte_shares_recovered_from_simulated_runs():
   cluster = make_worker_cluster(2)
   assert cluster.rendezvous_transfers
   runs = _simulated_split_runs(graph, cluster, bench, op_types, 0.7, 0.0)
-  assert fit.fit_transfer_shares(cluster, bench, op_types, runs) == (
+  assert fit.fit_transfer_figures(cluster, bench, op_types, runs) == (
       1.0, 0.0, 0.0)
   same = _simulated_split_runs(graph, cluster, bench, op_types, 1.0, 0.0)
   assert [t for _, _, t in same] == pytest.approx([t for _, _, t in runs])
-  assert fit.fit_transfer_shares(cluster, bench, op_types, []) == (
+  assert fit.fit_transfer_figures(cluster, bench, op_types, []) == (
       1.0, 0.0, 0.0)
   # What is fitted there: messages that cost 45 us more than the idle
   # benchmarks show (a grid value) are found, and make every split slower.
   slower = _simulated_split_runs(graph, cluster, bench, op_types, 1.0, 0.0,
                                  45e-6)
   assert all(t > u for (_, _, t), (_, _, u) in zip(slower, runs))
-  assert fit.fit_transfer_shares(cluster, bench, op_types, slower) == (
+  assert fit.fit_transfer_figures(cluster, bench, op_types, slower) == (
       pytest.approx((1.0, 0.0, 45e-6)))
   with pytest.raises(Exception, match="extra_latency_s must be >= 0"):
     bench.with_message_share(1.0, 0.0, -1e-6)

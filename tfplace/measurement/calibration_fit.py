@@ -44,7 +44,7 @@ ones alone, it moved resnet_like's one-worker prediction from 1.09x to
 1.20x over seventeen records).
 What is fitted about transfers, on a cluster with the link model, is two
 shares of measured figures, chosen on the suite's split runs
-(`fit_transfer_shares`): how much of the measured per-message cost each end
+(`fit_transfer_figures`): how much of the measured per-message cost each end
 pays, and how much of the measured time per byte is host work (it blocks
 the workers' compute) rather than link time. On a cluster with rendezvous
 transfers (one-core TF server workers) each end pays the measured
@@ -451,7 +451,7 @@ def calibration_from_benchmark(
 
 
 # Shares of the measured per-message cost charged to each end, and of the
-# measured time per byte spent by the hosts, tried by `fit_transfer_shares`;
+# measured time per byte spent by the hosts, tried by `fit_transfer_figures`;
 # on rendezvous clusters, the extra latency per message (host work, half
 # at each end) tried instead: 0-120 us, up to about one ping-pong hop.
 MESSAGE_SHARES = tuple(float(x) for x in np.linspace(0.5, 1.0, 11))
@@ -459,13 +459,13 @@ BYTE_SHARES = tuple(float(x) for x in np.linspace(0.0, 0.9, 10))
 EXTRA_LATENCIES_S = tuple(float(x) * 1e-6 for x in range(0, 121, 15))
 
 
-def fit_transfer_shares(cluster: Cluster, bench: ClusterBenchmark,
-                        op_types: Mapping[str, Mapping[str, OpTypeCost]],
-                        split_runs: Sequence[tuple],
-                        shares: Optional[Sequence[float]] = None,
-                        byte_shares: Optional[Sequence[float]] = None,
-                        extra_latencies_s: Optional[Sequence[float]] = None
-                        ) -> Tuple[float, float, float]:
+def fit_transfer_figures(cluster: Cluster, bench: ClusterBenchmark,
+                         op_types: Mapping[str, Mapping[str, OpTypeCost]],
+                         split_runs: Sequence[tuple],
+                         shares: Optional[Sequence[float]] = None,
+                         byte_shares: Optional[Sequence[float]] = None,
+                         extra_latencies_s: Optional[Sequence[float]] = None
+                         ) -> Tuple[float, float, float]:
   """What of the measured transfer figures best predicts multi-device runs
   (`ClusterBenchmark.with_message_share`): on a link-model cluster the
   share of the measured per-message cost each end pays and the share of

@@ -33,7 +33,7 @@ from tfplace.measurement.calibration_fit import (FitBounds,
                                                  fit_dispatch, fit_op_types,
                                                  fit_stall,
                                                  fit_trace_excess,
-                                                 fit_transfer_shares,
+                                                 fit_transfer_figures,
                                                  kernel_free_types,
                                                  samples_from_timing)
 from tfplace.measurement.cluster_benchmark import (BenchmarkConfig,
@@ -175,7 +175,7 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   left out: gRPC work shares the workers' cores and inflates their op
   durations), and, on a cluster with the link model, the shares of the
   per-message cost each end pays and of the time per byte the hosts spend,
-  chosen on the multi-device runs (`calibration_fit.fit_transfer_shares`;
+  chosen on the multi-device runs (`calibration_fit.fit_transfer_figures`;
   with rendezvous transfers the measured costs are used as they are, with
   the extra latency per message those runs show beyond them), and
   the profiler's excess per op, from the short one-device runs
@@ -214,8 +214,8 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   op_types = fit_op_types(samples, bounds)
   kernel_free = kernel_free_types(
       samples, {d.type for d in measured.devices if d.name in launch_bound})
-  share, byte_share, extra = fit_transfer_shares(cluster, bench, op_types,
-                                                 split)
+  share, byte_share, extra = fit_transfer_figures(cluster, bench, op_types,
+                                                  split)
   calibration = calibration_from_benchmark(
       bench.with_message_share(share, byte_share, extra), cluster, op_types,
       notes or f"fitted from {len(samples)} op records of "
