@@ -94,4 +94,3 @@ def check_out_path(path: Optional[str], flag: str = "--out",
     raise OutputError(f"{flag} {path}: directory {parent} is not writable")
   if os.path.exists(path) and not os.access(path, os.W_OK):
     raise OutputError(f"{flag} {path} exists and is not writable")
-

@@ -20,10 +20,10 @@ values per second) takes at least its output's values / that rate: each
 value costs a counter-based generator's rounds (a normal one a Box-Muller
 transform too), tens of times a copy's time per element on a CPU. A
 device with `slots` = k runs k ops at once and shares its peak among them,
-so each op gets 1/k of it (total throughput stays the device's peak). The time is inf where the device
-type has no kernel for the op. Trivial ops (NoOp, Const, Identity, variable
-handles and reads, shape queries...) cost `trivial_overhead_factor` times the
-launch overhead and nothing else.
+so each op gets 1/k of it (total throughput stays the device's peak). The
+time is inf where the device type has no kernel for the op. Trivial ops
+(NoOp, Const, Identity, variable handles and reads, shape queries...) cost
+`trivial_overhead_factor` times the launch overhead and nothing else.
 
 A functional control-flow op (While/If/Case, `Op.body`) costs what its
 bodies run: the same formula for each body op, times its executions (a
