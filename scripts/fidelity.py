@@ -54,6 +54,7 @@ With --json the last stdout line is one JSON object with the results.
 Graph sizes (--cross: 5 ms to 1 s per step on one core):
   resnet_like: batch 8, 32x32, widths 16/32/64, 2 blocks per stage
   resnet_large: the same at batch 32 and widths 32/64/128
+  resnet_xl: the same at batch 64 and widths 48/96/192
   transformer: batch 8, 32 tokens, d_model 64, 4 heads, 2 layers
   random_dag: 6 layers x 4 nodes, hidden 128, batch 32
   mlp_towers: 4 towers x 3 layers, hidden 128, batch 64, input 128
@@ -79,6 +80,7 @@ GRAPHS = {
     "resnet_like": ("resnet_like", dict(batch_size=8)),
     "resnet_large": ("resnet_like", dict(batch_size=32,
                                          widths=(32, 64, 128))),
+    "resnet_xl": ("resnet_like", dict(batch_size=64, widths=(48, 96, 192))),
     "transformer": ("transformer", {}),
     "random_dag": ("random_dag", {}),
     "mlp_towers": ("mlp_towers", dict(num_towers=4, num_layers=3, hidden=128,
@@ -87,8 +89,8 @@ GRAPHS = {
     "rnnlm": ("rnnlm", dict(num_layers=2, hidden=64, num_steps=4,
                             batch_size=16, vocab=1000)),
 }
-CROSS_DEFAULT = ["resnet_like", "resnet_large", "transformer", "random_dag",
-                 "mlp_towers", "small_cnn", "rnnlm"]
+CROSS_DEFAULT = ["resnet_like", "resnet_large", "resnet_xl", "transformer",
+                 "random_dag", "mlp_towers", "small_cnn", "rnnlm"]
 PER_GRAPH_DEFAULT = ["mlp_towers", "small_cnn", "rnnlm"]
 
 _CROSS = flags.DEFINE_bool("cross", False, "calibrate once on the suite, "

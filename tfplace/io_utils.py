@@ -76,7 +76,12 @@ def check_out_path(path: Optional[str], flag: str = "--out",
                    inputs: Sequence[Optional[str]] = ()) -> None:
   """Raises OutputError unless `path` can be written (checked up front,
   before long work, so a bad path never costs a run) without replacing one
-  of the files the command reads (`inputs`; None and non-files skipped)."""
+  of the files the command reads (`inputs`; None and non-files skipped).
+
+  Missing folders are fine: `atomic_write` makes them when the file is
+  written, if the nearest existing folder above is writable; nothing is
+  made here, so a run that fails leaves no empty folders behind.
+  """
   if not path:
     raise OutputError(f"{flag} is required")
   for source in inputs:
@@ -85,12 +90,16 @@ def check_out_path(path: Optional[str], flag: str = "--out",
       raise OutputError(f"{flag} {path} is also an input of this command "
                         f"({source}): write to another file, or the input "
                         "would be lost")
-  parent = os.path.dirname(os.path.abspath(path))
   if os.path.isdir(path):
     raise OutputError(f"{flag} {path} is a directory")
-  if not os.path.isdir(parent):
-    raise OutputError(f"{flag} {path}: no such directory {parent}")
-  if not os.access(parent, os.W_OK | os.X_OK):
-    raise OutputError(f"{flag} {path}: directory {parent} is not writable")
+  parent = os.path.dirname(os.path.abspath(path))
+  existing = parent
+  while not os.path.exists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    raise OutputError(f"{flag} {path}: {existing} is a file, not a "
+                      "directory")
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise OutputError(f"{flag} {path}: directory {existing} is not writable")
   if os.path.exists(path) and not os.access(path, os.W_OK):
     raise OutputError(f"{flag} {path} exists and is not writable")

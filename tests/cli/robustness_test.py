@@ -1,5 +1,6 @@
 """What a user hits first: output paths, Ctrl-C, and a quiet plain run."""
 
+import json
 import os
 import signal
 import subprocess
@@ -49,14 +50,37 @@ def test_out_naming_an_input_is_refused_and_the_input_kept(tmp_path):
   check_out_path(str(tmp_path / "new.json"), inputs=[str(graph)])
 
 
-def test_apply_out_in_a_missing_directory(tmp_path):
+def test_out_in_missing_folders_makes_them(tmp_path):
+  placement = tmp_path / "new" / "p.json"
+  assert tfplace("place", META, "--cluster", "k80x2", "--placer", "hash",
+                 "--out", str(placement)).returncode == 0
+  assert json.loads(placement.read_text())["placement"]
+  out = tmp_path / "no" / "such" / "placed.pbtxt"
+  proc = tfplace("apply", META, str(placement), "--out", str(out))
+  assert proc.returncode == 0, proc.stderr
+  assert out.stat().st_size > 0
+
+
+def test_out_under_a_file_exits_2_and_makes_nothing(tmp_path):
   placement = tmp_path / "p.json"
   assert tfplace("place", META, "--cluster", "k80x2", "--placer", "hash",
                  "--out", str(placement)).returncode == 0
-  out = tmp_path / "no" / "such" / "placed.pbtxt"
+  out = placement / "sub" / "placed.pbtxt"
   proc = tfplace("apply", META, str(placement), "--out", str(out))
   assert proc.returncode == 2
-  assert "no such directory" in proc.stderr and "Traceback" not in proc.stderr
+  assert "is a file, not a directory" in proc.stderr
+  assert "Traceback" not in proc.stderr
+  assert placement.is_file()
+  with pytest.raises(OutputError, match="is a file, not a directory"):
+    check_out_path(str(out))
+
+
+def test_a_failed_run_leaves_no_empty_folders(tmp_path):
+  out = tmp_path / "made" / "p.json"
+  proc = tfplace("place", META, "--cluster", "no_such_cluster", "--placer",
+                 "hash", "--out", str(out))
+  assert proc.returncode == 2
+  assert not (tmp_path / "made").exists()
 
 
 def test_atomic_write_to_a_directory_is_an_output_error(tmp_path):

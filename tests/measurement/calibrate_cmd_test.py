@@ -148,11 +148,13 @@ def test_bad_arguments_exit_2_and_write_nothing(tmp_path):
 
 
 def test_unwritable_out_and_missing_out_exit_2(tmp_path):
-  missing_dir = tmp_path / "nope" / "cal.json"
+  a_file = tmp_path / "a_file"
+  a_file.write_text("kept")
+  under_a_file = a_file / "cal.json"
   out = _tfplace("calibrate", "mlp_towers", "--local_workers", "2", "--out",
-                 str(missing_dir), timeout=120)
-  assert out.returncode == 2 and "no such directory" in out.stderr
-  assert not missing_dir.parent.exists()
+                 str(under_a_file), timeout=120)
+  assert out.returncode == 2 and "is a file, not a directory" in out.stderr
+  assert a_file.read_text() == "kept"
   out = _tfplace("calibrate", "mlp_towers", "--local_workers", "2",
                  timeout=120)
   assert out.returncode == 2 and "--out is required" in out.stderr
