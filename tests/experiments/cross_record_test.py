@@ -13,7 +13,7 @@ import pytest
 
 import tfplace  # noqa: F401
 from tfplace.errors import MeasureError
-from tfplace.experiments import cross_record, fidelity
+from tfplace.experiments import cross_record, fidelity, fidelity_report
 from tfplace.measurement.batch import MeasureOutcome
 from tfplace.measurement.calibration_runs import (GraphRuns, report_from_runs,
                                                   suite_placements)
@@ -82,7 +82,8 @@ def record():
   return cross_record.CrossRecord(
       cluster, _bench(), (_runs("calib_matmul", suite, cluster, seed=1),),
       (cross_record.JudgedRuns(runs, ("on_0", "on_1", "halves"),
-                               _bench(message_s=7.5e-5)),))
+                               _bench(message_s=7.5e-5)),),
+      benchmark_repeats=(_bench(), _bench(message_s=7e-5), _bench()))
 
 
 def _save(record, path):
@@ -108,9 +109,21 @@ def test_a_saved_record_replays_as_the_measurements_it_holds(record,
   assert [o.round_step_times_s for o in loaded.judged[0].runs.outcomes] == [
       o.round_step_times_s for o in record.judged[0].runs.outcomes]
 
+  assert loaded.benchmark_repeats == record.benchmark_repeats
+
   replayed = cross_record.replay(loaded)
   fitted = report_from_runs(record.cluster, record.benchmark, record.suite)
   assert replayed.calibration_report.calibration == fitted.calibration
+  # The calibration's benchmarks, 1.4x apart on the per-message cost: the
+  # matrix says how steady the machine was while it calibrated.
+  assert replayed.calibration_report.benchmark_repeats == (
+      record.benchmark_repeats)
+  spread = fidelity_report.cross_json(replayed)["calibration"][
+      "benchmark_spread"]
+  assert spread["message"] == pytest.approx(1.4)
+  assert spread["compute"] == pytest.approx(1.0)
+  assert ("its 3 benchmarks differ by up to compute x1.00, per op x1.00, "
+          "per message x1.40" in fidelity_report.cross_matrix(replayed))
   (report,) = replayed.reports
   assert report.graph_name == "towers"
   assert [r.measured_s for r in report.rows] == [
@@ -215,6 +228,7 @@ def test_the_shipped_records_still_rebuild_their_graphs():
                  for n in (names[0], names[-1]))
   assert len(first.suite) == 9 and len(last.suite) == 10
   assert len(first.judged) == 7 and len(last.judged) == 8
+  assert first.benchmark_repeats == ()  # Not kept before 2026-11-27.
   assert "resnet_xl" in {j.runs.label for j in last.judged}
   for record in (first, last):
     assert record.cluster.rendezvous_transfers

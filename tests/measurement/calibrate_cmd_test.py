@@ -55,6 +55,10 @@ def test_calibrate_tiny_suite_on_two_local_workers_then_simulate(tmp_path):
       cal.step_overhead_s + run > 0 for run in cal.run_overhead_s.values())
   bench = ClusterBenchmark.from_dict(result["benchmark"])  # physical
   assert len(bench.devices) == 2
+  # Benchmarked three times (before, amid, after the runs): how far apart.
+  spread = result["benchmark_spread"]
+  assert set(spread) == {"compute", "per_op", "message", "empty_step"}
+  assert all(v >= 1.0 for v in spread.values())
 
   # The calibration describes the cluster: usable with another graph on the
   # same kind of cluster (a cluster spec describes it without contacting

@@ -235,6 +235,37 @@ def test_machine_drift_is_later_over_earlier_time():
       1.0, 1.0, 1.0, 1.0)
 
 
+def test_benchmark_spread_is_the_widest_pair_per_figure():
+  from tfplace.measurement.machine_drift import (STEADY_LIMIT,
+                                                 benchmark_spread,
+                                                 describe_spread)
+  device = DeviceBenchmark("/d:0", 1e11, 2e11, 5e10, 1e-7, 4e-7, 5e-4)
+  link = LinkBenchmark("/d:0", "/d:1", 5e-5, 6e-5, 1e9)
+  before = ClusterBenchmark((device,), (link,), 1e-3)
+  # Amid the runs the machine was slower (compute 1.1x, messages 1.4x),
+  # after them faster than before (empty step 0.8x).
+  amid = ClusterBenchmark(
+      (dataclasses.replace(device, matmul_flops=1e11 / 1.1,
+                           conv_flops=2e11 / 1.1),),
+      (dataclasses.replace(link, message_overhead_s=7e-5),), 1e-3)
+  after = ClusterBenchmark((device,), (link,), 0.8e-3)
+  spread = benchmark_spread([before, amid, after])
+  assert spread.compute == pytest.approx(1.1)
+  assert spread.per_op == pytest.approx(1.0)
+  assert spread.message == pytest.approx(1.4)
+  assert spread.empty_step == pytest.approx(1.25)  # Inverted: >= 1.
+  assert spread.largest() == pytest.approx(1.4)
+  text = describe_spread(spread, 3)
+  assert text.startswith("the machine during calibration: its 3 "
+                         "benchmarks differ by up to compute x1.10")
+  assert "NOT steady" in text and spread.largest() > STEADY_LIMIT
+  steady = benchmark_spread([before, before])
+  assert steady.largest() == 1.0
+  assert "NOT steady" not in describe_spread(steady, 2)
+  assert benchmark_spread([before]) is None
+  assert describe_spread(None, 1) == ""
+
+
 def test_a_drift_adjusted_calibration_scales_each_part_by_its_ratio():
   from tfplace.cost.calibrated import Calibration, OpTypeCost
   from tfplace.measurement.machine_drift import MachineDrift, drift_adjusted
@@ -310,8 +341,11 @@ def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
     assert kwargs["rounds"] == 2
     return calibration_runs.GraphRuns(label, graph, (), ())
 
-  def fake_report(cluster, bench, runs, bounds):
+  def fake_report(cluster, bench, runs, bounds, benchmark_repeats):
+    repeats.append(benchmark_repeats)
     return bench, [r.label for r in runs]
+
+  repeats = []
 
   monkeypatch.setattr(calibration_runs, "benchmark_cluster", fake_benchmark)
   monkeypatch.setattr(calibration_runs, "_measure_graph", fake_measure)
@@ -329,11 +363,15 @@ def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
       [_scaled_bench(1.0), _scaled_bench(3.0), _scaled_bench(1.2)])
   # Labels count repeats over the whole suite, not per share.
   assert labels == ["a", "b", "c", "a#1", "b#1"]
+  # The report keeps the three, to say how steady the machine was.
+  assert repeats == [(_scaled_bench(1.0), _scaled_bench(3.0),
+                      _scaled_bench(1.2))]
   events.clear()
   given = _scaled_bench(5.0)
   bench, _ = calibration_runs.calibrate_on_cluster(
       graphs[:2], None, None, bench=given, rounds=2)
   assert events == ["a", "b"] and bench == given  # Given: not measured.
+  assert repeats[-1] == ()
   with pytest.raises(MeasureError, match="bench_repeats"):
     calibration_runs.calibrate_on_cluster(graphs, None, None,
                                           bench_repeats=0)

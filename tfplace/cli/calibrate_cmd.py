@@ -11,7 +11,9 @@ On the cluster's TF servers it runs the microbenchmarks of
 FLOP/s, copy bandwidth, random values per second, per-op and empty-step
 overheads; per pair of devices: per-message cost, latency, bandwidth)
 three times, before, amid and after the calibration graphs' runs, and
-keeps each figure's median; it measures the calibration graphs (each on
+keeps each figure's median (and prints how far the three differ: over
+x1.25 on any figure, the machine was not steady while it calibrated, and
+predictions can be off by as much for that reason alone); it measures the calibration graphs (each on
 every device alone, split in halves, and one random split) and fits, per
 op type, its time from the traced op durations of the one-device runs
 (within physical bounds), and from the split runs the share of the
@@ -47,6 +49,7 @@ import sys
 from typing import List, Tuple
 
 from absl import flags
+from absl import logging
 
 from tfplace.cli import input_flags, local_workers_flags, measure_flags
 from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
@@ -156,15 +159,22 @@ def _from_target(target: str) -> Tuple[object, str, List[str]]:
 
 
 def _print_report(report, cluster, out: str, inputs) -> None:
+  from tfplace.measurement import machine_drift  # pylint: disable=import-outside-toplevel
   cal = report.calibration
   ok = [r for r in report.runs if r.measured_s is not None]
   med = report.median_abs_rel_error
+  spread = machine_drift.benchmark_spread(report.benchmark_repeats)
+  steadiness = machine_drift.describe_spread(spread,
+                                             len(report.benchmark_repeats))
   if _JSON.value:
+    if spread is not None and spread.largest() > machine_drift.STEADY_LIMIT:
+      logging.warning("%s", steadiness)  # The text report prints it.
     sys.stdout.write(json.dumps({
         "out": out, "graphs": list(report.graph_names),
         "num_ops": report.num_ops, "cluster": cluster.name,
         "num_devices": cluster.num_devices, "calibration": cal.to_dict(),
         "benchmark": report.benchmark.to_dict(),
+        "benchmark_spread": spread.to_dict() if spread else None,
         "num_samples": report.num_samples,
         "in_sample_median_abs_rel_error": None if math.isnan(med) else med,
         "num_runs": len(report.runs), "num_failed": len(report.runs) - len(ok),
@@ -185,6 +195,8 @@ def _print_report(report, cluster, out: str, inputs) -> None:
   for name, fed in zip(report.graph_names, inputs):
     if fed.sources:
       lines += [f"  {name} {line}" for line in measure_flags.input_lines(fed)]
+  if steadiness:
+    lines.append(steadiness)
   lines += [f"in-sample median |rel error| on the {len(ok)} calibration "
             f"runs (the runs the fit saw): {med * 100:.1f} %",
             f"wrote {out}; usable with any graph: tfplace simulate GRAPH "

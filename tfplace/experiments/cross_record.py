@@ -16,6 +16,7 @@ The file (JSON; gzip-compressed when the path ends in ".gz"):
       {"format": "tfplace.cross_record/1",
        "cluster": {...Cluster.to_dict()...},
        "benchmark": {...ClusterBenchmark.to_dict()...},
+       "benchmark_repeats": [{...ClusterBenchmark...}, ...],
        "suite": [GRAPH, ...],
        "judged": [dict(GRAPH, baselines=["m_topo", ...],
                        probe={...ClusterBenchmark...} or null), ...]}
@@ -28,7 +29,8 @@ The file (JSON; gzip-compressed when the path ends in ".gz"):
                          "round_step_times_s": [...]}, ...]}
 
 ("round_step_times_s", each round's median step, only in a run measured
-in several rounds: `--rounds`.)
+in several rounds: `--rounds`; "benchmark_repeats", the benchmarks
+"benchmark" is the median of, only in records since 2026-11-27.)
 
 A graph is kept as the registry model and config it was built from
 (`tfplace.models.registry.build_model`) and rebuilt on load; its
@@ -86,11 +88,14 @@ class CrossRecord:
     benchmark: the calibration's benchmark (median of its repeats).
     suite: the calibration suite's runs.
     judged: the judged graphs' runs.
+    benchmark_repeats: the benchmarks `benchmark` is the median of (empty
+      in records before 2026-11-27, third session).
   """
   cluster: Cluster
   benchmark: ClusterBenchmark
   suite: Tuple[GraphRuns, ...]
   judged: Tuple[JudgedRuns, ...]
+  benchmark_repeats: Tuple[ClusterBenchmark, ...] = ()
 
 
 def record_from_cross(cross: CrossReport, cluster: Cluster,
@@ -109,7 +114,8 @@ def record_from_cross(cross: CrossReport, cluster: Cluster,
       cluster, calibration.benchmark, tuple(calibration.graph_runs),
       tuple(JudgedRuns(GraphRuns(r.graph_name, g, r.placements, r.outcomes),
                        r.baselines, r.probe)
-            for r, g in zip(cross.reports, graphs)))
+            for r, g in zip(cross.reports, graphs)),
+      calibration.benchmark_repeats)
 
 
 def save_record(path: str, record: CrossRecord,
@@ -137,6 +143,7 @@ def save_record(path: str, record: CrossRecord,
       "format": FORMAT,
       "cluster": record.cluster.to_dict(),
       "benchmark": record.benchmark.to_dict(),
+      "benchmark_repeats": [b.to_dict() for b in record.benchmark_repeats],
       "suite": [_graph_dict(r, spec)
                 for r, spec in zip(record.suite, suite_specs)],
       "judged": [dict(_graph_dict(j.runs, spec),
@@ -175,7 +182,9 @@ def load_record(path: str) -> CrossRecord:
         tuple(JudgedRuns(_graph_runs(g, path), tuple(g["baselines"]),
                          ClusterBenchmark.from_dict(g["probe"])
                          if g.get("probe") else None)
-              for g in data["judged"]))
+              for g in data["judged"]),
+        tuple(ClusterBenchmark.from_dict(b)
+              for b in data.get("benchmark_repeats", ())))
   except (KeyError, TypeError) as e:
     raise MeasureError(f"malformed cross record {path}: {e!r}") from None
 
@@ -186,7 +195,8 @@ def replay(record: CrossRecord, bounds: FitBounds = FitBounds()
   judges it on the record's judged placements, as `run_cross` would have;
   no cluster is needed."""
   cluster, bench = record.cluster, record.benchmark
-  fitted = report_from_runs(cluster, bench, record.suite, bounds)
+  fitted = report_from_runs(cluster, bench, record.suite, bounds,
+                            benchmark_repeats=record.benchmark_repeats)
   reports = []
   for judged in record.judged:
     runs = judged.runs

@@ -11,6 +11,8 @@ from tfplace.experiments.fidelity import (TARGET_BEST_REGRET,
                                           TARGET_SPEARMAN,
                                           TARGET_UNCALIBRATED_RATIO,
                                           CrossReport, FidelityReport)
+from tfplace.measurement.machine_drift import (benchmark_spread,
+                                               describe_spread)
 from tfplace.measurement.timing import describe_inputs
 from tfplace.units import format_seconds
 
@@ -121,7 +123,11 @@ def cross_matrix(cross: CrossReport) -> str:
   lines += ["", f"calibrated once on {', '.join(fit.graph_names)} "
             f"({fit.num_samples} op records; in-sample median abs error "
             f"{_pct(fit.median_abs_rel_error)} on {len(fit.runs)} runs); "
-            f"{describe(fit.calibration)}", "",
+            f"{describe(fit.calibration)}"]
+  steadiness = describe_spread(benchmark_spread(fit.benchmark_repeats),
+                               len(fit.benchmark_repeats))
+  lines += [steadiness, ""] if steadiness else [""]
+  lines += [
             "targets per graph: median abs error <= "
             f"{TARGET_MEDIAN_ERROR * 100:.0f} %, Spearman >= "
             f"{TARGET_SPEARMAN}, predicted best within "
@@ -160,6 +166,7 @@ def cross_json(cross: CrossReport) -> dict:
   """The matrix as a JSON-able dict."""
   def num(x):
     return None if isinstance(x, float) and math.isnan(x) else x
+  spread = benchmark_spread(cross.calibration_report.benchmark_repeats)
   return {"graphs": {r.graph_name: {
       "median_abs_rel_error": num(r.median_abs_rel_error),
       "spearman": num(r.spearman), "best_regret": num(r.best_regret),
@@ -177,7 +184,8 @@ def cross_json(cross: CrossReport) -> dict:
       "calibration": {
           "graphs": list(cross.calibration_report.graph_names),
           "in_sample_median_abs_rel_error":
-              num(cross.calibration_report.median_abs_rel_error)}}
+              num(cross.calibration_report.median_abs_rel_error),
+          "benchmark_spread": spread.to_dict() if spread else None}}
 
 
 def records_summary(named) -> str:

@@ -155,6 +155,10 @@ class CalibrationReport:
     num_samples: op records the fit used.
     graph_runs: the measured runs it was fitted on (what
       `tfplace.experiments.cross_record` keeps to fit again offline).
+    benchmark_repeats: the benchmarks whose figures' medians are
+      `benchmark` (before, amid and after the runs; empty when the
+      benchmark was given): `machine_drift.benchmark_spread` of them says
+      how steady the machine was while the calibration ran.
   """
   graph_names: Tuple[str, ...]
   num_ops: int
@@ -164,6 +168,7 @@ class CalibrationReport:
   median_abs_rel_error: float
   num_samples: int
   graph_runs: Tuple[GraphRuns, ...] = ()
+  benchmark_repeats: Tuple[ClusterBenchmark, ...] = ()
 
 
 def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
@@ -233,8 +238,12 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
 def report_from_runs(cluster: Cluster, bench: ClusterBenchmark,
                      runs: Sequence[GraphRuns],
                      bounds: FitBounds = FitBounds(),
-                     notes: str = "") -> CalibrationReport:
-  """`fit_from_runs`, then the fitted simulator on every run."""
+                     notes: str = "",
+                     benchmark_repeats: Sequence[ClusterBenchmark] = ()
+                     ) -> CalibrationReport:
+  """`fit_from_runs`, then the fitted simulator on every run
+  (`benchmark_repeats`: the benchmarks `bench` is the median of, kept in
+  the report)."""
   calibration, num_samples = fit_from_runs(cluster, bench, runs, bounds,
                                            notes)
   predicted = []
@@ -249,7 +258,7 @@ def report_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   return CalibrationReport(
       tuple(r.label for r in runs), sum(r.graph.num_ops for r in runs),
       calibration, bench, tuple(predicted), median_abs_rel_error(predicted),
-      num_samples, tuple(runs))
+      num_samples, tuple(runs), tuple(benchmark_repeats))
 
 
 def graph_labels(graphs: Sequence[OpGraph]) -> List[str]:
@@ -364,4 +373,6 @@ def calibrate_on_cluster(graphs: Sequence[OpGraph], cluster: Cluster,
   measured = median_benchmark(benches)
   if bench is None:
     measured = with_recv_issue(measured, cluster, config)
-  return report_from_runs(cluster, measured, runs, bounds)
+  return report_from_runs(
+      cluster, measured, runs, bounds,
+      benchmark_repeats=tuple(benches) if bench is None else ())

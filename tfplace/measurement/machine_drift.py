@@ -10,6 +10,8 @@ change of the machine it was judged on.
 """
 
 import dataclasses
+import itertools
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -45,6 +47,16 @@ class MachineDrift:
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
 
+  def largest(self) -> float:
+    """The largest of the four ratios, or of their inverses (>= 1)."""
+    return max((max(r, 1.0 / r) for r in dataclasses.astuple(self)
+                if r > 0), default=1.0)
+
+
+# A calibration whose benchmarks differ by more than this (any figure, any
+# two of them) was taken on a machine that changed while it ran.
+STEADY_LIMIT = 1.25
+
 
 def machine_drift(earlier: ClusterBenchmark,
                   later: ClusterBenchmark) -> MachineDrift:
@@ -65,6 +77,40 @@ def machine_drift(earlier: ClusterBenchmark,
       compute=_median(compute), per_op=_median(per_op),
       message=_median(message),
       empty_step=later.empty_step_s / earlier.empty_step_s)
+
+
+def benchmark_spread(benches: Sequence[ClusterBenchmark]
+                     ) -> Optional[MachineDrift]:
+  """How far repeated benchmarks of one cluster differ: per figure, the
+  largest ratio between any two of them (slower / faster, >= 1). A
+  calibration takes its figures' medians over benchmarks before, amid and
+  after its runs; their spread says how steady the machine was meanwhile,
+  and so how far a prediction made with it can be off for that reason
+  alone. None with fewer than two benchmarks."""
+  if len(benches) < 2:
+    return None
+  pairs = [machine_drift(a, b)
+           for a, b in itertools.combinations(benches, 2)]
+  def widest(figure):
+    return max((max(r, 1.0 / r) for r in (getattr(d, figure) for d in pairs)
+                if r > 0), default=1.0)
+  return MachineDrift(*(widest(f.name)
+                        for f in dataclasses.fields(MachineDrift)))
+
+
+def describe_spread(spread: Optional[MachineDrift], count: int) -> str:
+  """One line on the calibration's benchmarks ("" when there is no
+  spread), ending in a warning when they differ by more than
+  `STEADY_LIMIT`."""
+  if spread is None:
+    return ""
+  text = (f"the machine during calibration: its {count} benchmarks differ "
+          f"by up to {spread.describe()}")
+  if spread.largest() > STEADY_LIMIT:
+    text += (f"; NOT steady (over x{STEADY_LIMIT:.2f}): predictions made "
+             "with this calibration can be off by as much for that reason "
+             "alone; calibrate again when the machine is quieter")
+  return text
 
 
 def drift_adjusted(calibration: Calibration,
