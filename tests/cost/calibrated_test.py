@@ -61,8 +61,21 @@ def test_calibration_round_trip(tmp_path):
   assert Calibration.load(path) == cal
 
 
+def test_benchmark_spread_round_trips_and_old_files_have_none(tmp_path):
+  spread = {"compute": 1.39, "per_op": 1.52, "message": 1.33,
+            "empty_step": 1.18}
+  cal = Calibration(compute_scale={"CPU": 1.0}, benchmark_spread=spread)
+  path = str(tmp_path / "cal.json")
+  cal.save(path)
+  assert Calibration.load(path).benchmark_spread == spread
+  plain = Calibration(compute_scale={"CPU": 1.0})
+  assert "benchmark_spread" not in plain.to_dict()  # Old files unchanged.
+  assert Calibration.from_dict(plain.to_dict()).benchmark_spread == {}
+
+
 @pytest.mark.parametrize("data", [
     {"compute_scale": {"GPU": 1.0}},                       # no format
+    {"format": "tfplace.calibration/1", "benchmark_spread": {"compute": 0}},
     {"format": "tfplace.calibration/1", "compute_scale": {"GPU": 0}},
     {"format": "tfplace.calibration/1", "compute_scale": {"GPU": "x"}},
     {"format": "tfplace.calibration/1",

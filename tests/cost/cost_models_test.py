@@ -65,3 +65,30 @@ def test_simulate_cli_cost_model_flag(tmp_path):
   assert 6e-5 <= busy < 6e-5 + 1e-6
   r = simulate("roofline")
   assert r.returncode == 2 and "grappler" in r.stderr
+
+
+def test_a_calibration_from_an_unsteady_machine_warns_when_used(tmp_path):
+  cpu0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+  placement = tmp_path / "p.json"
+  placement.write_text(json.dumps({"placement": {
+      name: cpu0 for name in ("x", "w", "matmul", "relu", "Const", "sum")}}))
+
+  def simulate(spread):
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({"format": "tfplace.calibration/1",
+                                "compute_scale": {"CPU": 1.0},
+                                "benchmark_spread": spread}))
+    return subprocess.run(
+        [sys.executable, "-m", "tfplace", "simulate", GRAPH, "--cluster",
+         CLUSTER, "--placement", str(placement), "--calibration", str(path),
+         "--json"], capture_output=True, text=True, timeout=120)
+
+  r = simulate({"compute": 1.39, "per_op": 1.1, "message": 1.0,
+                "empty_step": 1.0})
+  assert r.returncode == 0, r.stderr
+  assert "was measured on a machine that was not steady" in r.stderr
+  assert "compute x1.39" in r.stderr
+  r = simulate({"compute": 1.05, "per_op": 1.1, "message": 1.0,
+                "empty_step": 1.0})
+  assert r.returncode == 0, r.stderr
+  assert "not steady" not in r.stderr

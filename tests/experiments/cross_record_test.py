@@ -112,8 +112,10 @@ def test_a_saved_record_replays_as_the_measurements_it_holds(record,
   assert loaded.benchmark_repeats == record.benchmark_repeats
 
   replayed = cross_record.replay(loaded)
-  fitted = report_from_runs(record.cluster, record.benchmark, record.suite)
+  fitted = report_from_runs(record.cluster, record.benchmark, record.suite,
+                            benchmark_repeats=record.benchmark_repeats)
   assert replayed.calibration_report.calibration == fitted.calibration
+  assert fitted.calibration.benchmark_spread["message"] == pytest.approx(1.4)
   # The calibration's benchmarks, 1.4x apart on the per-message cost: the
   # matrix says how steady the machine was while it calibrated.
   assert replayed.calibration_report.benchmark_repeats == (

@@ -59,6 +59,7 @@ def test_calibrate_tiny_suite_on_two_local_workers_then_simulate(tmp_path):
   spread = result["benchmark_spread"]
   assert set(spread) == {"compute", "per_op", "message", "empty_step"}
   assert all(v >= 1.0 for v in spread.values())
+  assert cal.benchmark_spread == pytest.approx(spread)  # Kept in the file.
 
   # The calibration describes the cluster: usable with another graph on the
   # same kind of cluster (a cluster spec describes it without contacting

@@ -11,10 +11,12 @@ On the cluster's TF servers it runs the microbenchmarks of
 FLOP/s, copy bandwidth, random values per second, per-op and empty-step
 overheads; per pair of devices: per-message cost, latency, bandwidth)
 three times, before, amid and after the calibration graphs' runs, and
-keeps each figure's median (and prints how far the three differ: over
-x1.25 on any figure, the machine was not steady while it calibrated, and
-predictions can be off by as much for that reason alone); it measures the calibration graphs (each on
-every device alone, split in halves, and one random split) and fits, per
+keeps each figure's median (and prints how far the three differ, also
+kept in the file: over x1.25 on any figure, the machine was not steady
+while it calibrated, and predictions can be off by as much for that
+reason alone; `simulate`/`place` then warn); it measures the calibration
+graphs (each on every device alone, split in halves, and one random
+split) and fits, per
 op type, its time from the traced op durations of the one-device runs
 (within physical bounds), and from the split runs the share of the
 per-message cost each end of a transfer pays and the share of the time per

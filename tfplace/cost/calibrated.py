@@ -157,6 +157,11 @@ class OpTypeCost:
     return np.where(x > log_work[-1], beyond, inside)
 
 
+# A calibration whose cluster benchmarks differ by more than this (any
+# figure, any two of them) was measured on a machine that changed meanwhile.
+STEADY_LIMIT = 1.25
+
+
 @dataclasses.dataclass(frozen=True)
 class Calibration:
   """Measured and fitted figures of a cluster (see the module docstring).
@@ -195,6 +200,11 @@ class Calibration:
       overhead.
     kernel_free: device type -> op types whose traced executions there ran
       no kernel.
+    benchmark_spread: how far the cluster benchmarks taken while it was
+      calibrated differ, per figure ("compute", "per_op", "message",
+      "empty_step": the widest ratio between two, >= 1;
+      `measurement.machine_drift.benchmark_spread`); empty: not known.
+      A wide spread means the machine changed while it was measured.
   """
   compute_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)
   op_type_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -225,6 +235,8 @@ class Calibration:
   stall_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
   kernel_free: Mapping[str, Tuple[str, ...]] = dataclasses.field(
       default_factory=dict)
+  benchmark_spread: Mapping[str, float] = dataclasses.field(
+      default_factory=dict)
 
   def __post_init__(self):
     _check_factors(self.transfer_overhead_s, "transfer_overhead_s",
@@ -234,6 +246,8 @@ class Calibration:
     _check_factors(self.dispatch_s, "dispatch_s", allow_zero=True)
     _check_factors(self.stall_s, "stall_s", allow_zero=True)
     _check_factors(self.transfer_byte_s, "transfer_byte_s", allow_zero=True)
+    _check_factors(self.benchmark_spread, "benchmark_spread",
+                   allow_zero=False)
     _check_factors(self.run_overhead_s, "run_overhead_s", allow_zero=True)
     _check_factors({"": self.step_overhead_s}, "step_overhead_s",
                    allow_zero=True)
@@ -252,11 +266,27 @@ class Calibration:
       _check_known(rates, f"device_rates[{dtype!r}]", "keys", DEVICE_RATES)
       _check_factors(rates, f"device_rates[{dtype!r}]", allow_zero=False)
 
+  def unsteady_warning(self, path: str) -> str:
+    """A warning about the file at `path` when its benchmarks were more
+    than `STEADY_LIMIT` apart, else ""."""
+    spread = self.benchmark_spread
+    if not spread or max(spread.values()) <= STEADY_LIMIT:
+      return ""
+    names = {"per_op": "per op", "message": "per message"}
+    figures = ", ".join(f"{names.get(k, k.replace('_', ' '))} x{v:.2f}"
+                        for k, v in spread.items())
+    return (f"{path} was measured on a machine that was not steady (its "
+            f"cluster benchmarks differ by up to {figures}): predictions made "
+            "with it can be off by as much for that reason alone; "
+            "calibrate again when the machine is quieter")
+
   def seen(self, device_type: str, op_type: str) -> bool:
     """True if ops of `op_type` on `device_type` have fitted costs."""
     return op_type in self.op_types.get(device_type, {})
 
   def to_dict(self) -> dict:
+    spread = ({"benchmark_spread": dict(self.benchmark_spread)}
+              if self.benchmark_spread else {})
     return {"format": FORMAT, "compute_scale": dict(self.compute_scale),
             "op_type_scale": dict(self.op_type_scale),
             "launch_overhead_s": dict(self.launch_overhead_s),
@@ -278,7 +308,7 @@ class Calibration:
             "op_types": {t: {k: _op_type_dict(v) for k, v in
                              sorted(per_type.items())}
                          for t, per_type in self.op_types.items()},
-            "notes": self.notes}
+            **spread, "notes": self.notes}
 
   def save(self, path: str) -> None:
     """Writes the JSON form atomically."""
@@ -324,7 +354,8 @@ class Calibration:
                                         for k, v in rates.items()}
                                for t, rates in data.get("device_rates",
                                                         {}).items()},
-                 op_types=_op_types(data.get("op_types", {})))
+                 op_types=_op_types(data.get("op_types", {})),
+                 benchmark_spread=_factors(data, "benchmark_spread"))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
       raise ClusterError(f"malformed calibration: {e!r}") from None
 

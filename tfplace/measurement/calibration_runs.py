@@ -26,6 +26,7 @@ from tfplace.cost.cluster import Cluster
 from tfplace.device_names import device_type_of
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
+from tfplace.measurement.machine_drift import benchmark_spread
 from tfplace.measurement.batch import MeasureOutcome, measure_rounds
 from tfplace.measurement.calibration_fit import (FitBounds,
                                                  calibrated_simulator,
@@ -246,6 +247,10 @@ def report_from_runs(cluster: Cluster, bench: ClusterBenchmark,
   the report)."""
   calibration, num_samples = fit_from_runs(cluster, bench, runs, bounds,
                                            notes)
+  spread = benchmark_spread(benchmark_repeats)
+  if spread is not None:
+    calibration = dataclasses.replace(calibration,
+                                      benchmark_spread=spread.to_dict())
   predicted = []
   for r in runs:
     sim = calibrated_simulator(r.graph, cluster, calibration)

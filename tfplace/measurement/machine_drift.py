@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from tfplace.cost.calibrated import Calibration, OpTypeCost
+from tfplace.cost.calibrated import STEADY_LIMIT, Calibration, OpTypeCost
 from tfplace.measurement.cluster_benchmark import ClusterBenchmark
 
 
@@ -52,10 +52,6 @@ class MachineDrift:
     return max((max(r, 1.0 / r) for r in dataclasses.astuple(self)
                 if r > 0), default=1.0)
 
-
-# A calibration whose benchmarks differ by more than this (any figure, any
-# two of them) was taken on a machine that changed while it ran.
-STEADY_LIMIT = 1.25
 
 
 def machine_drift(earlier: ClusterBenchmark,
