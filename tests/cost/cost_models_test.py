@@ -44,44 +44,42 @@ def test_bad_names_and_missing_calibration(tmp_path):
     cost_models.get_cost_model("calibrated", str(tmp_path / "none.json"))
 
 
-def test_simulate_cli_cost_model_flag(tmp_path):
-  cpu0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
+def _simulate_on_cpu0(tmp_path, *flags):
+  """`tfplace simulate` of GRAPH, every op on CPU0, with `flags`."""
   placement = tmp_path / "p.json"
   placement.write_text(json.dumps({"placement": {
-      name: cpu0 for name in ("x", "w", "matmul", "relu", "Const", "sum")}}))
+      name: CPU0 for name in ("x", "w", "matmul", "relu", "Const", "sum")}}))
+  return subprocess.run(
+      [sys.executable, "-m", "tfplace", "simulate", GRAPH, "--cluster",
+       CLUSTER, "--placement", str(placement), "--json", *flags],
+      capture_output=True, text=True, timeout=120)
 
+
+def test_simulate_cli_cost_model_flag(tmp_path):
   def simulate(name):
-    return subprocess.run(
-        [sys.executable, "-m", "tfplace", "simulate", GRAPH, "--cluster",
-         CLUSTER, "--placement", str(placement), "--cost_model", name,
-         "--json"], capture_output=True, text=True, timeout=120)
+    return _simulate_on_cpu0(tmp_path, "--cost_model", name)
 
   r = simulate("grappler")
   assert r.returncode == 0, r.stderr
   out = json.loads(r.stdout)
   # Busy time = the sum of the 6 ops' times on CPU:0: 6 launch overheads of
   # 1e-5 s (two_cpus.json) plus grappler's estimates (well under 1 us here).
-  busy = out["device_busy_s"][cpu0]
+  busy = out["device_busy_s"][CPU0]
   assert 6e-5 <= busy < 6e-5 + 1e-6
   r = simulate("roofline")
   assert r.returncode == 2 and "grappler" in r.stderr
 
 
 def test_a_calibration_from_an_unsteady_machine_warns_when_used(tmp_path):
-  cpu0 = "/job:localhost/replica:0/task:0/device:CPU:0"
-  placement = tmp_path / "p.json"
-  placement.write_text(json.dumps({"placement": {
-      name: cpu0 for name in ("x", "w", "matmul", "relu", "Const", "sum")}}))
-
   def simulate(spread):
     path = tmp_path / "cal.json"
     path.write_text(json.dumps({"format": "tfplace.calibration/1",
                                 "compute_scale": {"CPU": 1.0},
                                 "benchmark_spread": spread}))
-    return subprocess.run(
-        [sys.executable, "-m", "tfplace", "simulate", GRAPH, "--cluster",
-         CLUSTER, "--placement", str(placement), "--calibration", str(path),
-         "--json"], capture_output=True, text=True, timeout=120)
+    return _simulate_on_cpu0(tmp_path, "--calibration", str(path))
 
   r = simulate({"compute": 1.39, "per_op": 1.1, "message": 1.0,
                 "empty_step": 1.0})
