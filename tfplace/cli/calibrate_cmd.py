@@ -169,8 +169,9 @@ def _print_report(report, cluster, out: str, inputs) -> None:
   steadiness = machine_drift.describe_spread(spread,
                                              len(report.benchmark_repeats))
   if _JSON.value:
-    if spread is not None and spread.largest() > machine_drift.STEADY_LIMIT:
-      logging.warning("%s", steadiness)  # The text report prints it.
+    warning = cal.unsteady_warning(out)  # The text report prints its own.
+    if warning:
+      logging.warning("%s", warning)
     sys.stdout.write(json.dumps({
         "out": out, "graphs": list(report.graph_names),
         "num_ops": report.num_ops, "cluster": cluster.name,

@@ -127,13 +127,12 @@ def cross_matrix(cross: CrossReport) -> str:
   steadiness = describe_spread(benchmark_spread(fit.benchmark_repeats),
                                len(fit.benchmark_repeats))
   lines += [steadiness, ""] if steadiness else [""]
-  lines += [
-            "targets per graph: median abs error <= "
-            f"{TARGET_MEDIAN_ERROR * 100:.0f} %, Spearman >= "
-            f"{TARGET_SPEARMAN}, predicted best within "
-            f"{TARGET_BEST_REGRET * 100:.0f} % of the measured best, "
-            f"uncalibrated within {TARGET_UNCALIBRATED_RATIO:.0f}x: "
-            f"{'all met' if all_ok else 'NOT all met'}"]
+  lines.append("targets per graph: median abs error <= "
+               f"{TARGET_MEDIAN_ERROR * 100:.0f} %, Spearman >= "
+               f"{TARGET_SPEARMAN}, predicted best within "
+               f"{TARGET_BEST_REGRET * 100:.0f} % of the measured best, "
+               f"uncalibrated within {TARGET_UNCALIBRATED_RATIO:.0f}x: "
+               f"{'all met' if all_ok else 'NOT all met'}")
   if any(r.drift for r in cross.reports):
     lines += ["", "machine drift: time ratios of a cluster benchmark right "
               "after the graph's runs to the calibration's (> 1: the "

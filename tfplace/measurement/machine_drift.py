@@ -53,7 +53,6 @@ class MachineDrift:
                 if r > 0), default=1.0)
 
 
-
 def machine_drift(earlier: ClusterBenchmark,
                   later: ClusterBenchmark) -> MachineDrift:
   """The change from `earlier` to `later` (benchmarks of the same cluster;
