@@ -32,7 +32,7 @@ placements): how far the measurement itself repeats, next to the model's
 error.
 
 --record FILE keeps everything a --cross run measured (suite runs, judged
-placements and step times, benchmarks; ~0.8 MB gzip-compressed when FILE
+placements and step times, benchmarks; ~1 MB gzip-compressed when FILE
 ends in .gz);
 --replay FILE[,FILE...] fits the calibration again with this code and
 judges it on those measurements, with no cluster: a change to the
