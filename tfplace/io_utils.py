@@ -98,7 +98,7 @@ def check_out_path(path: Optional[str], flag: str = "--out",
     existing = os.path.dirname(existing)
   if not os.path.isdir(existing):
     raise OutputError(f"{flag} {path}: {existing} is a file, not a "
-                      "directory")
+                      f"directory; give {flag} a path inside a directory")
   if not os.access(existing, os.W_OK | os.X_OK):
     raise OutputError(f"{flag} {path}: directory {existing} is not writable")
   if os.path.exists(path) and not os.access(path, os.W_OK):

@@ -8,8 +8,6 @@ import os
 import sys
 from typing import Dict, List, Optional, Tuple
 
-from absl import logging
-
 from tfplace.errors import GraphImportError, TfplaceError
 
 # The --cluster flag's help, the same for every verb that takes one.
@@ -160,12 +158,10 @@ def cluster_and_cost_model(cluster_arg: str, cost_model: Optional[str],
       cost_model or ("calibrated" if calibration else "analytical"),
       calibration)
   if calibration:
-    loaded = calibrated.Calibration.load(calibration)
+    loaded = (model.calibration
+              if isinstance(model, calibrated.CalibratedCostModel)
+              else calibrated.Calibration.load(calibration))
     calibrated.check_calibration_matches(loaded, cluster)
-    if not isinstance(model, calibrated.CalibratedCostModel):
-      warning = loaded.unsteady_warning(calibration)  # Else it warned.
-      if warning:
-        logging.warning("%s", warning)
     cluster = calibrated.apply_calibration(cluster, loaded)
   return cluster, model
 

@@ -81,6 +81,7 @@ import dataclasses
 import json
 from typing import Dict, Mapping, Optional, Tuple
 
+from absl import logging
 import numpy as np
 
 from tfplace.cost.analytical import AnalyticalConfig, AnalyticalCostModel
@@ -361,7 +362,12 @@ class Calibration:
 
   @classmethod
   def load(cls, path: str) -> "Calibration":
-    return cls.from_dict(read_json(path, "calibration", ClusterError))
+    """Reads the JSON form; logs `unsteady_warning` when it has one."""
+    calibration = cls.from_dict(read_json(path, "calibration", ClusterError))
+    warning = calibration.unsteady_warning(path)
+    if warning:
+      logging.warning("%s", warning)
+    return calibration
 
 
 def _op_type_dict(cost: OpTypeCost) -> dict:

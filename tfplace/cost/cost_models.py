@@ -10,8 +10,6 @@ apply `tfplace.cost.calibrated.apply_calibration` to the cluster themselves.
 
 from typing import Callable, Dict, List, Optional
 
-from absl import logging
-
 from tfplace.cost.op_costs import CostModel
 from tfplace.errors import TfplaceError
 
@@ -35,11 +33,8 @@ def _calibrated(calibration_path: Optional[str]) -> CostModel:
   if not calibration_path:
     raise TfplaceError("the calibrated cost model needs a calibration file "
                        "(--calibration calibration.json)")
-  calibration = calibrated.Calibration.load(calibration_path)
-  warning = calibration.unsteady_warning(calibration_path)
-  if warning:
-    logging.warning("%s", warning)
-  return calibrated.CalibratedCostModel(calibration)
+  return calibrated.CalibratedCostModel(calibrated.Calibration.load(
+      calibration_path))
 
 
 _MODELS: Dict[str, Callable[[Optional[str]], CostModel]] = {
