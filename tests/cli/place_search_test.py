@@ -136,3 +136,20 @@ def test_ctrl_c_writes_the_best_so_far_and_exits_130(tmp_path):
   assert data["metadata"]["predicted_step_time_s"] <= (
       data["metadata"]["search"]["start_step_time_s"])
   assert b"interrupted" in err
+
+
+def test_the_search_line_names_each_stage():
+  from tfplace.cli.place_cmd import _search_line
+  search = {"start_step_time_s": 0.2, "start": "m_etf", "step_time_s": 0.1,
+            "evaluations": 30, "seconds": 1.0, "evaluations_per_s": 30.0,
+            "stages": [{"stage": "units", "groups": 12, "evaluations": 10,
+                        "seconds": 0.3, "step_time_s": 0.15},
+                       {"stage": "colocation groups", "groups": 400,
+                        "evaluations": 20, "seconds": 0.7,
+                        "step_time_s": 0.1}]}
+  line = _search_line(search)
+  assert line.startswith("search: start 200.000 ms (m_etf), best 100.000 ms")
+  assert line.endswith("; units (12): 150.000 ms after 10 evaluations, then "
+                       "colocation groups (400): 100.000 ms after 20 "
+                       "evaluations")
+  assert "units" not in _search_line(dict(search, stages=[]))

@@ -64,3 +64,17 @@ def test_a_batch_that_comes_out_empty_by_chance_does_not_end_the_search():
                         Budget(seconds=None, evaluations=40), config, seed=0,
                         progress=False, blocks=np.array([0, 0, 1, 1]))
   assert result.evaluations == 40
+
+
+def test_a_search_told_to_end_when_stale_ends_before_its_budget():
+  space, _, _ = lib.space(*lib.independent_ops(4))
+  config = LocalSearchConfig(batch_size=8, patience=5)
+  budget = Budget(seconds=None, evaluations=2000)
+  ended = local_search(space, np.zeros(4, np.int32), budget, config, seed=0,
+                       progress=False, end_when_stale=True)
+  assert ended.step_time_s == 2.0
+  last_gain = ended.history[-1].evaluations
+  assert last_gain < ended.evaluations <= last_gain + 5 * 8
+  full = local_search(space, np.zeros(4, np.int32), budget, config, seed=0,
+                      progress=False)
+  assert full.step_time_s == 2.0 and full.evaluations == 2000

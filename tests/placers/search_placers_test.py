@@ -51,6 +51,9 @@ def test_best_heuristic_start_is_the_fastest_heuristic():
     ({"max_evaluations": -1}, "max_evaluations must be >= 0"),
     ({"coarsen_method": "spectral"}, "coarsen_method"),
     ({"num_threads": 0}, "num_threads"),
+    ({"unit_fraction": 1.0}, "unit_fraction must be in"),
+    ({"unit_fraction": -0.1}, "unit_fraction must be in"),
+    ({"unit_chunks": 0}, "unit_chunks must be >= 1"),
 ])
 def test_bad_options_are_clear_errors(options, message):
   with pytest.raises(PlacementError, match=message):
@@ -126,3 +129,56 @@ def test_search_over_the_learned_placers_units_moves_whole_units():
     assert len(set(devices[unit_of == unit].tolist())) == 1
   search = placement.metadata.extra["search"]
   assert placement.metadata.predicted_step_time_s < search["start_step_time_s"]
+
+
+def test_local_search_first_searches_units_then_the_groups():
+  import numpy as np
+  from tfplace.placers.problem import PlacementProblem
+  graph, cluster = towers(num_towers=3, layers=3, seed=4), load_cluster("k80x4")
+  problem = PlacementProblem.build(graph, cluster)
+  placement = pipeline.place(
+      graph, cluster, "local_search", seed=0,
+      options={"max_evaluations": 400, "init": "round_robin",
+               "progress": False, "unit_chunks": 6})
+  search = placement.metadata.extra["search"]
+  units, groups = search["stages"]
+  assert (units["stage"], groups["stage"]) == ("units", "colocation groups")
+  assert units["groups"] < groups["groups"] == problem.groups.num_groups
+  assert units["evaluations"] <= 160 + 1  # 0.4 of the budget (+ the start)
+  assert units["evaluations"] + groups["evaluations"] == search["evaluations"]
+  assert search["evaluations"] <= 400 + 1
+  assert groups["step_time_s"] <= units["step_time_s"] <= (
+      search["start_step_time_s"])
+  assert placement.metadata.predicted_step_time_s == pytest.approx(
+      groups["step_time_s"])
+  curve = np.array([h[2] for h in search["history"]])
+  assert (np.diff(curve) < 0).all()
+  assert np.diff([h[0] for h in search["history"]]).min() > 0
+
+
+def test_the_unit_stage_starts_from_the_same_placement():
+  import numpy as np
+  from tfplace.placers.problem import PlacementProblem
+  from tfplace.placers.search_support import start_placement
+  graph, cluster = towers(num_towers=3, layers=3, seed=4), load_cluster("k80x4")
+  problem = PlacementProblem.build(graph, cluster)
+  placer = get_placer("local_search", {"init": "round_robin"})
+  start = start_placement(problem, "round_robin")
+  context = placer._context(problem, start, 0)
+  stage = placer.unit_stage(context, 6)
+  assert stage.space.groups.num_groups < problem.groups.num_groups
+  assert (stage.start[stage.unit_of] == start.group_devices).all()
+  step = stage.space.evaluate(stage.start[None, :])[0]
+  assert step == pytest.approx(start.step_time_s)
+  # Searching coarsened groups already: no unit stage.
+  coarse = get_placer("local_search", {"coarsen_k": 24})
+  assert coarse.unit_stage(coarse._context(problem, start, 0), 6) is None
+
+
+def test_without_a_unit_stage_local_search_has_one_stage():
+  graph, cluster = towers(num_towers=2, layers=2, seed=1), load_cluster("k80x2")
+  placement = pipeline.place(
+      graph, cluster, "local_search", seed=0,
+      options={"max_evaluations": 100, "init": "round_robin",
+               "progress": False, "unit_fraction": 0})
+  assert "stages" not in placement.metadata.extra["search"]

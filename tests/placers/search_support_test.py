@@ -9,8 +9,10 @@ import pytest
 
 from tfplace import interrupts
 from tfplace.errors import PlacementError
-from tfplace.placers.search_support import (Budget, SearchRun, TopPlacements,
-                                            budget_from_options)
+from tfplace.placers.search_support import (Budget, SearchPoint,
+                                            SearchResult, SearchRun,
+                                            TopPlacements, budget_from_options,
+                                            chain_results)
 
 
 def _sum_of_devices(candidates):
@@ -126,3 +128,49 @@ def test_an_evaluator_can_stop_the_search_and_the_best_is_kept():
   assert result.stop_reason == "worker task 1 died" and len(calls) == 3
   assert result.step_time_s == 2.0 and result.group_devices.tolist() == [1, 1]
   assert result.summary()["stop_reason"] == "worker task 1 died"
+
+
+def test_a_budget_shares_and_what_is_left():
+  budget = Budget(seconds=60.0, evaluations=1000)
+  assert budget.share(0.4) == Budget(seconds=24.0, evaluations=400)
+  assert Budget(seconds=None, evaluations=2).share(0.1).evaluations == 1
+  spent = _result(np.zeros(2, np.int32), 1.0, evaluations=400, seconds=20.0)
+  assert budget.left_after(spent) == Budget(seconds=40.0, evaluations=600)
+  assert Budget(seconds=10.0).left_after(spent) is None
+  assert Budget(seconds=None, evaluations=400).left_after(spent) is None
+
+
+def _result(devices, step, evaluations=10, seconds=1.0, history=(), top=(),
+            start=None):
+  return SearchResult(np.asarray(devices, np.int32), step,
+                      step if start is None else start, evaluations, seconds,
+                      tuple(history), top=tuple(top))
+
+
+def test_two_searches_in_a_row_are_one_result():
+  to_second = np.array([0, 0, 1], np.int32)  # 3 fine groups of 2 coarse
+  first = _result([1, 0], 3.0, evaluations=10, seconds=2.0, start=4.0,
+                  history=[SearchPoint(1, 0.0, 4.0), SearchPoint(5, 1.0, 3.0)],
+                  top=[(np.array([1, 0], np.int32), 3.0),
+                       (np.array([0, 0], np.int32), 4.0)])
+  second = _result([1, 0, 0], 2.5, evaluations=20, seconds=3.0, start=3.0,
+                   history=[SearchPoint(1, 0.0, 3.0), SearchPoint(8, 2.0, 2.5)],
+                   top=[(np.array([1, 0, 0], np.int32), 2.5),
+                        (np.array([1, 1, 0], np.int32), 3.0)])
+  both = chain_results(first, second, to_second, stages=2)
+  assert both.group_devices.tolist() == [1, 0, 0] and both.step_time_s == 2.5
+  assert both.start_step_time_s == 4.0
+  assert (both.evaluations, both.seconds) == (30, 5.0)
+  assert [(p.evaluations, p.seconds, p.best_step_time_s)
+          for p in both.history] == [(1, 0.0, 4.0), (5, 1.0, 3.0),
+                                     (18, 4.0, 2.5)]
+  assert [(d.tolist(), t) for d, t in both.top] == [
+      ([1, 0, 0], 2.5), ([1, 1, 0], 3.0), ([0, 0, 0], 4.0)]
+  assert both.extra["stages"] == 2
+
+
+def test_a_second_search_that_finds_nothing_keeps_the_first_best():
+  first = _result([1, 0], 3.0, start=4.0)
+  second = _result([1, 1, 0], math.inf, start=3.0)
+  both = chain_results(first, second, np.array([0, 0, 1], np.int32))
+  assert both.group_devices.tolist() == [1, 1, 0] and both.step_time_s == 3.0

@@ -1,6 +1,8 @@
 """`str(SimResult)`: step time, then busy time and peak memory per device,
 with the cluster's device names and units."""
 
+import json
+
 import numpy as np
 
 import tfplace  # noqa: F401
@@ -49,3 +51,23 @@ def test_format_takes_names_for_results_built_without_them():
                       result.peak_memory_bytes, 0)
   assert "device 1" in str(bare)
   assert "gpu:7" in bare.format(["cpu:0", "gpu:7"])
+
+
+def test_to_dict_is_json_by_device_name():
+  result, cluster = _result()
+  data = json.loads(json.dumps(result.to_dict()))
+  first, second = cluster.device_names
+  assert data["feasible"] is True
+  assert data["step_time_s"] == result.step_time_s
+  # a's output on the first; b's output and its received copy of a's on the
+  # second.
+  assert data["peak_memory_bytes"] == {first: 3072, second: 6144}
+  assert data["device_busy_s"] == {first: 1e-3, second: 1e-3}
+  assert data["bytes_moved"] == 3072 and data["oom_devices"] == []
+
+
+def test_to_dict_of_an_infeasible_result():
+  result, cluster = _result(memory_bytes=4096)
+  data = result.to_dict()
+  assert data["step_time_s"] is None and data["feasible"] is False
+  assert data["oom_devices"] == [cluster.device_names[1]]

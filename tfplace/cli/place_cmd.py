@@ -235,6 +235,11 @@ def _search_line(search: dict) -> str:
           f"{search.get('seconds')} s ({search.get('evaluations_per_s')}/s)")
   if search.get("gap") is not None:
     line += f"; CP-SAT gap {search['gap']:.1%} ({search.get('solver_status')})"
+  stages = search.get("stages") or ()
+  if stages:
+    line += "; " + ", then ".join(
+        f"{stage['stage']} ({stage['groups']}): {ms(stage['step_time_s'])} "
+        f"after {stage['evaluations']} evaluations" for stage in stages)
   if search.get("interrupted"):
     line += "; interrupted (best so far written)"
   return line

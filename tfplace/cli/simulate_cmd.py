@@ -15,7 +15,6 @@ predicted op time that rests on op types the calibration has not seen.
 """
 
 import json
-import math
 import sys
 from typing import List
 
@@ -68,18 +67,9 @@ def main(argv: List[str]) -> None:
 def _report(result, bound: float, cluster, coverage) -> None:
   from tfplace.cli.run_helpers import coverage_fields
   names = cluster.device_names
-  step = result.step_time_s if math.isfinite(result.step_time_s) else None
-  out = {
-      "step_time_s": step, "lower_bound_s": bound,
-      "feasible": result.feasible,
-      "peak_memory_bytes": {n: int(v) for n, v in
-                            zip(names, result.peak_memory_bytes)},
-      "device_busy_s": {n: float(v) for n, v in
-                        zip(names, result.device_busy_s)},
-      "bytes_moved": int(result.bytes_moved),
-      "oom_devices": [names[i] for i in result.oom_devices],
-      **coverage_fields(coverage),
-  }
+  out = {**result.to_dict(), "lower_bound_s": bound,
+         **coverage_fields(coverage)}
+  step = out["step_time_s"]
   if _JSON.value:
     sys.stdout.write(json.dumps(out) + "\n")
     return

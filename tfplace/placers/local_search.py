@@ -12,6 +12,13 @@ infeasible neighbour (inf: out of memory, no kernel) is never accepted, and
 neighbours whose parameters alone overflow a device are not even simulated.
 After `patience` batches without a new best the search returns to the best
 placement found.
+
+The placer searches in two stages by default: first over the learned
+placers' units (`unit_chunks` topological chunks of the colocation groups,
+each split by the start's devices; a unit move is many group moves at
+once) for `unit_fraction` of the budget or until `patience` batches bring
+no new best, then over the colocation groups from the best unit placement
+for the rest (`search_placer.UnitStage`).
 """
 
 import dataclasses
@@ -23,10 +30,11 @@ import numpy as np
 from tfplace.grouping.coarsen import coarsen_to_k
 from tfplace.placers.registry import register_placer
 from tfplace.placers.search_placer import (SearchContext, SearchOptions,
-                                           SearchPlacer, config_from_options,
+                                           SearchPlacer, UnitStage,
+                                           config_from_options,
                                            search_options)
 from tfplace.placers.search_support import (Budget, SearchResult, SearchRun,
-                                            SearchSpace)
+                                            SearchSpace, chain_results)
 
 
 # Empty proposals in a row after which a placement has no neighbour.
@@ -137,7 +145,9 @@ def local_search(space: SearchSpace, start: np.ndarray, budget: Budget,
                  config: LocalSearchConfig = LocalSearchConfig(),
                  seed: Optional[int] = None, progress: bool = True,
                  start_step_time_s: Optional[float] = None,
-                 blocks: Optional[np.ndarray] = None) -> SearchResult:
+                 blocks: Optional[np.ndarray] = None,
+                 desc: str = "local_search",
+                 end_when_stale: bool = False) -> SearchResult:
   """Simulated annealing from `start` (see the module docstring).
 
   Args:
@@ -150,6 +160,9 @@ def local_search(space: SearchSpace, start: np.ndarray, budget: Budget,
     start_step_time_s: the start's step time, if already known.
     blocks: optional int [G], a block id per group (e.g. a coarsening of the
       groups) for block moves.
+    desc: the progress bar's label.
+    end_when_stale: end after `config.patience` batches without a new best
+      (instead of going back to the best and going on).
 
   Returns:
     The best feasible placement found (`SearchResult`).
@@ -157,7 +170,7 @@ def local_search(space: SearchSpace, start: np.ndarray, budget: Budget,
   rng = np.random.default_rng(seed)
   neighbours = _Neighbours(space, config, rng, blocks)
   with SearchRun(space.evaluate, budget, start, start_step_time_s,
-                 desc="local_search", progress=progress) as run:
+                 desc=desc, progress=progress) as run:
     x, fx = run.best_devices.copy(), run.start_step_time_s
     t0 = config.temperature * (fx if math.isfinite(fx) else 0.0)
     stale, empty = 0, 0
@@ -179,6 +192,8 @@ def local_search(space: SearchSpace, start: np.ndarray, budget: Budget,
         x, fx = candidates[j].copy(), float(times[j])
       stale = 0 if run.best_step_time_s < best_before else stale + 1
       if stale >= config.patience and math.isfinite(run.best_step_time_s):
+        if end_when_stale:
+          break
         x, fx, stale = run.best_devices.copy(), run.best_step_time_s, 0
   return run.result(algorithm="local_search")
 
@@ -215,7 +230,8 @@ class LocalSearchPlacer(SearchPlacer):
   any; swap two groups; move a block of groups from a heavy-edge coarsening
   of `block_k` blocks), Metropolis acceptance while the temperature cools
   over the budget, infeasible neighbours never accepted, started from the
-  best heuristic (or `init`). See the module docstring.
+  best heuristic (or `init`); by default a first stage over coarse units.
+  See the module docstring.
   """
 
   @search_options
@@ -234,6 +250,11 @@ class LocalSearchPlacer(SearchPlacer):
       block_k: blocks for block moves (a heavy-edge coarsening of the
         searched groups; 0: no block moves).
       patience: batches without a new best before going back to the best.
+      unit_fraction: most of the budget first spent over units (the stage
+        ends sooner after `patience` batches without a new best; 0: only
+        the groups; no unit stage when coarsen_k is set either).
+      unit_chunks: topological chunks the units are cut from (each split
+        by the start's devices).
     """
     batch_size: int = 64
     temperature: float = 0.01
@@ -242,18 +263,64 @@ class LocalSearchPlacer(SearchPlacer):
     block_fraction: float = 0.2
     block_k: int = 256
     patience: int = 50
+    unit_fraction: float = 0.4
+    unit_chunks: int = 64
+
+    def __post_init__(self):
+      super().__post_init__()
+      if not 0.0 <= self.unit_fraction < 1.0:
+        raise ValueError(f"unit_fraction must be in [0, 1), got "
+                         f"{self.unit_fraction}")
+      if self.unit_chunks < 1:
+        raise ValueError(f"unit_chunks must be >= 1, got {self.unit_chunks}")
 
   def _search(self, context: SearchContext, seed: Optional[int]
               ) -> SearchResult:
     options = self.options
-    blocks = None
-    if options.block_k > 0 and options.block_k < context.space.groups.num_groups:
-      labels = coarsen_to_k(context.problem.graph, context.problem.costs,
-                            options.block_k, "heavy_edge", seed)
-      groups = context.space.groups
-      blocks = labels[[m[0] for m in groups.members]]
-    return local_search(context.space, context.start, self.budget(),
-                        config_from_options(LocalSearchConfig, options),
-                        seed=seed, progress=options.progress,
-                        start_step_time_s=context.start_step_time_s,
-                        blocks=blocks)
+    config = config_from_options(LocalSearchConfig, options)
+    budget = self.budget()
+    stage = (self.unit_stage(context, options.unit_chunks)
+             if options.unit_fraction > 0 else None)
+    start, start_time = context.start, context.start_step_time_s
+    if stage is not None:
+      first = local_search(stage.space, stage.start,
+                           budget.share(options.unit_fraction), config,
+                           seed=seed, progress=options.progress,
+                           start_step_time_s=start_time,
+                           desc="local_search (units)", end_when_stale=True)
+      start, start_time = first.group_devices[stage.unit_of], first.step_time_s
+      budget = budget.left_after(first)
+      if budget is None or first.interrupted or first.stop_reason:
+        second = SearchResult(start, start_time, start_time, 0, 0.0, ())
+        return self._chained(first, second, stage)
+    second = local_search(context.space, start, budget, config, seed=seed,
+                          progress=options.progress,
+                          start_step_time_s=start_time,
+                          blocks=self._blocks(context, seed))
+    return second if stage is None else self._chained(first, second, stage)
+
+  def _blocks(self, context: SearchContext,
+              seed: Optional[int]) -> Optional[np.ndarray]:
+    """int [G]: a block of a heavy-edge coarsening per searched group, for
+    block moves (None: no block moves)."""
+    groups = context.space.groups
+    if not 0 < self.options.block_k < groups.num_groups:
+      return None
+    labels = coarsen_to_k(context.problem.graph, context.problem.costs,
+                          self.options.block_k, "heavy_edge", seed)
+    return labels[[m[0] for m in groups.members]]
+
+  @staticmethod
+  def _chained(first: SearchResult, second: SearchResult,
+               stage: UnitStage) -> SearchResult:
+    """Both stages as one result, with a summary of each."""
+    def figures(result: SearchResult, name: str, groups: int) -> dict:
+      return {"stage": name, "groups": groups,
+              "evaluations": int(result.evaluations),
+              "seconds": round(float(result.seconds), 3),
+              "step_time_s": (float(result.step_time_s)
+                              if math.isfinite(result.step_time_s) else None)}
+    return chain_results(
+        first, second, stage.unit_of, algorithm="local_search",
+        stages=[figures(first, "units", stage.space.groups.num_groups),
+                figures(second, "colocation groups", len(stage.unit_of))])

@@ -124,6 +124,26 @@ class Budget:
       raise PlacementError(f"the search budget must be a positive number of "
                            f"evaluations, got {self.evaluations!r}")
 
+  def share(self, fraction: float) -> "Budget":
+    """`fraction` (in (0, 1]) of each limit, at least one evaluation."""
+    return Budget(
+        seconds=None if self.seconds is None else self.seconds * fraction,
+        evaluations=None if self.evaluations is None else
+        max(1, int(self.evaluations * fraction)))
+
+  def left_after(self, spent: "SearchResult") -> Optional["Budget"]:
+    """What is left after the search `spent` (None: nothing)."""
+    seconds = evaluations = None
+    if self.seconds is not None:
+      seconds = self.seconds - spent.seconds
+      if seconds <= 0:
+        return None
+    if self.evaluations is not None:
+      evaluations = self.evaluations - spent.evaluations
+      if evaluations <= 0:
+        return None
+    return Budget(seconds=seconds, evaluations=evaluations)
+
 
 def budget_from_options(budget_s: Optional[float],
                         max_evaluations: Optional[int]) -> Budget:
@@ -193,6 +213,45 @@ class SearchResult:
             "history": [[p.evaluations, round(p.seconds, 3),
                          number(p.best_step_time_s)] for p in self.history],
             **dict(self.extra)}
+
+
+def chain_results(first: SearchResult, second: SearchResult,
+                  to_second: np.ndarray, **extra) -> SearchResult:
+  """One result of two searches in a row: `first` over coarse groups, then
+  `second` over finer groups, started from `first`'s best.
+
+  Args:
+    first: the first search's result.
+    second: the second's (its start was `first`'s best, mapped).
+    to_second: int [G of second]: the first's group of each of the second's
+      groups (a first placement p maps to p[to_second]).
+    **extra: figures for `SearchResult.extra` (over `second`'s).
+
+  Returns:
+    The best of both, with the evaluations, seconds and history of both (the
+    second's shifted after the first's) and their top placements merged.
+  """
+  top = TopPlacements(KEEP_TOP)
+  for devices, t in first.top:
+    top.offer(devices[to_second][None, :], np.array([t]))
+  for devices, t in second.top:
+    top.offer(devices[None, :], np.array([t]))
+  best, best_time = first.group_devices[to_second], first.step_time_s
+  if second.step_time_s < best_time:
+    best, best_time = second.group_devices, second.step_time_s
+  later = tuple(
+      SearchPoint(p.evaluations + first.evaluations, p.seconds + first.seconds,
+                  p.best_step_time_s)
+      for p in second.history if p.best_step_time_s < first.step_time_s)
+  return SearchResult(
+      group_devices=np.asarray(best, dtype=np.int32),
+      step_time_s=best_time, start_step_time_s=first.start_step_time_s,
+      evaluations=first.evaluations + second.evaluations,
+      seconds=first.seconds + second.seconds,
+      history=first.history + later,
+      interrupted=first.interrupted or second.interrupted,
+      extra={**dict(second.extra), **extra}, top=top.best(),
+      stop_reason=first.stop_reason or second.stop_reason)
 
 
 class SearchRun:

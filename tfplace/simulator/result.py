@@ -61,6 +61,28 @@ class SimResult:
   def __str__(self) -> str:
     return self.format()
 
+  def to_dict(self) -> dict:
+    """The result as JSON-ready data, per device by name (what `tfplace
+    simulate --json` prints): step_time_s (None if infeasible), feasible,
+    peak_memory_bytes and device_busy_s as {device: value}, bytes_moved,
+    oom_devices (names)."""
+    names = self._names()
+    step = self.step_time_s if math.isfinite(self.step_time_s) else None
+    return {
+        "step_time_s": step, "feasible": bool(self.feasible),
+        "peak_memory_bytes": {n: int(v) for n, v in
+                              zip(names, self.peak_memory_bytes)},
+        "device_busy_s": {n: float(v) for n, v in
+                          zip(names, self.device_busy_s)},
+        "bytes_moved": int(self.bytes_moved),
+        "oom_devices": [names[i] for i in self.oom_devices]}
+
+  def _names(self, device_names: Optional[Sequence[str]] = None
+             ) -> Sequence[str]:
+    """Device names by index: given, stored, else "device 0", ..."""
+    return list(device_names or self.device_names or
+                [f"device {i}" for i in range(len(self.device_busy_s))])
+
   def format(self, device_names: Optional[Sequence[str]] = None) -> str:
     """The result as a few readable lines: step time, then per device its
     busy time and peak memory (of its capacity).
@@ -70,8 +92,7 @@ class SimResult:
         "device 0", "device 1", ...).
     """
     d = len(self.device_busy_s)
-    names = list(device_names or self.device_names or
-                 [f"device {i}" for i in range(d)])
+    names = self._names(device_names)
     if self.feasible and math.isfinite(self.step_time_s):
       head = f"step time {self.step_time_s * 1e3:.3f} ms"
     else:
