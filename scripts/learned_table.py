@@ -17,7 +17,8 @@ to --out_dir, with each learned run's TensorBoard curves under
   python scripts/learned_table.py --models mlp_towers:num_towers=8 \
       --clusters k80x4      # a graph no heuristic was tuned on
 
-Local search is the `local_search` placer with its max_evaluations set to
+Local search is the `local_search` placer (its default: a first stage
+over units, then the colocation groups) with its max_evaluations set to
 the learned run's evaluations; for the placers over ColocRL's units
 (colocrl, gdp, mars, placeto) a second row, "local_search (units)", runs it
 over those same units (`coarsen_method=start_chunks`): the same action space

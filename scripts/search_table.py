@@ -14,6 +14,7 @@ towers training step). Writes table.md and table.json to --out_dir.
 
   python scripts/search_table.py                       # the full 60-s table
   python scripts/search_table.py --budget_s 5 --graphs towers,layered_dag
+  python scripts/search_table.py --local_search_options unit_fraction=0
 """
 
 import json
@@ -36,6 +37,7 @@ from tfplace.experiments.compare_placers import (BASELINE_PLACERS,
                                                   compare_with_searches,
                                                   search_figures)
 from tfplace.io_utils import atomic_write
+from tfplace.placers.options import parse_option_text
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["rnnlm", "nmt", "inception_v3", "layered_dag",
@@ -44,6 +46,9 @@ flags.DEFINE_list("clusters", ["k80x2", "k80x4"], "cluster presets")
 flags.DEFINE_list("searches", list(SEARCH_PLACERS), "search placers")
 flags.DEFINE_float("budget_s", 60.0, "seconds each search may take")
 flags.DEFINE_integer("num_threads", 1, "simulator threads per search")
+flags.DEFINE_string("local_search_options", "",
+                    "more local_search options, e.g. unit_fraction=0 (the "
+                    "colocation groups alone, no first stage over units)")
 flags.DEFINE_integer("seed", 0, "random seed")
 flags.DEFINE_string("out_dir", None, "where to write table.md and table.json")
 
@@ -67,11 +72,15 @@ def _build(name: str):
 
 def _rows(graph, cluster_name: str) -> dict:
   """One graph x cluster: every run, the best heuristic and the targets."""
+  options = {s: {"num_threads": FLAGS.num_threads, "progress": False}
+             for s in FLAGS.searches}
+  if "local_search" in options:
+    options["local_search"].update(
+        parse_option_text(FLAGS.local_search_options))
   comparison = compare_with_searches(
       graph, load_cluster(cluster_name), BASELINE_PLACERS, FLAGS.searches,
       FLAGS.budget_s, seed=FLAGS.seed, progress=False,
-      search_options={s: {"num_threads": FLAGS.num_threads, "progress": False}
-                      for s in FLAGS.searches})
+      search_options=options)
   runs = list(comparison.runs)
   baselines = [r for r in runs if r.placer not in FLAGS.searches]
   best = min((r for r in baselines if r.feasible),
