@@ -38,6 +38,7 @@ from tfplace.experiments.compare_placers import (BASELINE_PLACERS,
                                                   search_figures)
 from tfplace.io_utils import atomic_write
 from tfplace.placers.options import parse_option_text
+from tfplace.placers.registry import get_placer
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("graphs", ["rnnlm", "nmt", "inception_v3", "layered_dag",
@@ -158,6 +159,9 @@ def main(argv):
   del argv
   for name in FLAGS.clusters:
     load_cluster(name)  # Bad names fail before any work.
+  if "local_search" in FLAGS.searches:  # So do bad options.
+    get_placer("local_search",
+               parse_option_text(FLAGS.local_search_options))
   results, start = [], time.perf_counter()
   for name in FLAGS.graphs:
     graph = _build(name)
