@@ -46,7 +46,8 @@ flags.DEFINE_list("graphs", ["rnnlm", "nmt", "inception_v3", "layered_dag",
 flags.DEFINE_list("clusters", ["k80x2", "k80x4"], "cluster presets")
 flags.DEFINE_list("searches", list(SEARCH_PLACERS), "search placers")
 flags.DEFINE_float("budget_s", 60.0, "seconds each search may take")
-flags.DEFINE_integer("num_threads", 1, "simulator threads per search")
+flags.DEFINE_integer("num_threads", 0,
+                     "simulator threads per search (0: every core)")
 flags.DEFINE_string("local_search_options", "",
                     "more local_search options, e.g. unit_fraction=0 (the "
                     "colocation groups alone, no first stage over units)")

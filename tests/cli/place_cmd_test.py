@@ -120,3 +120,15 @@ def test_learned_placer_flags(tmp_path):
   proc = run(GRAPH, "--cluster", "k80x2", "--placer", "colocrl",
              "--logdir", str(logdir), "--out", str(out))
   assert proc.returncode == 2 and "--resume" in proc.stderr
+
+
+def test_seed_on_a_deterministic_placer_is_a_warning(tmp_path):
+  out = tmp_path / "p.json"
+  proc = run(GRAPH, "--cluster", "k80x2", "--placer", "round_robin",
+             "--seed", "3", "--out", str(out))
+  assert proc.returncode == 0, proc.stderr
+  assert "--seed has no effect on round_robin" in proc.stderr
+  proc = run(GRAPH, "--cluster", "k80x2", "--placer", "hash", "--seed", "3",
+             "--out", str(tmp_path / "h.json"))
+  assert proc.returncode == 0, proc.stderr
+  assert "--seed has no effect" not in proc.stderr

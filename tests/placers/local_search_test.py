@@ -78,3 +78,13 @@ def test_a_search_told_to_end_when_stale_ends_before_its_budget():
   full = local_search(space, np.zeros(4, np.int32), budget, config, seed=0,
                       progress=False)
   assert full.step_time_s == 2.0 and full.evaluations == 2000
+
+
+def test_distinct_neighbours_keep_the_order_first_seen():
+  from tfplace.placers.local_search import _distinct_rows
+  rows = np.array([[2, 0, 1], [0, 1, 1], [2, 0, 1], [1, 1, 0], [0, 1, 1]],
+                  np.int32)
+  assert _distinct_rows(rows).tolist() == [[2, 0, 1], [0, 1, 1], [1, 1, 0]]
+  # Every row hashed alike: the exact check falls back to np.unique.
+  same = _distinct_rows(rows, weights=np.zeros(3, np.int64))
+  assert sorted(same.tolist()) == [[0, 1, 1], [1, 1, 0], [2, 0, 1]]

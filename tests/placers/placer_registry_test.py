@@ -130,3 +130,23 @@ def test_describe_placers_lists_every_placer_and_its_options():
     assert f"  {name} (heuristic)" in text
   assert "memory_fraction (float, default 1.0)" in text
   assert "single_cpu (heuristic): no options" in text
+
+
+def test_placers_that_ignore_the_seed_say_so():
+  from tfplace.cost.presets import load_cluster
+  from tfplace.models.synthetic import build_synthetic
+  graph = build_synthetic("layered_dag", num_ops=300, width=12, seed=1)
+  problem = PlacementProblem.build(graph, load_cluster("k80x2"))
+
+  def devices(name, seed):
+    placement = registry.get_placer(name).place(problem, seed)
+    return placement.to_array(graph, problem.cluster).tolist()
+
+  fixed = [n for n in registry.list_placers()
+           if not registry.get_placer(n).uses_seed]
+  assert {"m_etf", "expert", "single_gpu", "multi_objective"} <= set(fixed)
+  for name in fixed:
+    assert devices(name, 0) == devices(name, 5), name
+  # The check tells a seeded placer apart.
+  assert registry.get_placer("hash").uses_seed
+  assert devices("hash", 0) != devices("hash", 5)

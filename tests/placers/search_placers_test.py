@@ -50,7 +50,7 @@ def test_best_heuristic_start_is_the_fastest_heuristic():
     ({"budget_s": -1.5}, "positive number of seconds"),
     ({"max_evaluations": -1}, "max_evaluations must be >= 0"),
     ({"coarsen_method": "spectral"}, "coarsen_method"),
-    ({"num_threads": 0}, "num_threads"),
+    ({"num_threads": -1}, "num_threads"),
     ({"unit_fraction": 1.0}, "unit_fraction must be in"),
     ({"unit_fraction": -0.1}, "unit_fraction must be in"),
     ({"unit_chunks": 0}, "unit_chunks must be >= 1"),

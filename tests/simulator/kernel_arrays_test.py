@@ -52,5 +52,16 @@ def test_parallel_batches_give_the_same_step_times():
   ids[:, np.isinf(sim.costs.compute_s[:, 1])] = 0  # CPU-only ops.
   one = sim.simulate_batch(ids)
   np.testing.assert_array_equal(sim.simulate_batch(ids, num_threads=2), one)
+  np.testing.assert_array_equal(sim.simulate_batch(ids, num_threads=0), one)
   assert np.isfinite(one).all()
   assert one.tolist() == [sim.simulate(row).step_time_s for row in ids]
+
+
+def test_all_cores_means_the_ones_this_process_may_use(monkeypatch):
+  from tfplace.simulator import simulator
+  monkeypatch.setattr(simulator.os, "sched_getaffinity", lambda pid: {0, 3},
+                      raising=False)
+  monkeypatch.setattr(simulator.numba.config, "NUMBA_NUM_THREADS", 8)
+  assert simulator.usable_threads() == 2
+  monkeypatch.setattr(simulator.numba.config, "NUMBA_NUM_THREADS", 1)
+  assert simulator.usable_threads() == 1

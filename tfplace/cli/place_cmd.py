@@ -59,6 +59,7 @@ import sys
 from typing import Dict, List
 
 from absl import flags
+from absl import logging
 
 from tfplace import interrupts
 from tfplace.cli import input_flags, real_flags
@@ -79,7 +80,9 @@ _INIT = flags.DEFINE_string(
     "init", None, "search and learned placers: the start placement: "
     "best_heuristic, a placer name or a placement JSON (the placer option "
     "init)")
-_SEED = flags.DEFINE_integer("seed", None, "random seed for the placer")
+_SEED = flags.DEFINE_integer(
+    "seed", None, "random seed for the placer (hash, min-cut, searches and "
+    "learned placers; the others are deterministic)")
 _COST_MODEL = flags.DEFINE_string(
     "cost_model", None, "op cost model: analytical, grappler or calibrated "
     "(default: analytical, or calibrated when --calibration is given)")
@@ -135,7 +138,10 @@ def main(argv: List[str]) -> None:
                                       _CALIBRATION.value])
   real_flags.check_flags()
   options = placer_options()
-  get_placer(_PLACER.value, options)  # Bad name/options first.
+  placer = get_placer(_PLACER.value, options)  # Bad name/options first.
+  if _SEED.value is not None and not placer.uses_seed:
+    logging.warning("--seed has no effect on %s: its placement does not "
+                    "depend on a seed", _PLACER.value)
   cluster, cost_model = cluster_and_cost_model(
       _CLUSTER.value, _COST_MODEL.value, _CALIBRATION.value)
   graph = import_graph(argv[1], loop_trip_counts=parse_loop_trip_counts(

@@ -237,6 +237,7 @@ class BaechiPlacer(Placer):
   """
 
   Options = BaechiOptions
+  uses_seed = False
 
   def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:

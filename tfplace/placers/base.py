@@ -52,12 +52,15 @@ class Placer(abc.ABC):
   Attributes:
     name: the CLI name (set by `register_placer`).
     kind: heuristic, search or learned.
+    uses_seed: False for a placer whose placement does not depend on the
+      seed (the CLI says so when `--seed` is given).
     Options: the frozen dataclass of this placer's options.
     options: this instance's options.
   """
 
   name: ClassVar[str] = "placer"
   kind: ClassVar[PlacerKind] = PlacerKind.HEURISTIC
+  uses_seed: ClassVar[bool] = True
   Options: ClassVar[type] = NoOptions
 
   def __init__(self, options=None):

@@ -59,6 +59,8 @@ class ExpertPlacer(Placer):
   fastest GPU; without GPUs, on the CPU.
   """
 
+  uses_seed = False
+
   def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
     graph, groups, cluster = problem.graph, problem.groups, problem.cluster

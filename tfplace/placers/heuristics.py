@@ -93,6 +93,8 @@ class SingleCpuPlacer(Placer):
   et al., ICML 2017). Ops without a CPU kernel go to a device that has one.
   """
 
+  uses_seed = False
+
   def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
     cpu = _first_of_type(problem.cluster, "CPU")
@@ -106,6 +108,8 @@ class SingleGpuPlacer(Placer):
   memory: a graph too big for one GPU is reported infeasible by the
   simulator.
   """
+
+  uses_seed = False
 
   def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
@@ -125,6 +129,8 @@ class RoundRobinPlacer(Placer):
   A group that has no kernel or no memory left on its turn's device goes to
   the next device that can take it.
   """
+
+  uses_seed = False
 
   def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
@@ -188,6 +194,8 @@ class CriticalPathPlacer(Placer):
   the device's load earliest, keeping the load balanced (kernels and the
   memory estimate respected where possible).
   """
+
+  uses_seed = False
 
   def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:

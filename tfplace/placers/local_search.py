@@ -111,7 +111,7 @@ class _Neighbours:
       else:
         self._move(out[row], a)
     changed = (out != x[None, :]).any(axis=1)
-    return np.unique(out[changed], axis=0)
+    return _distinct_rows(out[changed])
 
   def _move(self, y: np.ndarray, g: int) -> None:
     lo, hi = self._nbr_ptr[g], self._nbr_ptr[g + 1]
@@ -139,6 +139,29 @@ class _Neighbours:
       return False
     y[a], y[b] = db, da
     return True
+
+
+def _distinct_rows(rows: np.ndarray,
+                   weights: Optional[np.ndarray] = None) -> np.ndarray:
+  """The distinct rows of `rows` [B, G], in the order first seen.
+
+  Rows are told apart by a hash (the sum of the row times `weights`, int64
+  [G]; default random 64-bit), checked exactly: where two different rows
+  share a hash (odds ~B^2 / 2^64) it falls back to `np.unique(axis=0)`, which
+  sorts whole rows and took a third of a local search's time on NMT's
+  16,901 groups.
+  """
+  if len(rows) < 2:
+    return rows
+  if weights is None:
+    weights = np.random.default_rng(0).integers(
+        1, np.iinfo(np.int64).max, size=rows.shape[1], dtype=np.int64)
+  with np.errstate(over="ignore"):
+    keys = (rows.astype(np.int64) * weights[None, :]).sum(axis=1)
+  _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+  if not np.array_equal(rows, rows[first[inverse.ravel()]]):
+    return np.unique(rows, axis=0)  # A hash collision.
+  return rows[np.sort(first)]
 
 
 def local_search(space: SearchSpace, start: np.ndarray, budget: Budget,

@@ -165,6 +165,7 @@ class MultiObjectivePlacer(Placer):
   """
 
   kind = PlacerKind.HEURISTIC
+  uses_seed = False
 
   @dataclasses.dataclass(frozen=True)
   class Options:

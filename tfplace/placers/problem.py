@@ -75,6 +75,8 @@ class PlacementProblem:
 
   def simulate_groups(self, group_devices: np.ndarray) -> np.ndarray:
     """float64 [B]: simulated step times of group placements [B, G]
-    (inf where infeasible)."""
+    (inf where infeasible), the batch split over every core this process
+    may use."""
     batch = np.atleast_2d(group_devices)
-    return self.simulator.simulate_batch(self.groups.expand(batch))
+    return self.simulator.simulate_batch(self.groups.expand(batch),
+                                         num_threads=0)

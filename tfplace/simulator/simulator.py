@@ -86,6 +86,7 @@ evaluates many placements in one call, which is what the learned placers use.
 """
 
 import copy
+import os
 from typing import Optional, Tuple
 
 import numba
@@ -101,6 +102,17 @@ from tfplace.simulator.result import ScheduledOp, ScheduledTransfer, SimResult
 
 # Ops whose value the client feeds (to its own device, see the module doc).
 FED_OP_TYPES = ("Placeholder", "PlaceholderV2")
+
+
+def usable_threads() -> int:
+  """The simulator threads a batch may use when asked for all
+  (`num_threads=0`): the cores this process may run on, at most numba's
+  pool (`NUMBA_NUM_THREADS`)."""
+  try:
+    cores = len(os.sched_getaffinity(0))
+  except AttributeError:  # Not on Linux.
+    cores = os.cpu_count() or 1
+  return max(1, min(cores, numba.config.NUMBA_NUM_THREADS))
 
 
 class Simulator:
@@ -286,7 +298,9 @@ class Simulator:
     Args:
       device_ids: int [B, M].
       num_threads: with more than 1, the rows are split over that many
-        threads of numba's pool (at most `numba.config.NUMBA_NUM_THREADS`).
+        threads of numba's pool (at most `numba.config.NUMBA_NUM_THREADS`);
+        0: every core this process may use (`usable_threads`). The results
+        are the same with any number.
 
     Returns:
       float64 [B]: step time per placement, inf where infeasible.
@@ -314,7 +328,8 @@ class Simulator:
                  num_threads: int):
     g, c = self._kernel_args[id(arrays)]
     strict = arrays is not self._all
-    threads = min(int(num_threads), len(devs), numba.config.NUMBA_NUM_THREADS)
+    threads = min(int(num_threads) or usable_threads(), len(devs),
+                  numba.config.NUMBA_NUM_THREADS)
     if threads <= 1:
       return kernel.run_batch(devs, g, c, strict)
     previous = numba.get_num_threads()
