@@ -75,8 +75,11 @@ class PlacementProblem:
 
   def simulate_groups(self, group_devices: np.ndarray) -> np.ndarray:
     """float64 [B]: simulated step times of group placements [B, G]
-    (inf where infeasible), the batch split over every core this process
-    may use."""
+    (inf where infeasible).
+
+    One simulator thread: the learned placers call this between TensorFlow
+    steps, and numba's OpenMP threads, which spin after a batch, starved
+    TensorFlow (Mars with PPO on RNNLM: 26 samples/s on one thread, 6 on
+    two; WORKSPACE_NOTES.md, "Faster searches")."""
     batch = np.atleast_2d(group_devices)
-    return self.simulator.simulate_batch(self.groups.expand(batch),
-                                         num_threads=0)
+    return self.simulator.simulate_batch(self.groups.expand(batch))
