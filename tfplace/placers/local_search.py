@@ -78,6 +78,7 @@ class _Neighbours:
       self._blocks = [b for b in np.split(order, bounds) if len(b) > 1]
     self._allowed = space.allowed
     self._config, self._rng = config, rng
+    self._hash_weights = _hash_weights(groups.num_groups)
     g = groups.num_groups
     src = np.concatenate([groups.edge_src, groups.edge_dst]).astype(np.int64)
     dst = np.concatenate([groups.edge_dst, groups.edge_src]).astype(np.int64)
@@ -111,7 +112,7 @@ class _Neighbours:
       else:
         self._move(out[row], a)
     changed = (out != x[None, :]).any(axis=1)
-    return _distinct_rows(out[changed])
+    return _distinct_rows(out[changed], self._hash_weights)
 
   def _move(self, y: np.ndarray, g: int) -> None:
     lo, hi = self._nbr_ptr[g], self._nbr_ptr[g + 1]
@@ -141,12 +142,18 @@ class _Neighbours:
     return True
 
 
+def _hash_weights(width: int) -> np.ndarray:
+  """int64 [width]: random 64-bit weights for `_distinct_rows`."""
+  return np.random.default_rng(0).integers(1, np.iinfo(np.int64).max,
+                                           size=width, dtype=np.int64)
+
+
 def _distinct_rows(rows: np.ndarray,
                    weights: Optional[np.ndarray] = None) -> np.ndarray:
   """The distinct rows of `rows` [B, G], in the order first seen.
 
   Rows are told apart by a hash (the sum of the row times `weights`, int64
-  [G]; default random 64-bit), checked exactly: where two different rows
+  [G]; default `_hash_weights`), checked exactly: where two different rows
   share a hash (odds ~B^2 / 2^64) it falls back to `np.unique(axis=0)`, which
   sorts whole rows and took a third of a local search's time on NMT's
   16,901 groups.
@@ -154,8 +161,7 @@ def _distinct_rows(rows: np.ndarray,
   if len(rows) < 2:
     return rows
   if weights is None:
-    weights = np.random.default_rng(0).integers(
-        1, np.iinfo(np.int64).max, size=rows.shape[1], dtype=np.int64)
+    weights = _hash_weights(rows.shape[1])
   with np.errstate(over="ignore"):
     keys = (rows.astype(np.int64) * weights[None, :]).sum(axis=1)
   _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)

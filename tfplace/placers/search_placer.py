@@ -29,7 +29,6 @@ from tfplace.placers.search_support import (Budget, SearchResult, SearchSpace,
                                             StartPlacement, budget_from_options,
                                             same_time_key, start_placement)
 from tfplace.grouping.chunks import unit_group_graph, units
-from tfplace.simulator.simulator import usable_threads
 
 START_CHUNKS = "start_chunks"
 COARSEN_METHODS = METHODS + (START_CHUNKS,)
@@ -251,15 +250,10 @@ class UnitStage:
 
 def search_space(problem, groups: GroupGraph,
                  num_threads: int = 1) -> SearchSpace:
-  """`groups` of `problem` with the problem's simulator as evaluator.
-
-  With more than one thread the parallel kernel is compiled here, before
-  a search's clock starts (on a fresh install ~9 s, which took the first
-  evaluation of the main job's local search)."""
+  """`groups` of `problem` with the problem's simulator as evaluator
+  (its parallel kernel compiled before a search's clock starts)."""
   simulator = problem.simulator
-  if (num_threads or usable_threads()) > 1:
-    simulator.simulate_batch(np.zeros((2, problem.graph.num_ops), np.int32),
-                             num_threads=2)
+  simulator.prepare_threads(num_threads)
 
   def evaluate(candidates: np.ndarray) -> np.ndarray:
     return simulator.simulate_batch(groups.expand(candidates),

@@ -115,6 +115,12 @@ def usable_threads() -> int:
   return max(1, min(cores, numba.config.NUMBA_NUM_THREADS))
 
 
+def _threads(num_threads: int, rows: int) -> int:
+  """The threads a batch of `rows` placements runs on (0: all usable)."""
+  return min(int(num_threads) or usable_threads(), rows,
+             numba.config.NUMBA_NUM_THREADS)
+
+
 class Simulator:
   """Simulates placements of one graph on one cluster with fixed op costs.
 
@@ -312,6 +318,16 @@ class Simulator:
       steps[redo] = self._run_batch(devs[redo], self._all, num_threads)[0]
     return steps + self._run_overheads(devs)
 
+  def prepare_threads(self, num_threads: int) -> None:
+    """Compiles (or loads from numba's cache) the parallel kernel now if
+    `simulate_batch(..., num_threads)` will use it and this process has not
+    yet: on a fresh install ~9 s, which a timed search should not pay
+    inside its budget."""
+    if (_threads(num_threads, 2) > 1
+        and not kernel.run_batch_parallel.signatures):
+      self.simulate_batch(np.zeros((2, self.graph.num_ops), np.int32),
+                          num_threads=2)
+
   def _run_overheads(self, devs: np.ndarray) -> np.ndarray:
     """float64 [B]: the summed `run_overhead_s` of the devices that run
     training-step ops in each of B placements [B, M] (zeros when no device
@@ -328,8 +344,7 @@ class Simulator:
                  num_threads: int):
     g, c = self._kernel_args[id(arrays)]
     strict = arrays is not self._all
-    threads = min(int(num_threads) or usable_threads(), len(devs),
-                  numba.config.NUMBA_NUM_THREADS)
+    threads = _threads(num_threads, len(devs))
     if threads <= 1:
       return kernel.run_batch(devs, g, c, strict)
     previous = numba.get_num_threads()
