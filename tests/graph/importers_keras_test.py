@@ -44,12 +44,73 @@ def test_keras_random_data_and_dropout_are_deterministic():
 def test_keras_needs_a_loss_and_a_known_optimizer():
   with pytest.raises(GraphImportError, match="loss"):
     import_graph(_model())
-  with pytest.raises(GraphImportError, match="unknown optimizer"):
+  with pytest.raises(GraphImportError, match="unknown optimizer.*'adamw'"):
     import_graph(_model(), loss="mse", optimizer="nosuch")
   with pytest.raises(GraphImportError, match="unknown loss 'nosuch'"):
     import_graph(_model(), loss="nosuch")
   with pytest.raises(GraphImportError, match="must be >= 1, got 0"):
     import_graph(_model(), loss="mse", batch_size=0)
+
+
+@pytest.mark.parametrize("optimizer", ["AdamW", "Lion"])
+def test_optimizer_without_a_graph_mode_twin_trains_as_eagerly(optimizer):
+  # AdamW and Lion have no legacy twin: the step is traced as a tf.function.
+  # The imported step's second loss is the loss after one update: the same
+  # as one eager step of the same optimizer on a copy of the model.
+  model = _model()
+  x = np.random.RandomState(2).randn(6, 3).astype(np.float32)
+  y = np.array([0, 1, 1, 0, 1, 0])
+  config = {"learning_rate": 0.2, "weight_decay": 0.5}
+  opt = getattr(tf_keras.optimizers, optimizer)(**config)
+  g = import_graph(model, loss="sparse_categorical_crossentropy",
+                   optimizer=opt, x=x, y=y)
+  assert any(op.name.startswith(type(opt).__name__) for op in g.ops)
+  twice = run_training_step(g.graph_def, g.fetches, steps=2).loss
+
+  def eager_loss(m):
+    return float(np.mean(tf_keras.losses.sparse_categorical_crossentropy(
+        y, m(x))))
+
+  before = eager_loss(model)
+  copy = tf_keras.models.clone_model(model)
+  copy.set_weights(model.get_weights())
+  eager_opt = type(opt).from_config(opt.get_config())
+  import tensorflow as tf
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
+        y, copy(x)))
+  eager_opt.apply_gradients(zip(tape.gradient(loss, copy.trainable_variables),
+                                copy.trainable_variables))
+  assert twice == pytest.approx(eager_loss(copy), rel=1e-4)
+  assert abs(twice - before) > 1e-3  # The update moved the loss.
+  assert eager_loss(model) == before  # Tracing left the model alone.
+
+
+@pytest.mark.parametrize("name", ["adamw", "Lion", "adafactor"])
+def test_optimizer_without_a_graph_mode_twin_by_name(name):
+  g = import_graph(_model(), loss="mse", optimizer=name, batch_size=4)
+  assert any(op.name.lower().startswith(name.lower()) for op in g.ops)
+  assert np.isfinite(run_training_step(g.graph_def, g.fetches).loss)
+
+
+class _MySGD(tf_keras.optimizers.SGD):
+  """A user's own optimizer class (no legacy twin: traced)."""
+
+
+class _MyLegacySGD(tf_keras.optimizers.legacy.SGD):
+  """A user's own graph-mode optimizer class (built in the graph)."""
+
+
+def test_your_own_optimizer_class_of_either_kind_trains_as_its_base():
+  model = _model()
+  losses = {}
+  for cls in (tf_keras.optimizers.SGD, _MySGD, _MyLegacySGD):
+    g = import_graph(model, loss="mse", optimizer=cls(0.5), batch_size=4)
+    losses[cls] = run_training_step(g.graph_def, g.fetches, steps=2).loss
+  assert losses[_MySGD] == pytest.approx(losses[tf_keras.optimizers.SGD],
+                                         rel=1e-5)
+  assert losses[_MyLegacySGD] == pytest.approx(
+      losses[tf_keras.optimizers.SGD], rel=1e-5)
 
 
 def test_functional_conv_batchnorm_model_runs_with_its_updates():

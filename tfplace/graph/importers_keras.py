@@ -8,7 +8,8 @@ the graph-mode (legacy) twin of the optimizer. The ops are named "loss",
 ... for a model with several inputs or outputs (each output's loss is
 averaged over the batch and the outputs' losses are summed, as
 `Model.compile` does with equal weights). A subclassed model cannot be
-cloned: its step is a tf.function on the model's own variables (a fresh
+cloned, and the newer optimizers (AdamW, Lion, Adafactor) have no graph-mode
+twin: then the step is a tf.function on the model's own variables (a fresh
 optimizer of the same class and config), imported by `importers_function`.
 """
 
@@ -34,8 +35,9 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
       output; or for several outputs a list (one per output, in
       `model.outputs` order) or a dict keyed by output name.
     optimizer: a Keras optimizer (name or instance); the legacy optimizer of
-      the same class and config runs the update (a subclassed model: a new
-      instance of the same class and config).
+      the same class and config runs the update (a subclassed model, or an
+      optimizer without a legacy twin such as AdamW: a new instance of the
+      same class and config, in a traced tf.function).
     batch_size: rows of random data when `x` is not given.
     x: sample inputs (become Consts): an array, or for a model with several
       inputs a list (in `model.inputs` order) or a dict keyed by input name.
@@ -58,13 +60,15 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
   if not model.built:
     raise GraphImportError(f"Keras model {model.name!r} is not built; call it "
                            "on data or give it an input shape first")
-  if not getattr(model, "_is_graph_network", False):
-    return _from_subclassed(model, loss, optimizer, batch_size, x, y,
-                            name, unknown_dim, seed, train_ops, init_ops,
-                            loop_trip_counts)
+  functional = getattr(model, "_is_graph_network", False)
+  twin = _legacy_optimizer(optimizer)  # Eagerly: reads values.
+  if not functional or twin is None:
+    return _from_traced_step(model, loss, optimizer, batch_size, x, y,
+                             name, unknown_dim, seed, train_ops, init_ops,
+                             loop_trip_counts)
   loss_fns = _losses(loss, list(model.output_names))
   x, y = _data(model, loss_fns, batch_size, x, y, unknown_dim, seed)
-  opt_cls, opt_config = _legacy_optimizer(optimizer)  # Eagerly: reads values.
+  opt_cls, opt_config = twin
   weights = model.get_weights()
   try:
     graph, loss_t, train, init = _build_step(model, loss_fns, opt_cls,
@@ -112,14 +116,15 @@ def _build_step(model, loss_fns, opt_cls, opt_config, weights, x, y, seed):
   return graph, loss_t, train, init
 
 
-def _from_subclassed(model, loss, optimizer, batch_size, x, y, name,
-                     unknown_dim, seed, train_ops, init_ops,
-                     loop_trip_counts) -> OpGraph:
-  """A subclassed model (its layers cannot be cloned into a graph): its
-  training step as a tf.function on the model's own variables, with a
-  fresh optimizer of the same class and config, imported through
-  `importers_function` (the data are Consts, the variables start from the
-  model's weights; tracing runs nothing, so the model is left as it was).
+def _from_traced_step(model, loss, optimizer, batch_size, x, y, name,
+                      unknown_dim, seed, train_ops, init_ops,
+                      loop_trip_counts) -> OpGraph:
+  """A subclassed model (its layers cannot be cloned into a graph), or a
+  model whose optimizer has no graph-mode twin: its training step as a
+  tf.function on the model's own variables, with a fresh optimizer of the
+  same class and config, imported through `importers_function` (the data
+  are Consts, the variables start from the model's weights; tracing runs
+  nothing, so the model is left as it was).
   """
   import tensorflow as tf
   import tf_keras
@@ -141,13 +146,15 @@ def _from_subclassed(model, loss, optimizer, batch_size, x, y, name,
       tf.nest.pack_sequence_as(structure, [tf.constant(v) for v in x]),
       training=False)).get_concrete_function().structured_outputs)
   output_names = [f"output_{i + 1}" for i in range(len(outputs))]
+  if getattr(model, "_is_graph_network", False):
+    output_names = list(model.output_names)
   loss_fns = _losses(loss, output_names)
   if y is None:
     y = [_labels(tuple(o.shape), fn, rng) for o, fn in zip(outputs, loss_fns)]
   else:
     y = _as_list(y, output_names, "y")
   if isinstance(optimizer, str):
-    opt = tf_keras.optimizers.get(optimizer)
+    opt = getattr(tf_keras.optimizers, _optimizer_name(optimizer))()
   else:
     opt = type(optimizer).from_config(optimizer.get_config())
 
@@ -247,33 +254,55 @@ def _initializer(weights, clone):
 
 
 def _legacy_optimizer(optimizer):
-  """The tf_keras legacy (graph-mode) optimizer class and kwargs to make it.
+  """The tf_keras legacy (graph-mode) optimizer class and kwargs to make it,
+  or None when it has none (AdamW, Lion, Adafactor: the step is traced).
 
   Call eagerly: reading a Keras 3-style optimizer's config needs eager values.
+
+  Raises:
+    GraphImportError: an optimizer name tf_keras does not know.
   """
   import tf_keras
   legacy = tf_keras.optimizers.legacy
   if hasattr(optimizer, "inner_optimizer"):  # A LossScaleOptimizer.
-    inner_cls, inner_config = _legacy_optimizer(optimizer.inner_optimizer)
+    inner = _legacy_optimizer(optimizer.inner_optimizer)
+    if inner is None:
+      return None
+    inner_cls, inner_config = inner
     scale = {k: v for k, v in optimizer.get_config().items()
              if k in ("dynamic", "initial_scale", "dynamic_growth_steps")}
     return (lambda: tf_keras.mixed_precision.LossScaleOptimizer(
         inner_cls(**inner_config), **scale)), {}
   if isinstance(optimizer, str):
-    names = {n.lower(): n for n in dir(legacy)
-             if not n.startswith("_") and n != "Optimizer"}
-    if optimizer.lower() not in names:
-      raise GraphImportError(f"unknown optimizer {optimizer!r}; one of "
-                             f"{sorted(names)}")
-    return getattr(legacy, names[optimizer.lower()]), {}
-  cls = getattr(legacy, type(optimizer).__name__, None)
+    cls = getattr(legacy, _optimizer_name(optimizer), None)
+    return None if cls is None else (cls, {})
+  if isinstance(optimizer, legacy.Optimizer):  # Its own class is one.
+    cls = type(optimizer)
+  else:
+    cls = getattr(legacy, type(optimizer).__name__, None)
   if cls is None:
-    raise GraphImportError(f"optimizer {type(optimizer).__name__} has no "
-                           "graph-mode (legacy) tf_keras equivalent")
+    return None
   params = set(inspect.signature(cls.__init__).parameters)
   config = {k: v for k, v in optimizer.get_config().items()
             if k in params and k != "name"}
   return cls, config
+
+
+def _optimizer_name(name: str) -> str:
+  """The tf_keras optimizer class that `name` names, in any case ("adamw":
+  "AdamW").
+
+  Raises:
+    GraphImportError: tf_keras has no optimizer of that name.
+  """
+  import tf_keras
+  names = {n.lower(): n for n, v in vars(tf_keras.optimizers).items()
+           if n != "Optimizer" and isinstance(v, type)
+           and issubclass(v, tf_keras.optimizers.Optimizer)}
+  if name.lower() not in names:
+    raise GraphImportError(f"unknown optimizer {name!r}; one of "
+                           f"{sorted(names)}")
+  return names[name.lower()]
 
 
 def _data_name(prefix: str, index: int, count: int) -> str:
