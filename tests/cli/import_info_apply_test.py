@@ -119,7 +119,8 @@ def test_import_a_saved_keras_model_then_place_it(tmp_path):
   model.save(saved)
   out = str(tmp_path / "mlp.meta")
   no_loss = _tfplace("import", saved, "--out", out)
-  assert no_loss.returncode == 2 and "needs --loss" in no_loss.stderr
+  assert no_loss.returncode == 2 and "saved uncompiled" in no_loss.stderr
+  assert "needs --loss" in no_loss.stderr
   assert not os.path.exists(out)
   done = _tfplace("import", saved, "--loss", "sparse_categorical_crossentropy",
                   "--optimizer", "adam", "--batch_size", "5", "--out", out,
@@ -137,3 +138,32 @@ def test_import_a_saved_keras_model_then_place_it(tmp_path):
   broken.write_bytes(b"not a keras file")
   bad = _tfplace("import", str(broken), "--loss", "mse", "--out", out)
   assert bad.returncode == 2 and "cannot load it" in bad.stderr
+
+
+@pytest.mark.parametrize("file_name", ["mlp.keras", "mlp_saved_model"])
+def test_a_compiled_keras_model_brings_its_loss_and_optimizer(tmp_path,
+                                                              file_name):
+  import tf_keras
+  model = tf_keras.Sequential([tf_keras.Input((6,)),
+                               tf_keras.layers.Dense(8, activation="relu"),
+                               tf_keras.layers.Dense(3)])
+  model.compile(optimizer=tf_keras.optimizers.AdamW(0.01),
+                loss="sparse_categorical_crossentropy")
+  saved = str(tmp_path / file_name)
+  model.save(saved)  # No suffix: a SavedModel folder.
+  out = str(tmp_path / "mlp.meta")
+  import_cmd.run(saved, None, out, batch_size=4)
+  graph, _ = graph_io.read_graph_file(out)
+  assert any(n.op == "SparseSoftmaxCrossEntropyWithLogits"
+             for n in graph.node)
+  assert any(n.name.startswith("AdamW/") for n in graph.node)
+  import_cmd.run(saved, None, out, optimizer="sgd", batch_size=4)
+  graph, _ = graph_io.read_graph_file(out)
+  assert not any(n.name.startswith("AdamW/") for n in graph.node)
+
+
+def test_a_folder_that_is_not_a_keras_saved_model_is_refused(tmp_path):
+  (tmp_path / "saved_model.pb").write_bytes(b"")
+  with pytest.raises(GraphImportError, match="not a SavedModel of a Keras"):
+    import_cmd.run(str(tmp_path), None, str(tmp_path / "g.meta"))
+  assert not (tmp_path / "g.meta").exists()

@@ -42,7 +42,7 @@ def test_keras_random_data_and_dropout_are_deterministic():
 
 
 def test_keras_needs_a_loss_and_a_known_optimizer():
-  with pytest.raises(GraphImportError, match="loss"):
+  with pytest.raises(GraphImportError, match="needs loss="):
     import_graph(_model())
   with pytest.raises(GraphImportError, match="unknown optimizer.*'adamw'"):
     import_graph(_model(), loss="mse", optimizer="nosuch")
@@ -111,6 +111,20 @@ def test_your_own_optimizer_class_of_either_kind_trains_as_its_base():
                                          rel=1e-5)
   assert losses[_MyLegacySGD] == pytest.approx(
       losses[tf_keras.optimizers.SGD], rel=1e-5)
+
+
+def test_a_compiled_model_brings_its_loss_and_optimizer():
+  model = _model()
+  model.compile(optimizer=tf_keras.optimizers.Adam(0.1), loss="mse")
+  g = import_graph(model, batch_size=4)
+  assert any(op.type == "ResourceApplyAdam" for op in g.ops)
+  assert any(op.type == "SquaredDifference" for op in g.ops)
+  g = import_graph(model, loss="sparse_categorical_crossentropy",
+                   optimizer="sgd", batch_size=4)  # Given: these win.
+  assert not any(op.type == "ResourceApplyAdam" for op in g.ops)
+  assert not any(op.type == "SquaredDifference" for op in g.ops)
+  with pytest.raises(GraphImportError, match="compiled with a loss"):
+    import_graph(_model(), batch_size=4)
 
 
 def test_functional_conv_batchnorm_model_runs_with_its_updates():

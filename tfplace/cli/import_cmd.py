@@ -3,15 +3,17 @@
   tfplace import GRAPH_FILE --out FILE [--json] [--loop_trip_counts L=N,...]
                  [--batch_size N] [--input_shapes name=DxD,...]
                  [--loss TENSOR]
-  tfplace import MODEL.keras --loss LOSS [--optimizer sgd] [--batch_size 32]
-                 --out FILE [--json]
+  tfplace import MODEL.keras [--loss LOSS] [--optimizer NAME]
+                 [--batch_size 32] --out FILE [--json]
   tfplace import --model NAME --out FILE [--json]
 
-A saved Keras model (.keras, .h5 or .hdf5, loaded with tf_keras without its
-compile state) becomes its training step with --loss (a Keras loss name,
-for every output) and --optimizer (a Keras optimizer name), fed seeded
-random data of --batch_size rows (`tfplace.import_graph`); a model with
-custom layers cannot be loaded here: import it in Python. FILE is a
+A saved Keras model (a .keras, .h5 or .hdf5 file, or a SavedModel folder
+that tf_keras saved) becomes its training step, fed seeded random data of
+--batch_size rows (`tfplace.import_graph`), with the loss and optimizer it
+was compiled with, or --loss (a Keras loss name, for every output; needed
+when it was saved uncompiled) and --optimizer (a Keras optimizer name;
+default the compiled one, else sgd); a model with custom layers cannot be
+loaded here: import it in Python. FILE is a
 MetaGraphDef (keeping the train_op, losses and init_op collections)
 when it ends with .meta or .meta.pbtxt, else a GraphDef; text when it ends
 with .pbtxt. Prints the graph's summary. Trip counts given with
@@ -41,11 +43,12 @@ _JSON = flags.DEFINE_bool("json", False, "print the summary as JSON",
                           allow_override=True)
 flags.adopt_module_key_flags(input_flags)
 _LOSS = flags.DEFINE_string("loss", None, "a saved Keras model: its loss "
-                            "(a Keras loss name); a graph file: its loss "
-                            "tensor (detected when not given)",
-                            allow_override=True)
-_OPTIMIZER = flags.DEFINE_string("optimizer", "sgd", "a saved Keras model: "
-                                 "its optimizer (a Keras optimizer name)",
+                            "(a Keras loss name; default: the compiled "
+                            "one); a graph file: its loss tensor (detected "
+                            "when not given)", allow_override=True)
+_OPTIMIZER = flags.DEFINE_string("optimizer", None, "a saved Keras model: "
+                                 "its optimizer (a Keras optimizer name; "
+                                 "default: the compiled one, else sgd)",
                                  allow_override=True)
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 _LOOP_TRIP_COUNTS = flags.DEFINE_string(
@@ -74,12 +77,12 @@ def load(source: Optional[str], model: Optional[str],
   from tfplace.cli.run_helpers import parse_loop_trip_counts
   from tfplace.graph.importers import import_graph
   trip_counts = parse_loop_trip_counts(loop_trip_counts)
-  if source.endswith(KERAS_SUFFIXES):
+  if source.endswith(KERAS_SUFFIXES) or os.path.isdir(source):
     if sizes.get("input_shapes"):
       raise GraphImportError("--input_shapes sizes a graph file's "
                              "placeholders; a Keras model takes --batch_size")
-    return _keras_file(source, loss, optimizer or "sgd",
-                       sizes.get("batch_size"), trip_counts)
+    return _keras_file(source, loss, optimizer, sizes.get("batch_size"),
+                       trip_counts)
   if optimizer is not None:
     raise GraphImportError("--optimizer is for a saved Keras model; a graph "
                            "file has its training ops already")
@@ -87,28 +90,46 @@ def load(source: Optional[str], model: Optional[str],
                       **sizes)
 
 
-def _keras_file(path: str, loss: Optional[str], optimizer: str,
+def _keras_file(path: str, loss: Optional[str], optimizer: Optional[str],
                 batch_size: Optional[int], trip_counts) -> OpGraph:
   """The training step of a saved Keras model (see the module docstring)."""
-  import tf_keras
   from tfplace.graph.importers import import_graph
-  if not loss:
-    raise GraphImportError(f"{path}: a Keras model file needs --loss (a "
-                           "Keras loss name, e.g. "
+  model = _load_keras(path)
+  if not loss and not getattr(model, "_is_compiled", False):
+    raise GraphImportError(f"{path}: the model was saved uncompiled; it "
+                           "needs --loss (a Keras loss name, e.g. "
                            "sparse_categorical_crossentropy)")
-  if not os.path.isfile(path):
-    raise GraphImportError(f"{path}: no such file")
-  try:
-    model = tf_keras.models.load_model(path, compile=False)
-  except (ValueError, TypeError, OSError, KeyError) as e:
-    raise GraphImportError(f"{path}: tf_keras cannot load it ({e}); a model "
-                           "with custom layers is imported in Python, with "
-                           "tfplace.import_graph(model, loss=...)") from None
-  name = os.path.splitext(os.path.basename(path))[0]
-  return import_graph(model, loss=loss, optimizer=optimizer,
+  name = os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
+  return import_graph(model, loss=loss or None, optimizer=optimizer,
                       batch_size=32 if batch_size is None else batch_size,
                       name=name,
                       loop_trip_counts=trip_counts)
+
+
+def _load_keras(path: str):
+  """The tf_keras model saved at `path`, compiled if it was saved compiled
+  (a compile state tf_keras cannot rebuild, e.g. a custom loss, is left
+  out: then --loss is needed)."""
+  import tf_keras
+  if os.path.isdir(path):
+    if not os.path.isfile(os.path.join(path, "keras_metadata.pb")):
+      raise GraphImportError(
+          f"{path}: a folder that is not a SavedModel of a Keras model (no "
+          "keras_metadata.pb); a SavedModel's signatures are not a training "
+          "step: import its training tf.function in Python")
+  elif not os.path.isfile(path):
+    raise GraphImportError(f"{path}: no such file")
+  errors = (ValueError, TypeError, OSError, KeyError, AttributeError)
+  try:
+    return tf_keras.models.load_model(path)
+  except errors:
+    pass
+  try:
+    return tf_keras.models.load_model(path, compile=False)
+  except errors as e:
+    raise GraphImportError(f"{path}: tf_keras cannot load it ({e}); a model "
+                           "with custom layers is imported in Python, with "
+                           "tfplace.import_graph(model, loss=...)") from None
 
 
 def is_meta_path(path: str) -> bool:
@@ -139,9 +160,8 @@ def run(source: Optional[str], model: Optional[str], out: str,
 def main(argv) -> None:
   if len(argv) > 2:
     raise TfplaceError(f"expected one graph file, got {argv[1:]}")
-  optimizer = _OPTIMIZER.value if flags.FLAGS["optimizer"].present else None
   summary = run(argv[1] if len(argv) == 2 else None, _MODEL.value, _OUT.value,
-                _LOOP_TRIP_COUNTS.value, _LOSS.value, optimizer,
+                _LOOP_TRIP_COUNTS.value, _LOSS.value, _OPTIMIZER.value,
                 **input_flags.import_kwargs())
   if _JSON.value:
     print(json.dumps(summary))

@@ -37,7 +37,8 @@ def import_graph(source, *, train_ops=None, loss=None, init_ops=None,
     train_ops: the ops that perform the update, as names, `tf.Operation`s
       or `tf.Tensor`s of the graph (detected if None).
     loss: the loss tensor or op, or its name (detected if None). For a
-      Keras model, the loss function (name or callable).
+      Keras model, the loss function (name or callable; default: the one it
+      was compiled with).
     init_ops: the ops that initialize variables, given like train_ops
       (detected if None).
     name: a human name for the graph.
@@ -52,7 +53,8 @@ def import_graph(source, *, train_ops=None, loss=None, init_ops=None,
       `input_shapes.set_input_shapes`); for a Keras model, the batch of the
       data it trains on (default 32).
     input_shapes: for a graph, placeholder name -> full shape.
-    **keras_kwargs: for Keras: `optimizer`, `x`, `y`, `seed`;
+    **keras_kwargs: for Keras: `optimizer` (default: the one the model was
+      compiled with, else SGD), `x`, `y`, `seed`;
       for a tf.function: `input_signature` or `args`.
 
   Returns:
@@ -156,8 +158,8 @@ def from_function(fn_or_concrete, **kwargs) -> OpGraph:
   return importers_function.from_function(fn_or_concrete, **kwargs)
 
 
-def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
-               y=None, **kwargs) -> OpGraph:
+def from_keras(model, loss=None, optimizer=None, batch_size: int = 32,
+               x=None, y=None, **kwargs) -> OpGraph:
   """Imports a Keras model's training step; see `importers_keras`."""
   from tfplace.graph import importers_keras
   return importers_keras.from_keras(model, loss, optimizer=optimizer,

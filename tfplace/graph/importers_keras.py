@@ -22,7 +22,7 @@ from tfplace.errors import GraphImportError
 from tfplace.graph.op_graph import OpGraph
 
 
-def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
+def from_keras(model, loss=None, optimizer=None, batch_size: int = 32, x=None,
                y=None, name: Optional[str] = None, unknown_dim: int = 1,
                seed: int = 0, train_ops: Optional[Sequence[str]] = None,
                init_ops: Optional[Sequence[str]] = None,
@@ -33,8 +33,10 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
     model: a built tf_keras model.
     loss: a Keras loss (name, function or Loss object), the same for every
       output; or for several outputs a list (one per output, in
-      `model.outputs` order) or a dict keyed by output name.
-    optimizer: a Keras optimizer (name or instance); the legacy optimizer of
+      `model.outputs` order) or a dict keyed by output name. Default: the
+      loss the model was compiled with.
+    optimizer: a Keras optimizer (name or instance; default: the one the
+      model was compiled with, else SGD); the legacy optimizer of
       the same class and config runs the update (a subclassed model, or an
       optimizer without a legacy twin such as AdamW: a new instance of the
       same class and config, in a traced tf.function).
@@ -55,8 +57,13 @@ def from_keras(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
     The OpGraph of one step.
   """
   from tfplace.graph import importers
+  if getattr(model, "_is_compiled", False):
+    loss = model.loss if loss is None else loss
+    optimizer = model.optimizer if optimizer is None else optimizer
   if loss is None:
-    raise GraphImportError("importing a Keras model needs loss=")
+    raise GraphImportError("importing a Keras model needs loss= (or a model "
+                           "compiled with a loss)")
+  optimizer = "sgd" if optimizer is None else optimizer
   if not model.built:
     raise GraphImportError(f"Keras model {model.name!r} is not built; call it "
                            "on data or give it an input shape first")
