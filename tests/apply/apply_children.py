@@ -56,11 +56,23 @@ def make_model():
   return model
 
 
-def keras_result(device: str) -> dict:
+def make_attention_model():
+  """Self-attention: MultiHeadAttention names its inner softmax and dropout
+  layers itself, so a clone would name them afresh."""
+  inputs = tf_keras.Input((6,), name="x")
+  h = tf_keras.layers.Reshape((3, 2), name="seq")(inputs)
+  h = tf_keras.layers.MultiHeadAttention(2, 2, name="attention")(h, h)
+  h = tf_keras.layers.Dense(2, name="out")(tf_keras.layers.Flatten()(h))
+  model = tf_keras.Model(inputs, h, name="attn")
+  model.compile(optimizer=tf_keras.optimizers.Adam(0.01), loss="mse")
+  return model
+
+
+def keras_result(device: str, make=make_model) -> dict:
   """Three fit steps with and without the placement; devices TF used."""
   from tfplace.apply.keras import import_fit_step
   x, y = data()
-  model = make_model()
+  model = make()
   graph = import_fit_step(model, x[:8], y[:8])
   placement = alternating(graph, device)
   placement.validate(graph)
@@ -135,6 +147,11 @@ def two_cpu_keras() -> dict:
   return keras_result(LOCAL)
 
 
+def two_cpu_keras_attention() -> dict:
+  two_cpus()
+  return keras_result(LOCAL, make_attention_model)
+
+
 def two_cpu_function() -> dict:
   two_cpus()
   return function_result(LOCAL)
@@ -184,7 +201,8 @@ def cluster() -> dict:
   return out
 
 
-CHILDREN = {f.__name__: f for f in (two_cpu_keras, two_cpu_function,
+CHILDREN = {f.__name__: f for f in (two_cpu_keras, two_cpu_keras_attention,
+                                    two_cpu_function,
                                     two_cpu_errors, cluster)}
 
 if __name__ == "__main__":

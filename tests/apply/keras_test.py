@@ -30,6 +30,16 @@ def test_fit_on_two_cpus_matches_unplaced_fit_and_the_placement():
       assert device == variables[name[2:]], name
 
 
+def test_fit_of_a_layer_that_makes_inner_layers_keeps_their_names():
+  # MultiHeadAttention builds its own softmax and dropout layers; the placed
+  # copy names them as the model does, so the placement names their ops.
+  result = run_child("two_cpu_keras_attention")
+  check_training(result, CPUS)
+  assert set(result["unnamed_ops"]) <= {
+      "iterator", "IteratorGetNext", "Const", "AssignAddVariableOp_2",
+      "AssignAddVariableOp_2/resource"}
+
+
 def _model(compile_model=True):
   model = tf_keras.Sequential([tf_keras.layers.Dense(3, input_shape=(4,),
                                                      name="d")], name="m")

@@ -165,6 +165,7 @@ def _copy(model, compile_fn: Optional[Callable]):
         f"cannot copy Keras model {model.name!r} to place it ({e}); a "
         "subclassed model: build it inside tfplace.apply(make_step, "
         "placement, factory=True, ...) instead") from None
+  _same_inner_names(model, copy)
   try:
     if compile_fn is not None:
       compile_fn(copy)
@@ -175,3 +176,21 @@ def _copy(model, compile_fn: Optional[Callable]):
         f"cannot compile the placed copy of {model.name!r} from its compile "
         f"config ({e}); pass compile_fn=lambda m: m.compile(...)") from None
   return copy
+
+
+def _same_inner_names(model, copy) -> None:
+  """Names the copy's inner layers as the model's.
+
+  `clone_model` keeps the names of the model's own layers, but a layer made
+  inside another one's build (MultiHeadAttention's softmax and dropout) is
+  named afresh, "softmax_1" for "softmax", and so are the ops under it: the
+  placement would not name them. Layers pair up in tracking order; where
+  the two trees differ nothing is renamed.
+  """
+  ours = list(model._flatten_layers(include_self=False))  # pylint: disable=protected-access
+  theirs = list(copy._flatten_layers(include_self=False))  # pylint: disable=protected-access
+  if [type(l) for l in ours] != [type(l) for l in theirs]:
+    return
+  for original, copied in zip(ours, theirs):
+    if copied.name != original.name:
+      copied._name = original.name  # pylint: disable=protected-access
