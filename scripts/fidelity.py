@@ -60,6 +60,10 @@ Graph sizes (--cross: 5 ms to 1 s per step on one core):
   mlp_towers: 4 towers x 3 layers, hidden 128, batch 64, input 128
   small_cnn: batch 16, 32x32 images
   rnnlm: 2 layers, hidden 64, 4 unrolled steps, batch 16, vocab 1000
+  mobilenet_v2: Keras's MobileNetV2, alpha 0.35, batch 8, 64x64 (not in the
+    default set)
+  keras_lstm: Keras Embedding -> LSTM (one While loop of 20 trips) -> Dense,
+    batch 16, hidden 64 (not in the default set)
 """
 
 import json
@@ -88,6 +92,8 @@ GRAPHS = {
     "small_cnn": ("small_cnn", dict(batch_size=16, image_size=32)),
     "rnnlm": ("rnnlm", dict(num_layers=2, hidden=64, num_steps=4,
                             batch_size=16, vocab=1000)),
+    "mobilenet_v2": ("mobilenet_v2", dict(batch_size=8, image_size=64)),
+    "keras_lstm": ("keras_lstm", {}),
 }
 CROSS_DEFAULT = ["resnet_like", "resnet_large", "resnet_xl", "transformer",
                  "random_dag", "mlp_towers", "small_cnn", "rnnlm"]

@@ -80,3 +80,16 @@ def test_tf1_loop_frame_is_one_group():
   assert _groups(ops, edges) == [
       ["body", "cond", "enter", "exit", "less", "merge", "next", "switch"],
       ["limit"], ["out"], ["x"]]
+
+
+def test_functional_loop_joins_its_producers_and_consumers_only():
+  # x -> while -> y -> z; c -> while (control only): a tensor into or out of
+  # the loop ties both ends; one op further, or a control edge, does not.
+  ops = [_op("w", "VarHandleOp", ("resource",)), _op("x", "ReadVariableOp"),
+         _op("loop", "StatelessWhile", ("float32", "float32")), _op("y"),
+         _op("z"), _op("c", "NoOp", ()), _op("other", "Square")]
+  edges = [Edge(0, 1, 0, 4), Edge(1, 2, 0, 4), Edge(2, 3, 1, 4),
+           Edge(3, 4, 0, 4), Edge(5, 2, -1, 0), Edge(1, 6, 0, 4)]
+  # The read joins its variable (a resource edge), so the loop brings both.
+  assert _groups(ops, edges) == [["c"], ["loop", "w", "x", "y"], ["other"],
+                                 ["z"]]

@@ -10,8 +10,9 @@ from tfplace.models import registry
 def test_list_models():
   assert registry.list_models() == [
       "calib_conv", "calib_elementwise", "calib_embedding", "calib_matmul",
-      "chain_mlp", "inception_v3", "mlp_towers", "nmt", "random_dag",
-      "resnet_like", "rnnlm", "small_cnn", "transformer"]
+      "chain_mlp", "inception_v3", "keras_lstm", "mlp_towers",
+      "mobilenet_v2", "nmt", "random_dag", "resnet_like", "rnnlm",
+      "small_cnn", "transformer"]
 
 
 def test_defaults_are_the_paper_sizes():

@@ -13,6 +13,7 @@ twin: then the step is a tf.function on the model's own variables (a fresh
 optimizer of the same class and config), imported by `importers_function`.
 """
 
+import dataclasses
 import inspect
 from typing import Optional, Sequence, Tuple
 
@@ -73,6 +74,49 @@ def from_keras(model, loss=None, optimizer=None, batch_size: int = 32, x=None,
     return _from_traced_step(model, loss, optimizer, batch_size, x, y,
                              name, unknown_dim, seed, train_ops, init_ops,
                              loop_trip_counts)
+  step = _graph_step(model, loss, twin, batch_size, x, y, unknown_dim, seed,
+                     train_ops, init_ops)
+  return importers.from_graph_def(
+      step.graph_def, step.train_ops, step.loss, step.init_ops,
+      name=name or model.name, unknown_dim=unknown_dim,
+      loop_trip_counts=loop_trip_counts)
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphStep:
+  """A functional Keras model's training step as a graph-mode GraphDef.
+
+  Attributes:
+    graph_def: the step and its init, nothing else.
+    train_ops: the op that trains ("train").
+    loss: the loss tensor ("loss:0").
+    init_ops: the op that sets the variables ("init").
+  """
+  graph_def: object
+  train_ops: Tuple[str, ...]
+  loss: str
+  init_ops: Tuple[str, ...]
+
+
+def graph_step(model, loss, optimizer="sgd", batch_size: int = 32, x=None,
+               y=None, unknown_dim: int = 1, seed: int = 0) -> GraphStep:
+  """A functional model's training step in graph mode (see `from_keras`),
+  not imported: for a graph to run as it is (`tfplace.models` builds
+  benchmark models from Keras with it).
+
+  Raises:
+    GraphImportError: a subclassed model, or an optimizer without a
+      graph-mode twin (their steps are traced: use `from_keras`).
+  """
+  twin = _legacy_optimizer(optimizer)
+  if not getattr(model, "_is_graph_network", False) or twin is None:
+    raise GraphImportError("graph_step needs a functional model and an "
+                           "optimizer with a graph-mode twin")
+  return _graph_step(model, loss, twin, batch_size, x, y, unknown_dim, seed)
+
+
+def _graph_step(model, loss, twin, batch_size, x, y, unknown_dim, seed,
+                train_ops=None, init_ops=None) -> GraphStep:
   loss_fns = _losses(loss, list(model.output_names))
   x, y = _data(model, loss_fns, batch_size, x, y, unknown_dim, seed)
   opt_cls, opt_config = twin
@@ -84,13 +128,11 @@ def from_keras(model, loss=None, optimizer=None, batch_size: int = 32, x=None,
     _restore_v2_classes(model)
   # Keep only what the step and the init need: cloning also called the model
   # on its Input placeholder, and the clone's random initializers are unused.
-  train_ops = list(train_ops or [train.name])
-  init_ops = list(init_ops or [init.name])
+  train_ops = tuple(train_ops or [train.name])
+  init_ops = tuple(init_ops or [init.name])
   graph_def = _needed_subgraph(graph.as_graph_def(),
-                               train_ops + init_ops + [loss_t.op.name])
-  return importers.from_graph_def(
-      graph_def, train_ops, loss_t.name, init_ops, name=name or model.name,
-      unknown_dim=unknown_dim, loop_trip_counts=loop_trip_counts)
+                               list(train_ops + init_ops) + [loss_t.op.name])
+  return GraphStep(graph_def, train_ops, loss_t.name, init_ops)
 
 
 def _build_step(model, loss_fns, opt_cls, opt_config, weights, x, y, seed):

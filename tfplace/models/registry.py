@@ -6,7 +6,9 @@
 
 Models: ``rnnlm``, ``nmt``, ``inception_v3`` (Mirhoseini et al., ICML 2017),
 the small test graphs ``mlp_towers``, ``chain_mlp``, ``small_cnn``, the
-held-out fidelity graphs ``resnet_like``, ``transformer``, ``random_dag``, and
+held-out fidelity graphs ``resnet_like``, ``transformer``, ``random_dag``,
+the Keras-built ``mobilenet_v2`` and ``keras_lstm``
+(`tfplace.models.keras_models`), and
 the calibration suite's ``calib_conv``, ``calib_matmul``, ``calib_embedding``,
 ``calib_elementwise`` (`tfplace.models.calibration_suite`).
 """
@@ -17,6 +19,7 @@ from typing import Any, Callable, Dict, List, Tuple
 from tfplace.errors import GraphImportError
 from tfplace.models import calibration_suite
 from tfplace.models import inception_v3
+from tfplace.models import keras_models
 from tfplace.models import nmt
 from tfplace.models import random_dag
 from tfplace.models import resnet_like
@@ -38,6 +41,10 @@ MODELS: Dict[str, Tuple[type, Callable[[Any], BuiltGraph]]] = {
     "resnet_like": (resnet_like.ResnetLikeConfig, resnet_like.build),
     "transformer": (transformer.TransformerConfig, transformer.build),
     "random_dag": (random_dag.RandomDagConfig, random_dag.build),
+    "mobilenet_v2": (keras_models.MobileNetV2Config,
+                     keras_models.build_mobilenet_v2),
+    "keras_lstm": (keras_models.KerasLstmConfig,
+                   keras_models.build_keras_lstm),
     "calib_conv": (calibration_suite.CalibConvConfig,
                    calibration_suite.build_conv),
     "calib_matmul": (calibration_suite.CalibMatmulConfig,

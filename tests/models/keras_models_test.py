@@ -1,0 +1,52 @@
+"""Tests for the Keras-built benchmark models (tfplace.models.keras_models)."""
+
+import math
+
+import tfplace  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
+import pytest
+
+from tfplace.errors import GraphImportError
+from tfplace.models import common, registry
+
+SMALL = {
+    "mobilenet_v2": dict(batch_size=2, image_size=32, num_classes=3),
+    "keras_lstm": dict(batch_size=2, seq_len=5, vocab=30, embedding=4,
+                       hidden=6, num_classes=3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_steps_are_finite_deterministic_and_import(name):
+  built = registry.build_tf_graph(name, **SMALL[name])
+  losses = common.run_steps(built, num_steps=2)
+  assert all(math.isfinite(x) for x in losses) and losses[1] != losses[0]
+  again = registry.build_tf_graph(name, **SMALL[name])
+  assert losses == common.run_steps(again, num_steps=2)
+  graph = registry.build_model(name, **SMALL[name])
+  assert graph.fingerprint == registry.build_model(name,
+                                                   **SMALL[name]).fingerprint
+  assert graph.fetches.train_ops == ("train",)
+  assert graph.fetches.loss == "loss:0"
+
+
+def test_mobilenet_has_depthwise_convolutions_and_relu6():
+  types = {op.type for op in registry.build_model(
+      "mobilenet_v2", **SMALL["mobilenet_v2"]).ops}
+  assert {"DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
+          "DepthwiseConv2dNativeBackpropFilter", "Relu6",
+          "Relu6Grad", "FusedBatchNormGradV3"} <= types
+
+
+def test_keras_lstm_is_a_loop_of_seq_len_trips_and_its_gradient():
+  graph = registry.build_model("keras_lstm", **SMALL["keras_lstm"])
+  loops = [op for op in graph.ops if op.is_control_flow]
+  assert len(loops) == 2
+  assert all(op.body.trip_count == 5 for op in loops)
+  assert all(any(b.type == "MatMul" for b in op.body.ops) for op in loops)
+
+
+def test_bad_sizes_are_clear_errors():
+  with pytest.raises(GraphImportError, match="image_size must be >= 32"):
+    registry.build_tf_graph("mobilenet_v2", image_size=16)
+  with pytest.raises(GraphImportError, match="hidden"):
+    registry.build_tf_graph("keras_lstm", hidden=0)
