@@ -60,10 +60,9 @@ Graph sizes (--cross: 5 ms to 1 s per step on one core):
   mlp_towers: 4 towers x 3 layers, hidden 128, batch 64, input 128
   small_cnn: batch 16, 32x32 images
   rnnlm: 2 layers, hidden 64, 4 unrolled steps, batch 16, vocab 1000
-  mobilenet_v2: Keras's MobileNetV2, alpha 0.35, batch 8, 64x64 (not in the
-    default set)
+  mobilenet_v2: Keras's MobileNetV2, alpha 0.35, batch 8, 64x64
   keras_lstm: Keras Embedding -> LSTM (one While loop of 20 trips) -> Dense,
-    batch 16, hidden 64 (not in the default set)
+    batch 16, hidden 64
 """
 
 import json
@@ -96,7 +95,8 @@ GRAPHS = {
     "keras_lstm": ("keras_lstm", {}),
 }
 CROSS_DEFAULT = ["resnet_like", "resnet_large", "resnet_xl", "transformer",
-                 "random_dag", "mlp_towers", "small_cnn", "rnnlm"]
+                 "random_dag", "mlp_towers", "small_cnn", "rnnlm",
+                 "mobilenet_v2", "keras_lstm"]
 PER_GRAPH_DEFAULT = ["mlp_towers", "small_cnn", "rnnlm"]
 
 _CROSS = flags.DEFINE_bool("cross", False, "calibrate once on the suite, "

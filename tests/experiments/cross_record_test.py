@@ -219,20 +219,24 @@ def test_fidelity_script_replays_a_record(record, tmp_path):
 
 def test_the_shipped_records_still_rebuild_their_graphs():
   # The shipped records judge the same 7 graphs up to r41 (r42 and r43
-  # only resnet_xl, r44 on the 8 of today's default) with one of two
-  # suites (9 graphs up to r17, 10 from r18 on: projections and a fourth
-  # convolution graph): loading the first and the last rebuilds every graph
-  # and checks its fingerprint, so a change to a graph builder that would
-  # make the records unusable fails here.
+  # only resnet_xl, r44-r47 8 graphs, r50 the 10 of today's default, r49
+  # and r51-r52 keras_lstm only) with one of two suites (9 graphs up to
+  # r17, 10 from r18 on: projections and a fourth convolution graph):
+  # loading the first, r47 and r50 rebuilds every graph and checks its
+  # fingerprint, so a change to a graph builder that would make the
+  # records unusable fails here.
   names = sorted(f for f in os.listdir(SHIPPED) if f.endswith(".json.gz"))
   assert len(names) >= 10
-  first, last = (cross_record.load_record(os.path.join(SHIPPED, n))
-                 for n in (names[0], names[-1]))
-  assert len(first.suite) == 9 and len(last.suite) == 10
-  assert len(first.judged) == 7 and len(last.judged) == 8
+  first, eight, ten = (cross_record.load_record(os.path.join(SHIPPED, n))
+                       for n in (names[0], "2026-11-27-r47.json.gz",
+                                 "2026-11-27-r50.json.gz"))
+  assert len(first.suite) == 9 and len(ten.suite) == 10
+  assert [len(r.judged) for r in (first, eight, ten)] == [7, 8, 10]
   assert first.benchmark_repeats == ()  # Not kept before 2026-11-27.
-  assert "resnet_xl" in {j.runs.label for j in last.judged}
-  for record in (first, last):
+  assert "resnet_xl" in {j.runs.label for j in eight.judged}
+  assert {"resnet_xl", "mobilenet_v2", "keras_lstm"} <= {
+      j.runs.label for j in ten.judged}
+  for record in (first, eight, ten):
     assert record.cluster.rendezvous_transfers
     assert all(o.ok for j in record.judged for o in j.runs.outcomes)
 
