@@ -12,6 +12,10 @@ from tfplace.errors import TfplaceError
 
 CPUS = ["/job:localhost/replica:0/task:0/device:CPU:0",
         "/job:localhost/replica:0/task:0/device:CPU:1"]
+# The ops of fit's trace that the imported step lacks: its iterator and step
+# counter.
+FIT_OWN_OPS = {"iterator", "IteratorGetNext", "Const", "AssignAddVariableOp_2",
+               "AssignAddVariableOp_2/resource"}
 
 
 def test_fit_on_two_cpus_matches_unplaced_fit_and_the_placement():
@@ -19,9 +23,7 @@ def test_fit_on_two_cpus_matches_unplaced_fit_and_the_placement():
   check_training(result, CPUS)
   # Only fit's own ops are not in the imported step: its iterator and step
   # counter; only the import's arguments are not in fit's trace.
-  assert set(result["unnamed_ops"]) <= {
-      "iterator", "IteratorGetNext", "Const", "AssignAddVariableOp_2",
-      "AssignAddVariableOp_2/resource"}
+  assert set(result["unnamed_ops"]) <= FIT_OWN_OPS
   assert result["missing_ops"] == ["x", "y"]
   # Adam's slots sit with their variable.
   variables = result["variables"]
@@ -35,9 +37,7 @@ def test_fit_of_a_layer_that_makes_inner_layers_keeps_their_names():
   # copy names them as the model does, so the placement names their ops.
   result = run_child("two_cpu_keras_attention")
   check_training(result, CPUS)
-  assert set(result["unnamed_ops"]) <= {
-      "iterator", "IteratorGetNext", "Const", "AssignAddVariableOp_2",
-      "AssignAddVariableOp_2/resource"}
+  assert set(result["unnamed_ops"]) <= FIT_OWN_OPS
 
 
 def _model(compile_model=True):
