@@ -1,6 +1,8 @@
-"""Colocation groups: sets of ops TensorFlow requires on one device.
+"""Colocation groups: sets of ops placed on one device, because TensorFlow
+requires it or (a loop and its neighbours) runs them far slower apart.
 
-Three sources, merged by union-find, as TensorFlow's placer does:
+These sources, merged by union-find (all but the last as TensorFlow's placer
+does):
   * `_class` attrs ("loc:@x": colocate with op x);
   * resource edges (an op consuming a DT_RESOURCE tensor runs with the op that
     produced the handle) and ref edges (VariableV2 -> Assign / ApplyX);
