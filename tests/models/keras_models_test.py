@@ -43,6 +43,15 @@ def test_keras_lstm_is_a_loop_of_seq_len_trips_and_its_gradient():
   assert len(loops) == 2
   assert all(op.body.trip_count == 5 for op in loops)
   assert all(any(b.type == "MatMul" for b in op.body.ops) for op in loops)
+  # Each loop shares its group with every op it exchanges tensors with
+  # (graph/colocation.py: TF runs a loop split from them trip by trip).
+  index = {op.name: i for i, op in enumerate(graph.ops)}
+  for op in loops:
+    i = index[op.name]
+    neighbours = {e.dst if e.src == i else e.src for e in graph.edges
+                  if not e.is_control and i in (e.src, e.dst)}
+    assert neighbours and all(graph.group_of[n] == graph.group_of[i]
+                              for n in neighbours)
 
 
 def test_bad_sizes_are_clear_errors():
