@@ -120,7 +120,7 @@ def test_import_a_saved_keras_model_then_place_it(tmp_path):
   out = str(tmp_path / "mlp.meta")
   no_loss = _tfplace("import", saved, "--out", out)
   assert no_loss.returncode == 2 and "saved uncompiled" in no_loss.stderr
-  assert "needs --loss" in no_loss.stderr
+  assert "--loss" in no_loss.stderr
   assert not os.path.exists(out)
   done = _tfplace("import", saved, "--loss", "sparse_categorical_crossentropy",
                   "--optimizer", "adam", "--batch_size", "5", "--out", out,
@@ -160,6 +160,11 @@ def test_a_compiled_keras_model_brings_its_loss_and_optimizer(tmp_path,
   import_cmd.run(saved, None, out, optimizer="sgd", batch_size=4)
   graph, _ = graph_io.read_graph_file(out)
   assert not any(n.name.startswith("AdamW/") for n in graph.node)
+  if file_name.endswith(".keras"):  # Every verb reads it, as import does.
+    placed = _tfplace("place", saved, "--cluster", "k80x2", "--placer",
+                      "m_etf", "--out", str(tmp_path / "p.json"))
+    assert placed.returncode == 0, placed.stderr
+    assert "AdamW/" in (tmp_path / "p.json").read_text()
 
 
 def test_a_folder_that_is_not_a_keras_saved_model_is_refused(tmp_path):

@@ -127,6 +127,22 @@ def test_a_compiled_model_brings_its_loss_and_optimizer():
     import_graph(_model(), batch_size=4)
 
 
+def test_a_saved_model_is_imported_by_its_path(tmp_path):
+  model = _model()
+  model.compile(optimizer=tf_keras.optimizers.Adam(0.1), loss="mse")
+  model.save(str(tmp_path / "net.keras"))
+  g = import_graph(str(tmp_path / "net.keras"), batch_size=4)
+  assert g.name == "net"
+  assert any(op.type == "ResourceApplyAdam" for op in g.ops)
+  _model().save(str(tmp_path / "plain.keras"))
+  with pytest.raises(GraphImportError, match="saved uncompiled"):
+    import_graph(str(tmp_path / "plain.keras"))
+  g = import_graph(str(tmp_path / "plain.keras"), loss="mse", batch_size=4)
+  assert np.isfinite(run_training_step(g.graph_def, g.fetches).loss)
+  with pytest.raises(GraphImportError, match="no such file"):
+    import_graph(str(tmp_path / "missing.h5"))
+
+
 def test_functional_conv_batchnorm_model_runs_with_its_updates():
   inputs = tf_keras.Input((6, 6, 2))
   h = tf_keras.layers.Conv2D(3, 3, activation="relu")(inputs)

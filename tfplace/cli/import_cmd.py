@@ -32,6 +32,7 @@ from tfplace.cli import input_flags
 from tfplace.cli.run_helpers import LOOP_TRIP_COUNTS_HELP
 from tfplace.errors import GraphImportError, TfplaceError
 from tfplace.graph import graph_io
+from tfplace.graph.importers_keras import is_saved_keras_path
 from tfplace.graph.op_graph import OpGraph
 from tfplace.io_utils import check_out_path
 
@@ -50,7 +51,6 @@ _OPTIMIZER = flags.DEFINE_string("optimizer", None, "a saved Keras model: "
                                  "its optimizer (a Keras optimizer name; "
                                  "default: the compiled one, else sgd)",
                                  allow_override=True)
-KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 _LOOP_TRIP_COUNTS = flags.DEFINE_string(
     "loop_trip_counts", None, LOOP_TRIP_COUNTS_HELP + "; recorded in FILE",
     allow_override=True)
@@ -77,59 +77,18 @@ def load(source: Optional[str], model: Optional[str],
   from tfplace.cli.run_helpers import parse_loop_trip_counts
   from tfplace.graph.importers import import_graph
   trip_counts = parse_loop_trip_counts(loop_trip_counts)
-  if source.endswith(KERAS_SUFFIXES) or os.path.isdir(source):
+  if is_saved_keras_path(source):
     if sizes.get("input_shapes"):
       raise GraphImportError("--input_shapes sizes a graph file's "
                              "placeholders; a Keras model takes --batch_size")
-    return _keras_file(source, loss, optimizer, sizes.get("batch_size"),
-                       trip_counts)
+    return import_graph(source, loss=loss or None, optimizer=optimizer,
+                        batch_size=sizes.get("batch_size"),
+                        loop_trip_counts=trip_counts)
   if optimizer is not None:
     raise GraphImportError("--optimizer is for a saved Keras model; a graph "
                            "file has its training ops already")
   return import_graph(source, loss=loss, loop_trip_counts=trip_counts,
                       **sizes)
-
-
-def _keras_file(path: str, loss: Optional[str], optimizer: Optional[str],
-                batch_size: Optional[int], trip_counts) -> OpGraph:
-  """The training step of a saved Keras model (see the module docstring)."""
-  from tfplace.graph.importers import import_graph
-  model = _load_keras(path)
-  if not loss and not getattr(model, "_is_compiled", False):
-    raise GraphImportError(f"{path}: the model was saved uncompiled; it "
-                           "needs --loss (a Keras loss name, e.g. "
-                           "sparse_categorical_crossentropy)")
-  name = os.path.splitext(os.path.basename(os.path.normpath(path)))[0]
-  return import_graph(model, loss=loss or None, optimizer=optimizer,
-                      batch_size=32 if batch_size is None else batch_size,
-                      name=name,
-                      loop_trip_counts=trip_counts)
-
-
-def _load_keras(path: str):
-  """The tf_keras model saved at `path`, compiled if it was saved compiled
-  (a compile state tf_keras cannot rebuild, e.g. a custom loss, is left
-  out: then --loss is needed)."""
-  import tf_keras
-  if os.path.isdir(path):
-    if not os.path.isfile(os.path.join(path, "keras_metadata.pb")):
-      raise GraphImportError(
-          f"{path}: a folder that is not a SavedModel of a Keras model (no "
-          "keras_metadata.pb); a SavedModel's signatures are not a training "
-          "step: import its training tf.function in Python")
-  elif not os.path.isfile(path):
-    raise GraphImportError(f"{path}: no such file")
-  errors = (ValueError, TypeError, OSError, KeyError, AttributeError)
-  try:
-    return tf_keras.models.load_model(path)
-  except errors:
-    pass
-  try:
-    return tf_keras.models.load_model(path, compile=False)
-  except errors as e:
-    raise GraphImportError(f"{path}: tf_keras cannot load it ({e}); a model "
-                           "with custom layers is imported in Python, with "
-                           "tfplace.import_graph(model, loss=...)") from None
 
 
 def is_meta_path(path: str) -> bool:

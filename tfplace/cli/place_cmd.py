@@ -17,7 +17,8 @@ usage: tfplace place GRAPH --cluster CLUSTER --placer NAME
                      [--agent reinforce|ppo] [--budget_s S] [--max_samples N]
                      [--logdir DIR [--resume]] --out placement.json
 
-Reads GRAPH (a .pb/.pbtxt GraphDef or a .meta MetaGraphDef), computes op
+Reads GRAPH (a .pb/.pbtxt GraphDef, a .meta MetaGraphDef, or a saved,
+compiled Keras model: .keras, .h5 or a SavedModel folder), computes op
 costs with --cost_model (default: analytical, or calibrated when
 --calibration is given; a calibration also calibrates the cluster's links and
 overheads), runs the placer through the pipeline (costs, groups, place,

@@ -15,6 +15,7 @@ from absl import logging
 
 from tfplace.errors import GraphImportError
 from tfplace.graph import colocation, control_flow, graph_io
+from tfplace.graph import importers_keras
 from tfplace.graph import input_shapes as input_shapes_lib
 from tfplace.graph.op_graph import Edge, Op, OpGraph, StepFetches
 from tfplace.graph.op_reader import read_op
@@ -32,8 +33,9 @@ def import_graph(source, *, train_ops=None, loss=None, init_ops=None,
 
   Args:
     source: a `tf.Graph`; a GraphDef or MetaGraphDef; a path to a .pb,
-      .pbtxt or .meta file; a `tf.function` or ConcreteFunction; or a Keras
-      (tf_keras) model.
+      .pbtxt or .meta file; a `tf.function` or ConcreteFunction; a Keras
+      (tf_keras) model, or the path of a saved one (.keras, .h5, .hdf5 or
+      a SavedModel folder; its compiled loss and optimizer unless given).
     train_ops: the ops that perform the update, as names, `tf.Operation`s
       or `tf.Tensor`s of the graph (detected if None).
     loss: the loss tensor or op, or its name (detected if None). For a
@@ -81,9 +83,14 @@ def import_graph(source, *, train_ops=None, loss=None, init_ops=None,
                 unknown_dim=unknown_dim, loop_trip_counts=loop_trip_counts)
   if isinstance(source, (str, os.PathLike)):
     path = os.fspath(source)
-    graph_def, meta = graph_io.read_graph_file(path)
-    name = name or os.path.basename(path).split(".")[0]
-    source = meta if meta is not None else graph_def
+    if importers_keras.is_saved_keras_path(path):
+      source = importers_keras.load_saved_model(path, needs_loss=loss is None)
+      name = name or os.path.splitext(
+          os.path.basename(os.path.normpath(path)))[0]
+    else:
+      graph_def, meta = graph_io.read_graph_file(path)
+      name = name or os.path.basename(path).split(".")[0]
+      source = meta if meta is not None else graph_def
   if isinstance(source, (tf.Graph, graph_pb2.GraphDef,
                          meta_graph_pb2.MetaGraphDef)):
     if keras_kwargs:
