@@ -75,13 +75,11 @@ def colocation_groups(ops: Sequence[Op], edges: Sequence[Edge]) -> np.ndarray:
         logging.warning("op %s asks to be colocated with unknown op %s",
                         op.name, name)
   for e in edges:
-    if not e.is_control and _is_resource_or_ref_edge(ops, e):
-      uf.union(e.src, e.dst)
-  _union_loop_frames(ops, edges, uf)
-  for e in edges:
-    if not e.is_control and (ops[e.src].type in WHILE_OPS
+    if not e.is_control and (_is_resource_or_ref_edge(ops, e)
+                             or ops[e.src].type in WHILE_OPS
                              or ops[e.dst].type in WHILE_OPS):
       uf.union(e.src, e.dst)
+  _union_loop_frames(ops, edges, uf)
   groups = np.array([uf.find(i) for i in range(len(ops))], dtype=np.int32)
   sizes = np.bincount(groups, minlength=len(ops))
   logging.info("colocation: %d ops in %d groups, %d of them multi-op "
