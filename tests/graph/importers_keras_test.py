@@ -86,6 +86,44 @@ def test_optimizer_without_a_graph_mode_twin_trains_as_eagerly(optimizer):
   assert eager_loss(model) == before  # Tracing left the model alone.
 
 
+class _FirstStepOnly(tf_keras.optimizers.schedules.LearningRateSchedule):
+  """A user's own schedule: 0.5 for the first update, then 0."""
+
+  def __call__(self, step):
+    import tensorflow as tf
+    return tf.where(step < 1, 0.5, 0.0)
+
+  def get_config(self):
+    return {}
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "AdamW"])
+@pytest.mark.parametrize("schedule", ["builtin", "own"])
+def test_learning_rate_schedule_is_followed(optimizer, schedule):
+  # A schedule used to fail the import ("Failed to convert elements of
+  # {'class_name': 'ExponentialDecay', ...} to Tensor"). Its rate is 0.5 for
+  # the first update and 0 after, so the loss after two updates is the loss
+  # after one update at 0.5 (SGD: graph path; AdamW: traced path).
+  model = _model()
+  x = np.random.RandomState(3).randn(6, 3).astype(np.float32)
+  y = np.array([1, 0, 1, 1, 0, 0])
+  rate = (tf_keras.optimizers.schedules.PiecewiseConstantDecay([0], [0.5, 0.0])
+          if schedule == "builtin" else _FirstStepOnly())
+  cls = getattr(tf_keras.optimizers, optimizer)
+  g = import_graph(model, loss="sparse_categorical_crossentropy",
+                   optimizer=cls(learning_rate=rate), x=x, y=y)
+  after_two = run_training_step(g.graph_def, g.fetches, steps=3).loss
+  after_one = run_training_step(g.graph_def, g.fetches, steps=2).loss
+  ref = import_graph(model, loss="sparse_categorical_crossentropy",
+                     optimizer=cls(learning_rate=0.5), x=x, y=y)
+  fixed_one, fixed_two = (
+      run_training_step(ref.graph_def, ref.fetches, steps=k).loss
+      for k in (2, 3))
+  assert after_one == pytest.approx(fixed_one, rel=1e-5)
+  assert after_two == pytest.approx(after_one, rel=1e-6)
+  assert abs(fixed_two - fixed_one) > 1e-4  # A fixed rate moves it again.
+
+
 @pytest.mark.parametrize("name", ["adamw", "Lion", "adafactor"])
 def test_optimizer_without_a_graph_mode_twin_by_name(name):
   g = import_graph(_model(), loss="mse", optimizer=name, batch_size=4)

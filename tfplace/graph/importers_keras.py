@@ -252,7 +252,11 @@ def _from_traced_step(model, loss, optimizer, batch_size, x, y, name,
   if isinstance(optimizer, str):
     opt = getattr(tf_keras.optimizers, _optimizer_name(optimizer))()
   else:
-    opt = type(optimizer).from_config(optimizer.get_config())
+    config = optimizer.get_config()
+    schedule = _learning_rate_schedule(optimizer)
+    if schedule is not None:  # Its own class too, not deserialized.
+      config["learning_rate"] = schedule
+    opt = type(optimizer).from_config(config)
 
   @tf.function
   def train_step():
@@ -381,7 +385,22 @@ def _legacy_optimizer(optimizer):
   params = set(inspect.signature(cls.__init__).parameters)
   config = {k: v for k, v in optimizer.get_config().items()
             if k in params and k != "name"}
+  schedule = _learning_rate_schedule(optimizer)
+  if schedule is not None:  # The config holds it serialized.
+    config["learning_rate"] = schedule
   return cls, config
+
+
+def _learning_rate_schedule(optimizer):
+  """The optimizer's learning-rate schedule object (a
+  `LearningRateSchedule`, the user's own class too), or None for a fixed
+  rate."""
+  import tf_keras
+  rate = getattr(optimizer, "_learning_rate", None)  # Optimizers since 2.11.
+  if rate is None:
+    rate = getattr(optimizer, "_hyper", {}).get("learning_rate")  # Legacy.
+  schedules = tf_keras.optimizers.schedules.LearningRateSchedule
+  return rate if isinstance(rate, schedules) else None
 
 
 def _optimizer_name(name: str) -> str:
