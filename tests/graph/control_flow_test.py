@@ -184,6 +184,32 @@ def test_keras_lstm_loop_is_static():
   assert trips == {6}
 
 
+def test_known_dimension_of_a_partly_known_shape_is_a_static_limit():
+  # Keras's RNNs loop while t < tf.shape(inputs)[0] on [steps, None, ...]
+  # inputs (fit's step, fed by an iterator): the known dimension is static.
+  w = tf.Variable(1.0)
+
+  def step_for(dim):
+    @tf.function(input_signature=[])
+    def step():
+      rows = tf.random.uniform([], 1, 5, dtype=tf.int32)
+      x = tf.random.uniform(tf.stack([rows, 7]))  # Static shape [None, 7].
+      limit = tf.shape(x)[dim]
+      with tf.GradientTape() as tape:
+        _, s = tf.while_loop(lambda i, s: i < limit,
+                             lambda i, s: (i + 1, s + w * x[0, i % 7]),
+                             [tf.constant(0), tf.constant(0.0)])
+      w.assign_sub(0.01 * tape.gradient(s, w))
+      return s
+    return step
+
+  g = import_graph(step_for(1))
+  assert {op.body.trip_count for op in _loops(g).values()} == {7}
+  assert np.isfinite(run_training_step(g.graph_def, g.fetches).loss)
+  with pytest.raises(GraphImportError, match="loop_trip_counts"):
+    import_graph(step_for(0))  # The unknown dimension stays unknown.
+
+
 def test_maximum_iterations_bounds_the_count():
   @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
   def capped(x):

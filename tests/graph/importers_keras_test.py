@@ -124,6 +124,29 @@ def test_learning_rate_schedule_is_followed(optimizer, schedule):
   assert abs(fixed_two - fixed_one) > 1e-4  # A fixed rate moves it again.
 
 
+def test_text_vectorization_model_imports_and_trains_as_eagerly():
+  # A TextVectorization layer holds a lookup table: the model cannot be
+  # cloned into a graph (it failed with "Attempting to capture an
+  # EagerTensor"), so its step is traced and the table is imported with it.
+  words = np.array(["the cat sat", "a dog ran", "the dog sat", "cat"])
+  vectorize = tf_keras.layers.TextVectorization(max_tokens=20,
+                                                output_sequence_length=4)
+  vectorize.adapt(words)
+  inputs = tf_keras.Input((), dtype="string")
+  hidden = tf_keras.layers.GlobalAveragePooling1D()(
+      tf_keras.layers.Embedding(20, 3)(vectorize(inputs)))
+  model = tf_keras.Model(inputs, tf_keras.layers.Dense(2)(hidden))
+  model.compile(optimizer="sgd", loss=tf_keras.losses.
+                SparseCategoricalCrossentropy(from_logits=True))
+  y = np.array([0, 1, 1, 0])
+  g = import_graph(model, x=words, y=y)
+  assert "LookupTableFindV2" in g.op_types
+  eager = float(np.mean(tf_keras.losses.sparse_categorical_crossentropy(
+      y, model(words), from_logits=True)))
+  run = run_training_step(g.graph_def, g.fetches)
+  assert run.loss == pytest.approx(eager, rel=1e-6)
+
+
 @pytest.mark.parametrize("name", ["adamw", "Lion", "adafactor"])
 def test_optimizer_without_a_graph_mode_twin_by_name(name):
   g = import_graph(_model(), loss="mse", optimizer=name, batch_size=4)

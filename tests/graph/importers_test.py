@@ -192,6 +192,45 @@ def test_functional_while_stays_one_op_and_runs():
   assert run_training_step(g.graph_def, g.fetches).loss == 8.0
 
 
+def test_captured_lookup_table_becomes_a_table_of_the_graph():
+  # A captured StaticHashTable used to be refused ("not a tf.Variable"); it
+  # becomes a MutableHashTableV2 that `init` fills with its keys and values.
+  table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+      tf.constant(["a", "b", "c"]), tf.constant([0, 1, 2], tf.int64)), -1)
+  emb = tf.Variable(np.arange(8, dtype=np.float32).reshape(4, 2))
+
+  @tf.function(input_signature=[tf.TensorSpec([3], tf.string)])
+  def step(words):
+    with tf.GradientTape() as tape:
+      ids = table.lookup(words) + 1  # An unknown word (-1) reads row 0.
+      loss = tf.reduce_sum(tf.gather(emb, ids))
+    emb.assign_sub(0.1 * tf.convert_to_tensor(tape.gradient(loss, emb)))
+    return loss
+
+  g = import_graph(step, args=(np.array([b"b", b"zz", b"c"]),))
+  by_type = {op.type: op for op in g.ops}
+  assert by_type["MutableHashTableV2"].kernels == frozenset({"CPU"})
+  assert "LookupTableImportV2" in by_type
+  # Rows 2, 0 and 3 of emb: (4 + 5) + (0 + 1) + (6 + 7).
+  assert run_training_step(g.graph_def, g.fetches).loss == 23.0
+  assert table.size().numpy() == 3  # The import left the table alone.
+
+
+def test_captured_resource_that_is_no_table_is_refused():
+  iterator = iter(tf.data.Dataset.range(10).repeat())
+  v = tf.Variable(2.0)
+
+  @tf.function(input_signature=[])
+  def step():
+    loss = tf.cast(next(iterator), tf.float32) * v
+    v.assign_sub(0.1)
+    return loss
+
+  with pytest.raises(GraphImportError,
+                     match="neither a tf.Variable nor a lookup table"):
+    import_graph(step)
+
+
 def test_windowed_ops_keep_their_largest_stride():
   graph = tf.Graph()
   with graph.as_default():

@@ -7,7 +7,10 @@ The function's graph is made placeable and runnable on its own:
     costed from its bodies (`tfplace.graph.control_flow`);
   * captured variable handles (resource placeholders) become VarHandleOp
     variables, initialized from the variables' current values by an `init`
-    op; other captured tensors and the function's arguments become Consts.
+    op; captured lookup tables (a Keras `TextVectorization` or `StringLookup`
+    layer's vocabulary) become MutableHashTableV2 tables that the `init` op
+    fills with the table's current keys and values; other captured tensors
+    and the function's arguments become Consts.
 """
 
 from typing import Dict, List, Optional, Sequence
@@ -221,12 +224,11 @@ def _freeze_inputs(graph_def, concrete, args, init_name: str,
     ph = internal.op.name
     if internal.dtype.name == "resource":
       var = next((v for v in variables if v.handle is external), None)
-      if var is None:
-        raise GraphImportError(
-            f"captured resource {ph!r} is not a tf.Variable; only variables "
-            "can be captured by an imported function")
-      replacement[ph] = _variable_nodes(ph, var)
-      assigns.append(f"{ph}/Assign")
+      if var is not None:
+        replacement[ph] = _variable_nodes(ph, var)
+      else:
+        replacement[ph] = _table_nodes(ph, external, internal)
+      assigns.append(replacement[ph][-1].name)
     else:
       replacement[ph] = [_const_node(ph, np.asarray(external.numpy()))]
   flat_args = _argument_values(arg_tensors, args, unknown_dim, seed)
@@ -270,6 +272,53 @@ def _const_node(name: str, value: np.ndarray):
   node.attr["dtype"].type = proto.dtype
   node.attr["value"].tensor.CopyFrom(proto)
   return node
+
+
+# Ops that take a lookup table's handle and name its key and value dtypes.
+_TABLE_DTYPE_ATTRS = {"LookupTableFindV2": ("Tin", "Tout"),
+                      "LookupTableInsertV2": ("Tin", "Tout"),
+                      "LookupTableRemoveV2": ("Tin", None),
+                      "LookupTableImportV2": ("Tin", "Tout"),
+                      "LookupTableExportV2": ("Tkeys", "Tvalues")}
+
+
+def _table_nodes(name: str, handle, placeholder) -> List[object]:
+  """MutableHashTableV2 `name`, its keys and values now as Consts and the
+  LookupTableImportV2 that fills it: a captured lookup table.
+
+  Raises:
+    GraphImportError: `placeholder` is not used by a lookup op naming the
+      table's key and value dtypes (not a lookup table).
+  """
+  import tensorflow as tf
+  from tensorflow.core.framework import node_def_pb2
+  from tensorflow.python.ops import gen_lookup_ops
+  dtypes = {}
+  for op in placeholder.graph.get_operations():
+    attrs = _TABLE_DTYPE_ATTRS.get(op.type)
+    if attrs and op.inputs and op.inputs[0] is placeholder:
+      dtypes.update({k: op.get_attr(a) for k, a in zip(("key", "value"),
+                                                        attrs) if a})
+  if set(dtypes) != {"key", "value"}:
+    raise GraphImportError(
+        f"captured resource {name!r} is neither a tf.Variable nor a lookup "
+        "table; an imported function can capture only those")
+  keys, values = gen_lookup_ops.lookup_table_export_v2(
+      handle, dtypes["key"], dtypes["value"])
+  table = node_def_pb2.NodeDef(name=name, op="MutableHashTableV2")
+  table.attr["key_dtype"].type = tf.as_dtype(dtypes["key"]).as_datatype_enum
+  table.attr["value_dtype"].type = tf.as_dtype(
+      dtypes["value"]).as_datatype_enum
+  table.attr["shared_name"].s = name.encode()
+  table.attr["container"].s = b""
+  table.attr["use_node_name_sharing"].b = False
+  key_node = _const_node(f"{name}/keys", keys.numpy())
+  value_node = _const_node(f"{name}/values", values.numpy())
+  fill = node_def_pb2.NodeDef(name=f"{name}/Import", op="LookupTableImportV2",
+                              input=[name, key_node.name, value_node.name])
+  fill.attr["Tin"].type = table.attr["key_dtype"].type
+  fill.attr["Tout"].type = table.attr["value_dtype"].type
+  return [table, key_node, value_node, fill]
 
 
 def _variable_nodes(name: str, var) -> List[object]:

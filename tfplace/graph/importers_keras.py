@@ -71,7 +71,7 @@ def from_keras(model, loss=None, optimizer=None, batch_size: int = 32, x=None,
                            "on data or give it an input shape first")
   functional = getattr(model, "_is_graph_network", False)
   twin = _legacy_optimizer(optimizer)  # Eagerly: reads values.
-  if not functional or twin is None:
+  if not functional or twin is None or _holds_tables(model):
     return _from_traced_step(model, loss, optimizer, batch_size, x, y,
                              name, unknown_dim, seed, train_ops, init_ops,
                              loop_trip_counts)
@@ -81,6 +81,17 @@ def from_keras(model, loss=None, optimizer=None, batch_size: int = 32, x=None,
       step.graph_def, step.train_ops, step.loss, step.init_ops,
       name=name or model.name, unknown_dim=unknown_dim,
       loop_trip_counts=loop_trip_counts)
+
+
+def _holds_tables(model) -> bool:
+  """True if the model holds a lookup table (a `TextVectorization`,
+  `StringLookup` or `IntegerLookup` layer's vocabulary): its layers cannot
+  be cloned into a graph, so its step is traced (the tables become tables
+  of the imported graph, `importers_function`)."""
+  import tensorflow as tf
+  resource = tf.saved_model.experimental.TrackableResource
+  return any(isinstance(o, resource)
+             for o in tf.train.TrackableView(model).descendants())
 
 
 @dataclasses.dataclass(frozen=True)

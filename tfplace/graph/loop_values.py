@@ -97,10 +97,31 @@ class LoopValues:
       return None if value is EMPTY else value
     if t.value_index != 0 or op.type in FLOW_OPS or not op.inputs:
       return None
+    if op.type == "StridedSlice":
+      known = self._known_dims(op, frame)
+      if known is not None:
+        return known
     values = [self.static(x, frame) for x in op.inputs]
     if any(v is None for v in values):
       return None
     return trip_counts.fold(op, values)
+
+  def _known_dims(self, op, frame: Frame) -> Optional[np.ndarray]:
+    """The value of a StridedSlice of a `Shape` that selects only known
+    dimensions of a partly known shape (`tf.shape(x)[0]` of a [12, None, 16]
+    tensor: 12; how Keras's RNNs count their steps), else None."""
+    shape_op = through_identity(op.inputs[0]).op
+    if shape_op.type != "Shape" or shape_op.inputs[0].shape.rank is None:
+      return None
+    bounds = [self.static(x, frame) for x in op.inputs[1:]]
+    if any(b is None for b in bounds):
+      return None
+    # Unknown dimensions as -1, which no known dimension is.
+    dims = np.array([-1 if d is None else d
+                     for d in shape_op.inputs[0].shape.as_list()],
+                    dtype=shape_op.outputs[0].dtype.as_numpy_dtype)
+    value = trip_counts.fold(op, [dims] + bounds)
+    return None if value is None or np.any(value < 0) else value
 
   def _loop_output(self, t, frame: Frame) -> Optional[np.ndarray]:
     """A While output's value: invariant, or an induction variable's end."""
