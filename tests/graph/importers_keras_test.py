@@ -145,6 +145,12 @@ def test_text_vectorization_model_imports_and_trains_as_eagerly():
       y, model(words), from_logits=True)))
   run = run_training_step(g.graph_def, g.fetches)
   assert run.loss == pytest.approx(eager, rel=1e-6)
+  # Without data: random sentences (they were random floats, which a string
+  # input cannot take).
+  g = import_graph(model, batch_size=3)
+  assert g.op("x").output_dtypes == ("string",)
+  assert g.op("x").output_shapes == ((3,),)
+  assert np.isfinite(run_training_step(g.graph_def, g.fetches).loss)
 
 
 @pytest.mark.parametrize("name", ["adamw", "Lion", "adafactor"])

@@ -512,9 +512,15 @@ def _data(model, loss_fns, batch_size: int, x, y, unknown_dim: int,
 
 
 def _random_input(shape: Tuple[int, ...], dtype, rng) -> np.ndarray:
-  """Integer inputs in {0, 1} (valid ids of any table), others normal."""
+  """Integer inputs in {0, 1} (valid ids of any table), strings of eight
+  random words ("w0" ... "w99"), others normal."""
   if dtype.is_integer:
     return rng.randint(0, 2, size=shape).astype(dtype.as_numpy_dtype)
+  if dtype == "string":
+    words = rng.randint(0, 100, size=tuple(shape) + (8,))
+    return np.array([" ".join(f"w{k}" for k in row)
+                     for row in words.reshape(-1, 8)],
+                    dtype=object).reshape(shape)
   return rng.randn(*shape).astype(np.float32)
 
 
