@@ -153,6 +153,24 @@ def test_text_vectorization_model_imports_and_trains_as_eagerly():
   assert np.isfinite(run_training_step(g.graph_def, g.fetches).loss)
 
 
+class _ClippedModel(tf_keras.Model):
+  """A model with its own train_step."""
+
+  def train_step(self, data):
+    return super().train_step(data)
+
+
+def test_own_train_step_is_warned_about(caplog):
+  inputs = tf_keras.Input((3,))
+  model = _ClippedModel(inputs, tf_keras.layers.Dense(2)(inputs))
+  import_graph(model, loss="mse", batch_size=2)
+  assert "overrides train_step" in caplog.text
+  assert "import_fit_step" in caplog.text
+  caplog.clear()
+  import_graph(_model(), loss="mse", batch_size=2)
+  assert "overrides train_step" not in caplog.text
+
+
 @pytest.mark.parametrize("name", ["adamw", "Lion", "adafactor"])
 def test_optimizer_without_a_graph_mode_twin_by_name(name):
   g = import_graph(_model(), loss="mse", optimizer=name, batch_size=4)

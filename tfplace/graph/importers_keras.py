@@ -18,6 +18,7 @@ import inspect
 import os
 from typing import Optional, Sequence, Tuple
 
+from absl import logging
 import numpy as np
 
 from tfplace.errors import GraphImportError
@@ -69,6 +70,7 @@ def from_keras(model, loss=None, optimizer=None, batch_size: int = 32, x=None,
   if not model.built:
     raise GraphImportError(f"Keras model {model.name!r} is not built; call it "
                            "on data or give it an input shape first")
+  _warn_own_train_step(model)
   functional = getattr(model, "_is_graph_network", False)
   twin = _legacy_optimizer(optimizer)  # Eagerly: reads values.
   if not functional or twin is None or _holds_tables(model):
@@ -81,6 +83,17 @@ def from_keras(model, loss=None, optimizer=None, batch_size: int = 32, x=None,
       step.graph_def, step.train_ops, step.loss, step.init_ops,
       name=name or model.name, unknown_dim=unknown_dim,
       loop_trip_counts=loop_trip_counts)
+
+
+def _warn_own_train_step(model) -> None:
+  """Warns that a model's own `train_step` is not what is imported."""
+  import tf_keras
+  if type(model).train_step is not tf_keras.Model.train_step:
+    logging.warning(
+        "Keras model %r overrides train_step: import_graph builds the "
+        "standard step (loss, gradients, optimizer), not yours; to import "
+        "the step fit runs, use tfplace.apply.import_fit_step(model, x, y)",
+        model.name)
 
 
 def _holds_tables(model) -> bool:
