@@ -210,6 +210,24 @@ def test_known_dimension_of_a_partly_known_shape_is_a_static_limit():
     import_graph(step_for(0))  # The unknown dimension stays unknown.
 
 
+def test_stacked_keras_rnn_in_fit_step_has_static_loops():
+  # In fit's step the batch is unknown and an RNN's output length is a
+  # tensor: the second LSTM's loop limit, tf.shape(inputs)[0], used to be
+  # refused as not static; the first loop's stacked outputs tell it.
+  import tf_keras
+  inputs = tf_keras.Input((6,), dtype="int32")
+  hidden = tf_keras.layers.Embedding(50, 4)(inputs)
+  hidden = tf_keras.layers.Bidirectional(
+      tf_keras.layers.LSTM(5, return_sequences=True))(hidden)
+  model = tf_keras.Model(inputs, tf_keras.layers.LSTM(3)(hidden))
+  model.compile(optimizer="sgd", loss="mse")
+  x = np.random.RandomState(0).randint(0, 50, size=(4, 6)).astype(np.int32)
+  g = tfplace.apply.import_fit_step(model, x, np.zeros((4, 3), np.float32))
+  loops = _loops(g)
+  assert len(loops) == 6  # Three LSTMs, each with its gradient loop.
+  assert {op.body.trip_count for op in loops.values()} == {6}
+
+
 def test_maximum_iterations_bounds_the_count():
   @tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
   def capped(x):

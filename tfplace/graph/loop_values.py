@@ -9,7 +9,7 @@ body of a control-flow op, whose arguments are the op's inputs.
 """
 
 import dataclasses
-from typing import Callable, Dict, FrozenSet, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import numpy as np
 
@@ -111,17 +111,62 @@ class LoopValues:
     dimensions of a partly known shape (`tf.shape(x)[0]` of a [12, None, 16]
     tensor: 12; how Keras's RNNs count their steps), else None."""
     shape_op = through_identity(op.inputs[0]).op
-    if shape_op.type != "Shape" or shape_op.inputs[0].shape.rank is None:
+    if shape_op.type != "Shape":
       return None
+    shape = self.known_shape(shape_op.inputs[0], frame)
     bounds = [self.static(x, frame) for x in op.inputs[1:]]
-    if any(b is None for b in bounds):
+    if shape is None or any(b is None for b in bounds):
       return None
     # Unknown dimensions as -1, which no known dimension is.
-    dims = np.array([-1 if d is None else d
-                     for d in shape_op.inputs[0].shape.as_list()],
+    dims = np.array([-1 if d is None else d for d in shape],
                     dtype=shape_op.outputs[0].dtype.as_numpy_dtype)
     value = trip_counts.fold(op, [dims] + bounds)
     return None if value is None or np.any(value < 0) else value
+
+  def known_shape(self, tensor, frame: Frame) -> Optional[List[Optional[int]]]:
+    """`tensor`'s static shape with what the loops tell (None: unknown
+    rank): the length of a TensorList stacked after a loop, passed on by
+    Transpose, ConcatV2 and shape-keeping ops. TF's shape inference loses
+    it where a loop's length is a tensor: the sequence length of a Keras
+    RNN's outputs in `fit`'s step, which a stacked RNN loops over."""
+    t = through_identity(tensor)
+    if t.shape.rank is None:
+      return None
+    dims = t.shape.as_list()
+    if None not in dims:
+      return dims
+    op = t.op
+    derived = None
+    if op.type == "TensorListStack":
+      derived = [self.list_length(op.inputs[0], frame)] + dims[1:]
+    elif op.type == "Transpose":
+      inner = self.known_shape(op.inputs[0], frame)
+      perm = self.static(op.inputs[1], frame)
+      if inner is not None and perm is not None and np.size(perm) == len(
+          inner):
+        derived = [inner[int(k)] for k in np.reshape(perm, -1)]
+    elif op.type == "ConcatV2":
+      derived = self._concat_shape(op, frame, len(dims))
+    elif op.type in _SHAPE_KEEPING_OPS:
+      derived = self.known_shape(op.inputs[0], frame)
+    if derived is None or len(derived) != len(dims):
+      return dims
+    return [d if d is not None else e for d, e in zip(dims, derived)]
+
+  def _concat_shape(self, op, frame: Frame, rank: int):
+    axis = self.static(op.inputs[-1], frame)
+    parts = [self.known_shape(x, frame) for x in op.inputs[:-1]]
+    if axis is None or any(p is None or len(p) != rank for p in parts):
+      return None
+    axis = int(axis) % rank
+    out = []
+    for k in range(rank):
+      known = [p[k] for p in parts if p[k] is not None]
+      if k == axis:
+        out.append(sum(known) if len(known) == len(parts) else None)
+      else:
+        out.append(known[0] if known else None)
+    return out
 
   def _loop_output(self, t, frame: Frame) -> Optional[np.ndarray]:
     """A While output's value: invariant, or an induction variable's end."""
@@ -240,6 +285,10 @@ class LoopValues:
       return None
     return max(init + delta * loop.trips, 0)
 
+
+# Ops whose output has their first input's shape (`LoopValues.known_shape`).
+_SHAPE_KEEPING_OPS = ("ReverseV2", "Relu", "Tanh", "Sigmoid", "Cast", "Neg",
+                      "ZerosLike", "OnesLike")
 
 # What the elements of an empty TensorList share (`_elements`).
 EMPTY = object()
