@@ -141,3 +141,33 @@ def test_random_generators_cost_their_values_at_the_measured_rate():
   alone = AnalyticalCostModel().work_seconds(graph,
                                              Cluster("c", (unmeasured,)))
   assert np.array_equal(alone[:, 0], work[:, 0])
+
+
+def test_half_precision_matrix_ops_run_at_the_tensor_core_rate():
+  from tfplace.cost.cluster import Cluster
+  # The same 2 GFLOP matmul in float32 and float16, a float16 Relu (no
+  # tensor cores) and a float16 convolution.
+  ops = [Op("mm32", "MatMul", output_dtypes=("float32",), flops=2e9),
+         Op("mm16", "MatMul", output_dtypes=("float16",), flops=2e9),
+         Op("mmbf", "BatchMatMulV2", output_dtypes=("bfloat16",), flops=2e9),
+         Op("relu16", "Relu", output_dtypes=("float16",), flops=2e9),
+         Op("conv16", "Conv2D", output_dtypes=("float16",), flops=2e9)]
+  graph = OpGraph(ops, [], graph_def=None)
+  plain = Device("/gpu:0", "GPU", peak_flops=1e12, memory_bandwidth=1e15,
+                 memory_bytes=1e12, launch_overhead_s=0.0)
+  cores = dataclasses.replace(plain, name="/gpu:1", half_flops=8e12)
+  measured = dataclasses.replace(cores, name="/gpu:2", matmul_flops=6e11,
+                                 conv_flops=3e11)
+  work = AnalyticalCostModel(UNIT).work_seconds(
+      graph, Cluster("c", (plain, cores, measured)))
+  # Without tensor cores every op runs at 0.5 x 1e12: 4 ms.
+  np.testing.assert_allclose(work[:, 0], [4e-3] * 5)
+  # With them the half-precision matrix ops run 8x faster; Relu does not.
+  np.testing.assert_allclose(work[:, 1], [4e-3, 5e-4, 5e-4, 4e-3, 5e-4])
+  # Measured float32 rates are scaled by the same 8x.
+  np.testing.assert_allclose(work[:, 2], [2e9 / 6e11, 2e9 / 4.8e12,
+                                          2e9 / 4.8e12, 2e9 / 6e11,
+                                          2e9 / 2.4e12])
+  # Without any tensor-core device the costs are the old ones, bit for bit.
+  alone = AnalyticalCostModel(UNIT).work_seconds(graph, Cluster("c", (plain,)))
+  assert np.array_equal(alone[:, 0], work[:, 0])

@@ -26,6 +26,18 @@ def test_presets_have_their_gpus_and_a_cpu(name, gpus):
   assert Cluster.from_dict(json.loads(c.to_json())) == c
 
 
+@pytest.mark.parametrize("name,half", [("k80x2", 0.0),
+                                       ("v100x4_nvlink", 125e12),
+                                       ("h100x8_nvlink", 989e12),
+                                       ("2hosts_4gpu", 125e12)])
+def test_tensor_core_gpus_have_their_half_precision_peak(name, half):
+  c = presets.load_cluster(name)
+  assert {c.devices[i].half_flops for i in c.devices_of_type("GPU")} == {half}
+  assert {c.devices[i].half_flops for i in c.devices_of_type("CPU")} == {0.0}
+  text = c.to_json()  # Only where there are tensor cores.
+  assert ("half_flops" in text) == (half > 0)
+
+
 def test_two_hosts_use_the_network_between_hosts():
   c = presets.preset("2hosts_4gpu")
   i = c.device_index["/job:worker/replica:0/task:0/device:GPU:0"]

@@ -19,6 +19,10 @@ measured random rate (`Device.random_uniform_rate`, `random_normal_rate`:
 values per second) takes at least its output's values / that rate: each
 value costs a counter-based generator's rounds (a normal one a Box-Muller
 transform too), tens of times a copy's time per element on a CPU. A
+matrix op in float16 or bfloat16 (`TENSOR_CORE_OP_TYPES`, its first output's
+dtype) on a device with tensor cores (`Device.half_flops`) runs
+half_flops / peak_flops times faster than its float32 rate (measured or
+datasheet); its bytes are already counted at two per element. A
 device with `slots` = k runs k ops at once and shares its peak among them,
 so each op gets 1/k of it (total throughput stays the device's peak). The
 time is inf where the device type has no kernel for the op. Trivial ops
@@ -58,6 +62,14 @@ CONV_OP_TYPES = frozenset({
     "DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
     "DepthwiseConv2dNativeBackpropFilter",
 })
+# Matrix ops that run on tensor cores in float16 / bfloat16.
+TENSOR_CORE_OP_TYPES = frozenset({
+    "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum",
+    "_FusedMatMul", "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter",
+    "Conv3D", "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2",
+    "_FusedConv2D",
+})
+HALF_DTYPES = frozenset({"float16", "bfloat16"})
 # Random generators, by the distribution their cost per value follows.
 RANDOM_UNIFORM_OP_TYPES = frozenset({
     "RandomUniform", "RandomUniformInt", "StatelessRandomUniform",
@@ -115,7 +127,8 @@ class AnalyticalCostModel(CostModel):
     moved[bodies] = 0.0
     seconds = self._seconds(graph.op_types, flops, moved, cluster,
                             _output_channels(graph, cluster),
-                            _random_values(graph, cluster))
+                            _random_values(graph, cluster),
+                            _half_precision(graph, cluster))
     for i in bodies:
       seconds[i] += self._body_seconds(graph.ops[i].body, cluster)
     seconds[~kernel_mask(graph, cluster)] = np.inf
@@ -133,7 +146,8 @@ class AnalyticalCostModel(CostModel):
     moved[bodies] = 0.0
     work = self._work(graph.op_types, flops, moved, cluster,
                       _output_channels(graph, cluster),
-                      _random_values(graph, cluster))
+                      _random_values(graph, cluster),
+                      _half_precision(graph, cluster))
     for i in bodies:
       work[i] += self._body_seconds(graph.ops[i].body, cluster)
     return work
@@ -141,30 +155,37 @@ class AnalyticalCostModel(CostModel):
   def _seconds(self, op_types: Sequence[str], flops: np.ndarray,
                moved: np.ndarray, cluster: Cluster,
                channels: Optional[np.ndarray] = None,
-               random_values: Optional[np.ndarray] = None) -> np.ndarray:
+               random_values: Optional[np.ndarray] = None,
+               half: Optional[np.ndarray] = None) -> np.ndarray:
     """Roofline seconds [N, D] of one execution of N ops on every device
-    (`channels`, `random_values`: see `_work`)."""
+    (`channels`, `random_values`, `half`: see `_work`)."""
     cfg = self.config
     overhead = np.array([d.launch_overhead_s for d in cluster.devices])
     trivial = np.array([t in cfg.trivial_op_types for t in op_types],
                        dtype=bool)
     over = np.where(trivial[:, None], cfg.trivial_overhead_factor, 1.0)
     return (self._work(op_types, flops, moved, cluster, channels,
-                       random_values) + over * overhead[None, :])
+                       random_values, half) + over * overhead[None, :])
 
   def _work(self, op_types: Sequence[str], flops: np.ndarray,
             moved: np.ndarray, cluster: Cluster,
             channels: Optional[np.ndarray] = None,
-            random_values: Optional[np.ndarray] = None) -> np.ndarray:
+            random_values: Optional[np.ndarray] = None,
+            half: Optional[np.ndarray] = None) -> np.ndarray:
     """Seconds [N, D] of the roofline work alone (0 for trivial ops).
     `channels`: each op's output channels ([N], 0: unknown), None when no
     device has `conv_lanes`; `random_values`: each random generator's
     output values ([N], 0 for other ops), None when no device has a
-    measured random rate."""
+    measured random rate; `half`: bool [N], the ops that run on tensor
+    cores, None when no device has `half_flops`."""
     cfg = self.config
     flop_rate, conv_rate, bandwidth = self._rates(cluster)
     conv = np.array([t in CONV_OP_TYPES for t in op_types], dtype=bool)
     rate = np.where(conv[:, None], conv_rate[None, :], flop_rate[None, :])
+    if half is not None:
+      boost = np.array([max(1.0, d.half_flops / d.peak_flops)
+                        for d in cluster.devices])
+      rate = np.where(half[:, None], rate * boost[None, :], rate)
     flop_seconds = flops[:, None] / rate
     if channels is not None:
       narrow = np.array([t in NARROW_CHANNEL_OP_TYPES for t in op_types],
@@ -225,6 +246,17 @@ def _output_channels(graph: OpGraph, cluster: Cluster
   return np.array([op.output_shapes[0][-1] if op.output_shapes
                    and op.output_shapes[0] else 0 for op in graph.ops],
                   dtype=np.float64)
+
+
+def _half_precision(graph: OpGraph, cluster: Cluster
+                    ) -> Optional[np.ndarray]:
+  """bool [M]: the tensor-core ops in float16 / bfloat16, or None when no
+  device of `cluster` has `half_flops`."""
+  if not any(d.half_flops > 0 for d in cluster.devices):
+    return None
+  return np.array([op.type in TENSOR_CORE_OP_TYPES and bool(op.output_dtypes)
+                   and op.output_dtypes[0] in HALF_DTYPES
+                   for op in graph.ops], dtype=bool)
 
 
 def _random_values(graph: OpGraph, cluster: Cluster) -> Optional[np.ndarray]:

@@ -28,7 +28,8 @@ optional and default to 0, `overlap_latency` and `rendezvous_transfers`
 (`tfplace.measurement.cluster_benchmark`), optional, 0 when not measured,
 as are `random_uniform_rate` and `random_normal_rate` (values per second);
 so are `conv_lanes`, `run_overhead_s`, `transfer_byte_s` and
-`recv_issue_s` (per device, default 0).
+`recv_issue_s` (per device, default 0), and the datasheet's `half_flops`
+(tensor cores; 0: half precision runs at the float32 rate).
 """
 
 import dataclasses
@@ -50,7 +51,8 @@ _MEASURED_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth",
                    "random_uniform_rate", "random_normal_rate")
 # Optional device fields left out of the JSON form when 0.
 _OMITTED_WHEN_ZERO = _MEASURED_RATES + ("conv_lanes", "run_overhead_s",
-                                        "transfer_byte_s", "recv_issue_s")
+                                        "transfer_byte_s", "recv_issue_s",
+                                        "half_flops")
 
 
 def _positive(value, what: str) -> float:
@@ -121,6 +123,9 @@ class Device:
       every Recv of its part of the step before its ops (profiled: 13-18
       us each here; `tfplace.measurement.recv_issue`). 0: not measured,
       no issue phase.
+    half_flops: peak FLOP/s of float16 / bfloat16 matrix work (dense, on
+      tensor cores: `tfplace.cost.analytical.TENSOR_CORE_OP_TYPES`), from
+      the datasheet; 0: such work runs at the float32 rate (K80s, CPUs).
   """
   name: str
   type: str
@@ -139,6 +144,7 @@ class Device:
   recv_issue_s: float = 0.0
   random_uniform_rate: float = 0.0
   random_normal_rate: float = 0.0
+  half_flops: float = 0.0
 
   def __post_init__(self):
     full = canonical_device(self.name)

@@ -17,11 +17,13 @@ from tfplace.errors import ClusterError
 GB = 1e9
 GIB = 2**30
 
-# Per device: (peak fp32 FLOP/s, memory bandwidth B/s, memory bytes).
+# Per device: (peak fp32 FLOP/s, memory bandwidth B/s, memory bytes) and,
+# for GPUs with tensor cores, the dense float16 / bfloat16 tensor-core peak
+# (`Device.half_flops`; the datasheets' figures "with sparsity" are twice it).
 K80_GPU = (4.37e12, 240 * GB, 12 * GB)        # one GK210 of a K80 board, boost
-V100_SXM2 = (15.7e12, 900 * GB, 16 * GB)      # Tesla V100 SXM2 16 GB
-H100_SXM5 = (67e12, 3.35e12, 80 * GB)         # H100 SXM5 80 GB
-H200_SXM = (67e12, 4.8e12, 141 * GB)          # H200 SXM 141 GB
+V100_SXM2 = (15.7e12, 900 * GB, 16 * GB, 125e12)   # Tesla V100 SXM2 16 GB
+H100_SXM5 = (67e12, 3.35e12, 80 * GB, 989e12)      # H100 SXM5 80 GB
+H200_SXM = (67e12, 4.8e12, 141 * GB, 989e12)       # H200 SXM 141 GB
 # Haswell E5-2699 v3: 18 cores x 2.3 GHz x 32 fp32 FLOP/cycle (2 AVX2 FMA),
 # 4 x DDR4-2133 = 68 GB/s.
 HASWELL_18C = (1.32e12, 68 * GB, 128 * GB)
@@ -40,11 +42,12 @@ ETHERNET_25G = LinkSpec(latency_s=5e-5, bandwidth=25e9 / 8, kind="network")
 
 def _device(name: str, figures, launch_overhead_s: float,
             slots: int = 1) -> Device:
-  flops, bandwidth, memory = figures
+  flops, bandwidth, memory, *half = figures
   kind = "CPU" if "CPU" in name.upper() else "GPU"
   return Device(name=name, type=kind, peak_flops=flops,
                 memory_bandwidth=bandwidth, memory_bytes=memory,
-                launch_overhead_s=launch_overhead_s, slots=slots)
+                launch_overhead_s=launch_overhead_s, slots=slots,
+                half_flops=half[0] if half else 0.0)
 
 
 def _host(task: str, cpu, gpu, num_gpus: int, cpu_slots: int):
@@ -156,12 +159,13 @@ def _mem_total() -> float:
   return 8.0 * GB
 
 
-def gpu_figures(name: str) -> Tuple[float, float, float]:
-  """(peak FLOP/s, memory bytes/s, memory bytes) of a GPU by its name (H100,
-  H200, V100, K80, A100, T4), else a V100's."""
+def gpu_figures(name: str) -> Tuple[float, ...]:
+  """(peak FLOP/s, memory bytes/s, memory bytes[, half-precision tensor-core
+  FLOP/s]) of a GPU by its name (H100, H200, V100, K80, A100, T4), else a
+  V100's."""
   table = {"H100": H100_SXM5, "H200": H200_SXM, "V100": V100_SXM2,
-           "K80": K80_GPU, "A100": (19.5e12, 1.56e12, 40 * GB),
-           "T4": (8.1e12, 320 * GB, 16 * GB)}
+           "K80": K80_GPU, "A100": (19.5e12, 1.56e12, 40 * GB, 312e12),
+           "T4": (8.1e12, 320 * GB, 16 * GB, 65e12)}
   for key, figures in table.items():
     if key in name.upper():
       return figures

@@ -272,7 +272,7 @@ def make_worker_cluster(num_workers: int, cores_per_worker: int = 1,
   """
   memory = _memory_bytes() / max(1, num_workers)
   gpus = list(gpus_per_worker) + [0] * (num_workers - len(gpus_per_worker))
-  flops, bandwidth, gpu_memory = gpu_figures("")
+  flops, bandwidth, gpu_memory, *half = gpu_figures("")
   gpu_memory = gpu_memory_bytes or gpu_memory
   devices, links = [], []
   for i in range(num_workers):
@@ -285,7 +285,8 @@ def make_worker_cluster(num_workers: int, cores_per_worker: int = 1,
       gpu = worker_device(i, kind="GPU", index=j)
       devices.append(Device(name=gpu, type="GPU", peak_flops=flops,
                             memory_bandwidth=bandwidth,
-                            memory_bytes=gpu_memory, launch_overhead_s=5e-6))
+                            memory_bytes=gpu_memory, launch_overhead_s=5e-6,
+                            half_flops=half[0] if half else 0.0))
       links.append(Link(worker_device(i), gpu, PCIE3.latency_s,
                         PCIE3.bandwidth, PCIE3.kind))
   return Cluster(name=name, devices=tuple(devices), links=tuple(links),
