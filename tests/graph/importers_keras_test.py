@@ -33,6 +33,27 @@ def test_keras_step_loss_matches_eager_and_model_still_works():
   assert run.loss == pytest.approx(float(np.mean(eager)), rel=1e-5)
 
 
+def test_keras_weights_beyond_the_graph_limit_start_from_initializers(
+    monkeypatch, caplog):
+  # The limit a GraphDef can carry, lowered: the clone keeps its own
+  # initializers instead of the model's weights.
+  from tfplace.graph import importers_function
+  model = _model()
+  x = np.random.RandomState(1).randn(5, 3).astype(np.float32)
+  y = np.array([0, 1, 1, 0, 1])
+  kept = run_training_step(*_step(import_graph(
+      model, loss="sparse_categorical_crossentropy", x=x, y=y))).loss
+  monkeypatch.setattr(importers_function, "MAX_EMBEDDED_WEIGHT_BYTES", 64)
+  g = import_graph(model, loss="sparse_categorical_crossentropy", x=x, y=y)
+  assert "starts them from random values" in caplog.text
+  loss = run_training_step(*_step(g)).loss
+  assert np.isfinite(loss) and loss != pytest.approx(kept, rel=1e-3)
+
+
+def _step(g):
+  return g.graph_def, g.fetches
+
+
 def test_keras_random_data_and_dropout_are_deterministic():
   g = import_graph(_model(dropout=0.5), loss="mse", optimizer="adam",
                    batch_size=8)

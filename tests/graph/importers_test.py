@@ -231,6 +231,39 @@ def test_captured_resource_that_is_no_table_is_refused():
     import_graph(step)
 
 
+def test_weights_beyond_the_graph_limit_start_random(monkeypatch, caplog):
+  # A model whose weights a GraphDef cannot carry (2 GB protobuf limit; a
+  # 2.15 GB one failed with "Wire format was corrupt") is imported with
+  # random initial values of the same shapes. The limit is lowered here.
+  from tfplace.graph import importers_function
+  monkeypatch.setattr(importers_function, "MAX_EMBEDDED_WEIGHT_BYTES", 100)
+  step, v = _nested_step()  # Its variable holds 24 bytes...
+  kept = import_graph(step, args=(np.ones((4, 3), np.float32),))
+  assert "start them from random" not in caplog.text
+  w = tf.Variable(np.ones((8, 8), np.float32))  # ... this one 256.
+
+  @tf.function(input_signature=[tf.TensorSpec([2, 8], tf.float32)])
+  def big(x):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_sum(tf.square(tf.matmul(x, w)))
+    w.assign_sub(0.01 * tape.gradient(loss, w))
+    return loss
+
+  g = import_graph(big, args=(np.ones((2, 8), np.float32),), name="big")
+  assert "big: its variables hold" in caplog.text
+  assert "starts them from random values" in caplog.text
+  initial = {op.type for op in g.ops if "/initial_value" in op.name}
+  assert "RandomStandardNormal" in initial
+  # The value assigned is the scaled normal values, no Const of the weights.
+  assert {op.type for op in g.ops
+          if op.name.endswith("/initial_value")} == {"Mul"}
+  loss = run_training_step(g.graph_def, g.fetches).loss
+  assert np.isfinite(loss) and loss != 2 * 64.0  # Not from the ones.
+  assert "Const" in {op.type for op in kept.ops
+                     if op.name.endswith("/initial_value")}
+  np.testing.assert_array_equal(w.numpy(), np.ones((8, 8)))
+
+
 def test_windowed_ops_keep_their_largest_stride():
   graph = tf.Graph()
   with graph.as_default():

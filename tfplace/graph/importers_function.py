@@ -7,7 +7,9 @@ The function's graph is made placeable and runnable on its own:
     costed from its bodies (`tfplace.graph.control_flow`);
   * captured variable handles (resource placeholders) become VarHandleOp
     variables, initialized from the variables' current values by an `init`
-    op; captured lookup tables (a Keras `TextVectorization` or `StringLookup`
+    op (beyond `MAX_EMBEDDED_WEIGHT_BYTES` of them, from random values of
+    the same shapes: a GraphDef cannot exceed protobuf's 2 GB); captured
+    lookup tables (a Keras `TextVectorization` or `StringLookup`
     layer's vocabulary) become MutableHashTableV2 tables that the `init` op
     fills with the table's current keys and values; other captured tensors
     and the function's arguments become Consts.
@@ -22,6 +24,25 @@ from tfplace.errors import GraphImportError
 from tfplace.graph.op_graph import OpGraph
 
 _CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+# The most variable bytes whose values an imported graph carries as Consts:
+# a GraphDef is a protobuf message, which cannot exceed 2 GB (a 2.15 GB model
+# failed to import with "Wire format was corrupt"). Above it the variables
+# start from random values (the step's time does not depend on them).
+MAX_EMBEDDED_WEIGHT_BYTES = 1 << 30
+
+
+def embeds_weights(num_bytes: int, what: str) -> bool:
+  """True if `num_bytes` of variable values fit in an imported graph; else
+  False, with a warning naming `what`."""
+  if num_bytes <= MAX_EMBEDDED_WEIGHT_BYTES:
+    return True
+  logging.warning(
+      "%s: its variables hold %.2f GB, more than the %.2f GB of values an "
+      "imported graph carries (a GraphDef cannot exceed 2 GB): the imported "
+      "step starts them from random values of the same shapes (step times "
+      "and placements do not depend on them)", what, num_bytes / 1e9,
+      MAX_EMBEDDED_WEIGHT_BYTES / 1e9)
+  return False
 _MAX_INLINE_DEPTH = 32
 
 
@@ -56,7 +77,8 @@ def from_function(fn_or_concrete, train_ops: Optional[Sequence[str]] = None,
   graph_def = concrete.graph.as_graph_def()
   graph_def = inline_function_calls(graph_def)
   init_name = _unique_name(graph_def, "init")
-  _freeze_inputs(graph_def, concrete, args, init_name, unknown_dim, seed)
+  _freeze_inputs(graph_def, concrete, args, init_name, unknown_dim, seed,
+                 name)
   if train_ops is None:
     train_ops = [t.op.name for t in concrete.outputs]
     train_ops += [op.name for op in concrete.graph.control_outputs
@@ -212,7 +234,7 @@ def _output_node(call, fdef, flat_names: Dict[str, str], prefix: str):
 
 
 def _freeze_inputs(graph_def, concrete, args, init_name: str,
-                   unknown_dim: int, seed: int) -> None:
+                   unknown_dim: int, seed: int, name: str) -> None:
   """Turns the function's input placeholders into variables and Consts."""
   captures = list(concrete.graph.captures)
   inputs = list(concrete.graph.inputs)
@@ -220,12 +242,15 @@ def _freeze_inputs(graph_def, concrete, args, init_name: str,
   replacement: Dict[str, List[object]] = {}
   assigns: List[str] = []
   variables = list(concrete.graph.variables)
+  keep_values = embeds_weights(
+      sum(v.shape.num_elements() * v.dtype.size for v in variables
+          if v.shape.is_fully_defined()), name)
   for external, internal in captures:
     ph = internal.op.name
     if internal.dtype.name == "resource":
       var = next((v for v in variables if v.handle is external), None)
       if var is not None:
-        replacement[ph] = _variable_nodes(ph, var)
+        replacement[ph] = _variable_nodes(ph, var, keep_values)
       else:
         replacement[ph] = _table_nodes(ph, external, internal)
       assigns.append(replacement[ph][-1].name)
@@ -321,16 +346,40 @@ def _table_nodes(name: str, handle, placeholder) -> List[object]:
   return [table, key_node, value_node, fill]
 
 
-def _variable_nodes(name: str, var) -> List[object]:
-  """VarHandleOp `name`, its initial value and its AssignVariableOp."""
+def _variable_nodes(name: str, var, keep_value: bool = True
+                    ) -> List[object]:
+  """VarHandleOp `name`, its initial value and its AssignVariableOp; the
+  initial value is the variable's value, or without `keep_value` (a
+  floating variable) normal values x 0.02 of its shape."""
   from tensorflow.core.framework import node_def_pb2
   handle = node_def_pb2.NodeDef(name=name, op="VarHandleOp")
   handle.attr["dtype"].type = var.dtype.as_datatype_enum
   handle.attr["shape"].shape.CopyFrom(var.shape.as_proto())
   handle.attr["shared_name"].s = name.encode()
   handle.attr["container"].s = b""
-  value = _const_node(f"{name}/initial_value", var.numpy())
+  if keep_value or not var.dtype.is_floating:
+    values = [_const_node(f"{name}/initial_value", var.numpy())]
+  else:
+    values = _random_value_nodes(f"{name}/initial_value", var)
   assign = node_def_pb2.NodeDef(name=f"{name}/Assign", op="AssignVariableOp",
-                                input=[name, value.name])
+                                input=[name, values[-1].name])
   assign.attr["dtype"].type = var.dtype.as_datatype_enum
-  return [handle, value, assign]
+  return [handle] + values + [assign]
+
+
+def _random_value_nodes(name: str, var) -> List[object]:
+  """Nodes computing normal values x 0.02 of `var`'s shape and dtype, the
+  last one named `name`."""
+  from tensorflow.core.framework import node_def_pb2
+  shape = _const_node(f"{name}/shape",
+                      np.array(var.shape.as_list(), dtype=np.int32))
+  normal = node_def_pb2.NodeDef(name=f"{name}/normal",
+                                op="RandomStandardNormal", input=[shape.name])
+  normal.attr["dtype"].type = var.dtype.as_datatype_enum
+  normal.attr["T"].type = shape.attr["dtype"].type
+  scale = _const_node(f"{name}/scale",
+                      np.array(0.02, dtype=var.dtype.as_numpy_dtype))
+  value = node_def_pb2.NodeDef(name=name, op="Mul",
+                               input=[normal.name, scale.name])
+  value.attr["T"].type = var.dtype.as_datatype_enum
+  return [shape, normal, scale, value]

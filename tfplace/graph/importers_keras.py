@@ -191,7 +191,10 @@ def _graph_step(model, loss, twin, batch_size, x, y, unknown_dim, seed,
   loss_fns = _losses(loss, list(model.output_names))
   x, y = _data(model, loss_fns, batch_size, x, y, unknown_dim, seed)
   opt_cls, opt_config = twin
-  weights = model.get_weights()
+  from tfplace.graph.importers_function import embeds_weights
+  weights = model.get_weights() if embeds_weights(
+      sum((w.shape.num_elements() or 0) * w.dtype.size for w in model.weights),
+      f"Keras model {model.name!r}") else None
   try:
     graph, loss_t, train, init = _build_step(model, loss_fns, opt_cls,
                                              opt_config, weights, x, y, seed)
@@ -366,12 +369,15 @@ def _updates(model, inputs) -> list:
 
 
 def _initializer(weights, clone):
-  """The "init" op: model weights assigned, other variables initialized."""
+  """The "init" op: model weights assigned (None: the clone's own
+  initializers), other variables initialized."""
   import tensorflow as tf
-  if len(weights) != len(clone.weights):
+  if weights is None:
+    weights = []
+  elif len(weights) != len(clone.weights):
     raise GraphImportError("the cloned model has different weights")
   assigns = [v.assign(w) for v, w in zip(clone.weights, weights)]
-  cloned = {id(v) for v in clone.weights}
+  cloned = {id(v) for v in clone.weights[:len(weights)]}
   others = [v for v in tf.compat.v1.global_variables() if id(v) not in cloned]
   return tf.group(assigns + [tf.compat.v1.variables_initializer(others)],
                   name="init")
