@@ -68,21 +68,25 @@ def make_attention_model():
   return model
 
 
-def keras_result(device: str, make=make_model) -> dict:
-  """Three fit steps with and without the placement; devices TF used."""
+def keras_result(device: str, make=make_model, weighted: bool = False
+                 ) -> dict:
+  """Three fit steps with and without the placement; devices TF used
+  (`weighted`: fit with sample weights)."""
   from tfplace.apply.keras import import_fit_step
   x, y = data()
   model = make()
-  graph = import_fit_step(model, x[:8], y[:8])
+  weights = np.linspace(0.5, 2.0, len(x)).astype(np.float32)
+  sample = (weights[:8],) if weighted else ()
+  graph = import_fit_step(model, x[:8], y[:8], *sample)
   placement = alternating(graph, device)
   placement.validate(graph)
   reference = tf_keras.models.clone_model(model)
   reference.set_weights(model.get_weights())
   reference.compile_from_config(model.get_compile_config())
   fit = dict(batch_size=8, epochs=STEPS, steps_per_epoch=1, shuffle=False,
-             verbose=0)
+             verbose=0, sample_weight=weights if weighted else None)
   losses = reference.fit(x, y, **fit).history["loss"]
-  placed = tfplace.apply(model, placement, args=(x[:8], y[:8]))
+  placed = tfplace.apply(model, placement, args=(x[:8], y[:8]) + sample)
   with tfplace.apply.record_devices() as used:
     placed_losses = placed.fit(x, y, **fit).history["loss"]
   report = placed.train_function.report
@@ -147,6 +151,11 @@ def two_cpu_keras() -> dict:
   return keras_result(LOCAL)
 
 
+def two_cpu_keras_weighted() -> dict:
+  two_cpus()
+  return keras_result(LOCAL, weighted=True)
+
+
 def two_cpu_keras_attention() -> dict:
   two_cpus()
   return keras_result(LOCAL, make_attention_model)
@@ -201,7 +210,8 @@ def cluster() -> dict:
   return out
 
 
-CHILDREN = {f.__name__: f for f in (two_cpu_keras, two_cpu_keras_attention,
+CHILDREN = {f.__name__: f for f in (two_cpu_keras, two_cpu_keras_weighted,
+                                    two_cpu_keras_attention,
                                     two_cpu_function,
                                     two_cpu_errors, cluster)}
 

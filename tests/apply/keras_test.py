@@ -32,6 +32,16 @@ def test_fit_on_two_cpus_matches_unplaced_fit_and_the_placement():
       assert device == variables[name[2:]], name
 
 
+def test_fit_with_sample_weights_places_the_weighted_step():
+  # With args (x, y, sample_weight) the imported step is the one fit runs
+  # with sample weights: its weighted loss's ops are placed too (imported
+  # from (x, y), 13 of them were left to TF's placer).
+  result = run_child("two_cpu_keras_weighted")
+  check_training(result, CPUS)
+  assert set(result["unnamed_ops"]) <= FIT_OWN_OPS
+  assert sorted(result["missing_ops"]) == ["sample_weight", "x", "y"]
+
+
 def test_fit_of_a_layer_that_makes_inner_layers_keeps_their_names():
   # MultiHeadAttention builds its own softmax and dropout layers; the placed
   # copy names them as the model does, so the placement names their ops.

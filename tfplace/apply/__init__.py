@@ -31,10 +31,10 @@ __all__ = ["apply", "ApplyOptions", "ApplyReport", "PlacedFunction",
            "import_step", "import_fit_step"]
 
 
-def import_fit_step(model, x, y, name=None):
+def import_fit_step(model, x, y, sample_weight=None, name=None):
   """The OpGraph of the step Keras `fit` runs (`tfplace.apply.keras`)."""
   from tfplace.apply.keras import import_fit_step as _import
-  return _import(model, x, y, name=name)
+  return _import(model, x, y, sample_weight=sample_weight, name=name)
 
 
 def apply(fn_or_model, placement: Union[Placement, str], *,

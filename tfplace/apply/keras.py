@@ -63,13 +63,18 @@ def iterator_signature(args: Sequence) -> list:
 
 
 def fit_step_function(model, args: Sequence):
-  """A tf.function of (x, y) running `model.train_step` as `fit` does."""
+  """A tf.function of (x, y) or (x, y, sample_weight) running
+  `model.train_step` as `fit` does."""
   import tensorflow as tf
-  return tf.function(lambda x, y: model.train_step((x, y)),
-                     input_signature=batch_signature(args))
+  if len(args) == 3:
+    step = lambda x, y, sample_weight: model.train_step((x, y, sample_weight))
+  else:
+    step = lambda x, y: model.train_step((x, y))
+  return tf.function(step, input_signature=batch_signature(args))
 
 
-def import_fit_step(model, x, y, name: Optional[str] = None):
+def import_fit_step(model, x, y, sample_weight=None,
+                    name: Optional[str] = None):
   """The `OpGraph` of the training step `model.fit` runs, on batch (x, y).
 
   Optimizer slots are colocated with their variables (see
@@ -79,6 +84,9 @@ def import_fit_step(model, x, y, name: Optional[str] = None):
     model: a compiled Keras (tf_keras) model.
     x: a sample batch of inputs (its values become Consts of the graph).
     y: the batch's labels.
+    sample_weight: the batch's sample weights, for a model trained with
+      `fit(..., sample_weight=)` (or `class_weight=`, which fit turns into
+      sample weights): its step weighs the loss.
     name: graph name (default: the model's name).
 
   Raises:
@@ -86,7 +94,8 @@ def import_fit_step(model, x, y, name: Optional[str] = None):
   """
   from tfplace.apply.importing import import_step
   _check_compiled(model)
-  return import_step(fit_step_function(model, (x, y)), args=(x, y),
+  args = (x, y) if sample_weight is None else (x, y, sample_weight)
+  return import_step(fit_step_function(model, args), args=args,
                      optimizers=[model.optimizer], name=name or model.name)
 
 
@@ -98,7 +107,9 @@ def apply_to_model(model, placement: Placement, args: Sequence,
   Args:
     model: a compiled, built Keras model (Sequential or functional).
     placement: the placement of `import_fit_step(model, ...)`'s graph.
-    args: a sample batch (x, y) (shapes and dtypes; batch size free).
+    args: a sample batch (x, y), or (x, y, sample_weight) for a model
+      trained with sample or class weights, as given to `import_fit_step`
+      (shapes and dtypes; batch size free).
     options: apply options.
     compile_fn: compiles the copy (default: the model's compile config).
 
@@ -113,9 +124,9 @@ def apply_to_model(model, placement: Placement, args: Sequence,
   options = options or ApplyOptions()
   _check_compiled(model)
   check_devices_exist(placement)
-  if args is None or len(args) != 2:
-    raise PlacementError("placing a Keras model needs args=(x, y), a sample "
-                         "batch")
+  if args is None or len(args) not in (2, 3):
+    raise PlacementError("placing a Keras model needs args=(x, y) or (x, y, "
+                         "sample_weight), a sample batch")
 
   def build():
     return _copy(model, compile_fn)
