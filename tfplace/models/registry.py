@@ -16,6 +16,8 @@ the calibration suite's ``calib_conv``, ``calib_matmul``, ``calib_embedding``,
 import dataclasses
 from typing import Any, Callable, Dict, List, Tuple
 
+from absl import logging
+
 from tfplace.errors import GraphImportError
 from tfplace.models import calibration_suite
 from tfplace.models import inception_v3
@@ -94,6 +96,7 @@ def build_tf_graph(name: str, **overrides) -> BuiltGraph:
     GraphImportError: unknown model or config field, or a bad size.
   """
   config = make_config(name, **overrides)
+  logging.info("building benchmark model %s", name)
   return MODELS[name][1](config)
 
 
