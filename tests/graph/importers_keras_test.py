@@ -37,13 +37,13 @@ def test_keras_weights_beyond_the_graph_limit_start_from_initializers(
     monkeypatch, caplog):
   # The limit a GraphDef can carry, lowered: the clone keeps its own
   # initializers instead of the model's weights.
-  from tfplace.graph import importers_function
+  from tfplace.graph import function_captures
   model = _model()
   x = np.random.RandomState(1).randn(5, 3).astype(np.float32)
   y = np.array([0, 1, 1, 0, 1])
   kept = run_training_step(*_step(import_graph(
       model, loss="sparse_categorical_crossentropy", x=x, y=y))).loss
-  monkeypatch.setattr(importers_function, "MAX_EMBEDDED_WEIGHT_BYTES", 64)
+  monkeypatch.setattr(function_captures, "MAX_EMBEDDED_WEIGHT_BYTES", 64)
   g = import_graph(model, loss="sparse_categorical_crossentropy", x=x, y=y)
   assert "starts them from random values" in caplog.text
   loss = run_training_step(*_step(g)).loss

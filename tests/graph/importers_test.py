@@ -235,8 +235,8 @@ def test_weights_beyond_the_graph_limit_start_random(monkeypatch, caplog):
   # A model whose weights a GraphDef cannot carry (2 GB protobuf limit; a
   # 2.15 GB one failed with "Wire format was corrupt") is imported with
   # random initial values of the same shapes. The limit is lowered here.
-  from tfplace.graph import importers_function
-  monkeypatch.setattr(importers_function, "MAX_EMBEDDED_WEIGHT_BYTES", 100)
+  from tfplace.graph import function_captures
+  monkeypatch.setattr(function_captures, "MAX_EMBEDDED_WEIGHT_BYTES", 100)
   step, v = _nested_step()  # Its variable holds 24 bytes...
   kept = import_graph(step, args=(np.ones((4, 3), np.float32),))
   assert "start them from random" not in caplog.text
