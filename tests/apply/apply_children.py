@@ -93,6 +93,46 @@ def keras_result(device: str, make=make_model, weighted: bool = False
   return _result(losses, placed_losses, report, used, placement)
 
 
+def text_result(device: str) -> dict:
+  """Three fit steps of a TextVectorization model with and without the
+  placement, its lookup table's group on the second device."""
+  from tfplace.apply.keras import import_fit_step
+  words = np.array(["the cat sat", "a dog ran", "the dog sat", "cat ran"] * 6)
+  y = np.arange(24) % 2
+  vectorize = tf_keras.layers.TextVectorization(max_tokens=20,
+                                                output_sequence_length=4,
+                                                name="vectorize")
+  vectorize.adapt(words)
+  inputs = tf_keras.Input((), dtype="string")
+  hidden = tf_keras.layers.GlobalAveragePooling1D(name="pool")(
+      tf_keras.layers.Embedding(20, 3, name="embed")(vectorize(inputs)))
+  model = tf_keras.Model(inputs, tf_keras.layers.Dense(2, name="out")(hidden),
+                         name="text")
+  model.compile(optimizer="sgd", loss=tf_keras.losses.
+                SparseCategoricalCrossentropy(from_logits=True))
+  graph = import_fit_step(model, words[:8], y[:8])
+  table = next(i for i, op in enumerate(graph.ops)
+               if op.type == "MutableHashTableV2")
+  devices = dict(alternating(graph, device).devices)
+  for i, op in enumerate(graph.ops):
+    if graph.group_of[i] == graph.group_of[table]:
+      devices[op.name] = device.format(1)
+  placement = Placement(devices)
+  reference = tf_keras.models.clone_model(model)
+  reference.set_weights(model.get_weights())
+  reference.compile_from_config(model.get_compile_config())
+  fit = dict(batch_size=8, epochs=STEPS, steps_per_epoch=1, shuffle=False,
+             verbose=0)
+  losses = reference.fit(words, y, **fit).history["loss"]
+  placed = tfplace.apply(model, placement, args=(words[:8], y[:8]))
+  with tfplace.apply.record_devices() as used:
+    placed_losses = placed.fit(words, y, **fit).history["loss"]
+  result = _result(losses, placed_losses, placed.train_function.report, used,
+                   placement)
+  result["table_op"] = graph.ops[table].name
+  return result
+
+
 def make_step():
   """A custom train step: two towers, Adam, named variables."""
   tf.random.set_seed(0)
@@ -156,6 +196,11 @@ def two_cpu_keras_weighted() -> dict:
   return keras_result(LOCAL, weighted=True)
 
 
+def two_cpu_keras_text() -> dict:
+  two_cpus()
+  return text_result(LOCAL)
+
+
 def two_cpu_keras_attention() -> dict:
   two_cpus()
   return keras_result(LOCAL, make_attention_model)
@@ -212,6 +257,7 @@ def cluster() -> dict:
 
 CHILDREN = {f.__name__: f for f in (two_cpu_keras, two_cpu_keras_weighted,
                                     two_cpu_keras_attention,
+                                    two_cpu_keras_text,
                                     two_cpu_function,
                                     two_cpu_errors, cluster)}
 

@@ -42,6 +42,16 @@ def test_fit_with_sample_weights_places_the_weighted_step():
   assert sorted(result["missing_ops"]) == ["sample_weight", "x", "y"]
 
 
+def test_fit_puts_a_lookup_table_where_the_placement_says():
+  # A TextVectorization layer's table, placed on the second CPU: TF runs its
+  # lookups where the table lives, and the copy's table was made on the
+  # first (the lookup ran there: 1 mismatch).
+  result = run_child("two_cpu_keras_text")
+  check_training(result, CPUS)
+  assert result["mismatches"] == []
+  assert "table_handle" in result["table_op"]
+
+
 def test_fit_of_a_layer_that_makes_inner_layers_keeps_their_names():
   # MultiHeadAttention builds its own softmax and dropout layers; the placed
   # copy names them as the model does, so the placement names their ops.

@@ -24,7 +24,8 @@ copy drops the placement (Keras rebuilds `train_function`); apply it again.
 The optimizer starts afresh (iteration 0, zero slots), as in a new model.
 """
 
-from typing import Callable, Optional, Sequence
+import contextlib
+from typing import Callable, Dict, Optional, Sequence
 
 from tfplace.apply.device_function import check_devices_exist
 from tfplace.apply.function import PlacedFunction, plan_build
@@ -121,6 +122,7 @@ def apply_to_model(model, placement: Placement, args: Sequence,
     PlacementError: the placement does not fit the model's step.
     TfplaceError: the model cannot be copied or compiled.
   """
+  import tensorflow as tf
   options = options or ApplyOptions()
   _check_compiled(model)
   check_devices_exist(placement)
@@ -128,8 +130,10 @@ def apply_to_model(model, placement: Placement, args: Sequence,
     raise PlacementError("placing a Keras model needs args=(x, y) or (x, y, "
                          "sample_weight), a sample batch")
 
+  tables = _table_devices(model, placement, args)
+
   def build():
-    return _copy(model, compile_fn)
+    return _copy(model, compile_fn, tables)
 
   def trace(copy):
     return fit_step_function(copy, args).get_concrete_function().graph
@@ -139,6 +143,9 @@ def apply_to_model(model, placement: Placement, args: Sequence,
   with replay.scope():
     placed = build()
     placed.set_weights(model.get_weights())
+    for name, device in tables.items():  # Its set_weights made them anew.
+      with tf.device(device):
+        placed.get_layer(name).set_weights(model.get_layer(name).get_weights())
   keras_fn = placed.make_train_function(force=True)
   placed.train_function = PlacedFunction(
       keras_fn.python_function, placement, options, reduce_retracing=True,
@@ -166,11 +173,46 @@ def _check_compiled(model) -> None:
                        "whose ops the placement does not name; use 1")
 
 
-def _copy(model, compile_fn: Optional[Callable]):
-  """The model cloned (same layer names) and compiled like it."""
+def _table_devices(model, placement: Placement, args: Sequence
+                   ) -> Dict[str, str]:
+  """Layer name -> the device the placement gives the lookup table the
+  layer holds (a TextVectorization or StringLookup layer's vocabulary; the
+  table's op in the imported step is its captured handle, named in the
+  layer's scope), for the model's layers that hold one. TF runs a table's
+  lookups where the table lives, and a table, unlike a variable, lives
+  where it is created."""
+  from tfplace.graph.importers_keras import holds_tables
+  layers = [layer.name for layer in model.layers if holds_tables(layer)]
+  if not layers:
+    return {}
+  graph = fit_step_function(model, args).get_concrete_function().graph
+  devices = {}
+  for _, handle in graph.captures:
+    device = placement.devices.get(handle.op.name)
+    if device and any(op.type.startswith("LookupTable")
+                      for op in handle.consumers()):
+      for layer in layers:
+        if handle.op.name.startswith(f"{model.name}/{layer}/"):
+          devices[layer] = device
+  return devices
+
+
+def _copy(model, compile_fn: Optional[Callable],
+          table_devices: Optional[Dict[str, str]] = None):
+  """The model cloned (same layer names) and compiled like it; a layer in
+  `table_devices` is made on its device (its lookup table is created
+  there)."""
+  import tensorflow as tf
   import tf_keras
+
+  def clone(layer):
+    device = table_devices.get(layer.name)
+    with tf.device(device) if device else contextlib.nullcontext():
+      return layer.__class__.from_config(layer.get_config())
+
   try:
-    copy = tf_keras.models.clone_model(model)
+    copy = tf_keras.models.clone_model(
+        model, clone_function=clone if table_devices else None)
   except (ValueError, TypeError) as e:
     raise TfplaceError(
         f"cannot copy Keras model {model.name!r} to place it ({e}); a "

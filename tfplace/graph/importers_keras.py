@@ -73,7 +73,7 @@ def from_keras(model, loss=None, optimizer=None, batch_size: int = 32, x=None,
   _warn_own_train_step(model)
   functional = getattr(model, "_is_graph_network", False)
   twin = _legacy_optimizer(optimizer)  # Eagerly: reads values.
-  if not functional or twin is None or _holds_tables(model):
+  if not functional or twin is None or holds_tables(model):
     return _from_traced_step(model, loss, optimizer, batch_size, x, y,
                              name, unknown_dim, seed, train_ops, init_ops,
                              loop_trip_counts)
@@ -96,7 +96,7 @@ def _warn_own_train_step(model) -> None:
         model.name)
 
 
-def _holds_tables(model) -> bool:
+def holds_tables(model) -> bool:
   """True if the model holds a lookup table (a `TextVectorization`,
   `StringLookup` or `IntegerLookup` layer's vocabulary): its layers cannot
   be cloned into a graph, so its step is traced (the tables become tables
