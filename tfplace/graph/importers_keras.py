@@ -97,10 +97,11 @@ def _warn_own_train_step(model) -> None:
 
 
 def holds_tables(model) -> bool:
-  """True if the model holds a lookup table (a `TextVectorization`,
-  `StringLookup` or `IntegerLookup` layer's vocabulary): its layers cannot
-  be cloned into a graph, so its step is traced (the tables become tables
-  of the imported graph, `importers_function`)."""
+  """True if the model (or layer) holds a lookup table (a
+  `TextVectorization`, `StringLookup` or `IntegerLookup` layer's
+  vocabulary): such a model's layers cannot be cloned into a graph, so its
+  step is traced (the tables become tables of the imported graph,
+  `function_captures`)."""
   import tensorflow as tf
   resource = tf.saved_model.experimental.TrackableResource
   return any(isinstance(o, resource)
