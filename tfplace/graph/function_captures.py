@@ -40,9 +40,8 @@ def embeds_weights(num_bytes: int, what: str) -> bool:
   return False
 
 
-
 def freeze_inputs(graph_def, concrete, args, init_name: str,
-                   unknown_dim: int, seed: int, name: str) -> None:
+                  unknown_dim: int, seed: int, name: str) -> None:
   """Turns the function's input placeholders into variables and Consts."""
   captures = list(concrete.graph.captures)
   inputs = list(concrete.graph.inputs)
@@ -125,19 +124,18 @@ def _table_nodes(name: str, handle, placeholder) -> List[object]:
   """
   import tensorflow as tf
   from tensorflow.core.framework import node_def_pb2
-  from tensorflow.python.ops import gen_lookup_ops
   dtypes = {}
-  for op in placeholder.graph.get_operations():
+  for op in placeholder.consumers():
     attrs = _TABLE_DTYPE_ATTRS.get(op.type)
-    if attrs and op.inputs and op.inputs[0] is placeholder:
+    if attrs and op.inputs[0] is placeholder:
       dtypes.update({k: op.get_attr(a) for k, a in zip(("key", "value"),
                                                         attrs) if a})
   if set(dtypes) != {"key", "value"}:
     raise GraphImportError(
         f"captured resource {name!r} is neither a tf.Variable nor a lookup "
         "table; an imported function can capture only those")
-  keys, values = gen_lookup_ops.lookup_table_export_v2(
-      handle, dtypes["key"], dtypes["value"])
+  keys, values = tf.raw_ops.LookupTableExportV2(
+      table_handle=handle, Tkeys=dtypes["key"], Tvalues=dtypes["value"])
   table = node_def_pb2.NodeDef(name=name, op="MutableHashTableV2")
   table.attr["key_dtype"].type = tf.as_dtype(dtypes["key"]).as_datatype_enum
   table.attr["value_dtype"].type = tf.as_dtype(
@@ -158,14 +156,15 @@ def _variable_nodes(name: str, var, keep_value: bool = True
                     ) -> List[object]:
   """VarHandleOp `name`, its initial value and its AssignVariableOp; the
   initial value is the variable's value, or without `keep_value` (a
-  floating variable) normal values x 0.02 of its shape."""
+  floating variable of a known shape) normal values x 0.02 of its shape."""
   from tensorflow.core.framework import node_def_pb2
   handle = node_def_pb2.NodeDef(name=name, op="VarHandleOp")
   handle.attr["dtype"].type = var.dtype.as_datatype_enum
   handle.attr["shape"].shape.CopyFrom(var.shape.as_proto())
   handle.attr["shared_name"].s = name.encode()
   handle.attr["container"].s = b""
-  if keep_value or not var.dtype.is_floating:
+  if (keep_value or not var.dtype.is_floating
+      or not var.shape.is_fully_defined()):
     values = [_const_node(f"{name}/initial_value", var.numpy())]
   else:
     values = _random_value_nodes(f"{name}/initial_value", var)
