@@ -133,7 +133,9 @@ def _table_nodes(name: str, handle, placeholder) -> List[object]:
   if set(dtypes) != {"key", "value"}:
     raise GraphImportError(
         f"captured resource {name!r} is neither a tf.Variable nor a lookup "
-        "table; an imported function can capture only those")
+        "table; an imported function can capture only those: give it its "
+        "data as arguments (import_graph(fn, args=...)) instead of reading "
+        "a captured iterator or queue")
   keys, values = tf.raw_ops.LookupTableExportV2(
       table_handle=handle, Tkeys=dtypes["key"], Tvalues=dtypes["value"])
   table = node_def_pb2.NodeDef(name=name, op="MutableHashTableV2")

@@ -22,6 +22,7 @@ from absl import logging
 import numpy as np
 
 from tfplace.errors import GraphImportError
+from tfplace.graph.function_captures import embeds_weights
 from tfplace.graph.op_graph import OpGraph
 
 
@@ -192,7 +193,6 @@ def _graph_step(model, loss, twin, batch_size, x, y, unknown_dim, seed,
   loss_fns = _losses(loss, list(model.output_names))
   x, y = _data(model, loss_fns, batch_size, x, y, unknown_dim, seed)
   opt_cls, opt_config = twin
-  from tfplace.graph.function_captures import embeds_weights
   weights = model.get_weights() if embeds_weights(
       sum((w.shape.num_elements() or 0) * w.dtype.size for w in model.weights),
       f"Keras model {model.name!r}") else None
