@@ -46,6 +46,8 @@ def test_place_predicts_step_time():
                      cost_model=FixedCosts())
   assert p.metadata.predicted_step_time_s == pytest.approx(3e-4, rel=1e-6)
   assert p.metadata.feasible is True and p.metadata.oom_devices == ()
+  # Outputs of 0 bytes, no weights: no device holds memory to record.
+  assert p.metadata.predicted_peak_memory_bytes == {}
 
 
 def test_place_passes_options_to_the_placer():
@@ -70,6 +72,9 @@ def test_place_reports_infeasible_in_typed_fields_and_json():
   again = Placement.from_dict(p.to_dict())
   assert again.metadata.feasible is False
   assert again.metadata.oom_devices == (GPU0,)
+  # The device's simulated peak is kept, in the JSON too: 20 GB of weights.
+  assert p.metadata.predicted_peak_memory_bytes == {GPU0: int(2e10)}
+  assert again.metadata.predicted_peak_memory_bytes == {GPU0: int(2e10)}
 
 
 def test_old_placement_files_read_feasibility_into_the_typed_fields():

@@ -136,13 +136,17 @@ def simulate(graph: OpGraph, cluster: Cluster, placement,
 
 def record_prediction(placement: Placement, cluster: Cluster,
                       result: SimResult) -> Placement:
-  """`placement` with the simulated step time (or infeasibility) recorded."""
+  """`placement` with the simulated step time (or infeasibility) and each
+  used device's simulated peak memory recorded."""
+  peaks = {name: int(peak) for name, peak in
+           zip(cluster.device_names, result.peak_memory_bytes) if peak > 0}
   if result.feasible:
     return placement.with_metadata(
         predicted_step_time_s=float(result.step_time_s), feasible=True,
-        oom_devices=())
+        oom_devices=(), predicted_peak_memory_bytes=peaks)
   oom = tuple(cluster.device_names[i] for i in result.oom_devices)
   logging.warning("placement %s is infeasible (out of memory on %s)",
                   placement.metadata.placer, ", ".join(oom) or "?")
   return placement.with_metadata(predicted_step_time_s=None, feasible=False,
-                                 oom_devices=oom)
+                                 oom_devices=oom,
+                                 predicted_peak_memory_bytes=peaks)

@@ -44,6 +44,8 @@ class PlacementMetadata:
     feasible: False if the simulator found a device out of memory; None if
       not simulated.
     oom_devices: the devices out of memory, if infeasible.
+    predicted_peak_memory_bytes: device -> its simulated peak memory (the
+      devices it uses; empty if not simulated).
     tfplace_version, tensorflow_version: the versions that wrote it.
     extra: other keys found in a placement file, kept as they were.
   """
@@ -53,6 +55,8 @@ class PlacementMetadata:
   predicted_step_time_s: Optional[float] = None
   feasible: Optional[bool] = None
   oom_devices: Tuple[str, ...] = ()
+  predicted_peak_memory_bytes: Mapping[str, int] = dataclasses.field(
+      default_factory=dict)
   tfplace_version: Optional[str] = None
   tensorflow_version: Optional[str] = None
   extra: Mapping[str, object] = dataclasses.field(default_factory=dict)
@@ -166,6 +170,8 @@ class Placement:
     meta = dataclasses.asdict(self.metadata)
     meta["devices"] = list(meta["devices"])
     meta["oom_devices"] = list(meta["oom_devices"]) or None
+    meta["predicted_peak_memory_bytes"] = (
+        dict(meta["predicted_peak_memory_bytes"]) or None)
     extra = meta.pop("extra")
     meta.update(extra)
     return {"format": FORMAT, "placement": dict(self.devices),
@@ -185,6 +191,9 @@ class Placement:
     extra = {k: meta.pop(k) for k in list(meta) if k not in known}
     meta["devices"] = tuple(meta.get("devices") or ())
     meta["oom_devices"] = tuple(meta.get("oom_devices") or ())
+    meta["predicted_peak_memory_bytes"] = {
+        str(k): int(v) for k, v in
+        (meta.get("predicted_peak_memory_bytes") or {}).items()}
     return cls(devices=data["placement"],
                metadata=PlacementMetadata(**meta, extra=extra))
 

@@ -43,7 +43,10 @@ def test_two_workers_measure_then_dead_worker_then_stop():
     assert len(pids) == 2 and all(lc.alive())
     # CPU workers: no GPU opened (each would reserve nearly all of it).
     with open(f"/proc/{pids[0]}/environ", "rb") as f:
-      assert b"CUDA_VISIBLE_DEVICES=\x00" in f.read() + b"\x00"
+      environ = f.read() + b"\x00"
+    assert b"CUDA_VISIBLE_DEVICES=\x00" in environ
+    # TF's BFC CPU allocator: it keeps the statistics peak memory needs.
+    assert b"TF_CPU_ALLOCATOR_USE_BFC=true\x00" in environ
     assert lc.target.startswith("grpc://127.0.0.1:")
     cluster = lc.to_cluster()
     assert cluster.device_names == [worker_device(0), worker_device(1)]
@@ -52,6 +55,14 @@ def test_two_workers_measure_then_dead_worker_then_stop():
     assert all(t > 0 for t in timing.step_times_s)
     assert timing.devices_match, timing.mismatches[:3]
     assert {r.device for r in timing.op_records} == set(cluster.device_names)
+    # Each worker's peak holds at least its variables, and it is not the
+    # other's: the ops placed there allocate on their own worker.
+    params = {d: 0 for d in cluster.device_names}
+    for i, op in enumerate(graph.ops):
+      params[placement.devices[op.name]] += int(graph.param_bytes[i])
+    assert set(timing.peak_memory_bytes) == set(cluster.device_names)
+    for device, peak in timing.peak_memory_bytes.items():
+      assert params[device] <= peak < 64 << 20, (device, peak)
     # The servers list their devices: CPUs only here.
     assert cluster_from_target(lc.target).device_names == [
         worker_device(0), worker_device(1)]

@@ -66,6 +66,10 @@ def test_measure_npz_feeds_on_local_workers(tmp_path):
   sources = {i["name"]: (i["source"], i["shape"]) for i in result["inputs"]}
   assert sources == {"ids": ("user", [3, 4]), "labels": ("user", [3]),
                      "x": ("synthetic", [3, 6])}
+  # The workers' allocators keep statistics: a peak per worker.
+  assert sorted(result["peak_memory_bytes"]) == [
+      f"/job:worker/replica:0/task:{i}/device:CPU:0" for i in (0, 1)]
+  assert all(v > 0 for v in result["peak_memory_bytes"].values())
 
 
 @pytest.mark.parametrize("feeds,extra,message", [
@@ -204,3 +208,19 @@ def test_worker_killed_during_measure_then_status_and_down(tmp_path, task):
   assert down.returncode == 0, down.stderr[-2000:]
   assert "stopped 1 worker(s)" in down.stdout
   assert not os.path.exists(log_dir)
+
+
+def test_measure_prints_each_peak_beside_the_simulated_one():
+  from tfplace.cli.measure_cmd import _memory_line
+  worker = "/job:worker/replica:0/task:%d/device:CPU:0"
+  gpu = "/job:worker/replica:0/task:0/device:GPU:0"
+  assert _memory_line({worker % 1: 3 << 20, gpu: 1 << 30},
+                      {worker % 1: 2 << 20}) == (
+      f"peak memory: {gpu} 1.0 GiB, {worker % 1} 3.0 MiB (simulated 2.0 MiB)")
+  # The CPUs of one process share its allocator: one figure for them all.
+  local = "/job:localhost/replica:0/task:0/device:CPU:%d"
+  assert _memory_line({local % 0: 5 << 20, local % 1: 6 << 20},
+                      {local % 0: 1 << 20}) == (
+      "peak memory: /job:localhost/replica:0/task:0 CPUs (one allocator) "
+      "6.0 MiB")
+  assert "TF_CPU_ALLOCATOR_USE_BFC=true" in _memory_line({}, {})

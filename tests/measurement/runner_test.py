@@ -64,6 +64,16 @@ def test_measure_two_logical_cpus(graph, tmp_path):
 GPU = "/job:localhost/replica:0/task:0/device:GPU:0"
 
 
+def _h200_step_stats():
+  """step_stats of small_cnn on an H200 (scripts/gpu_steps.py --trace_dir)."""
+  from tensorflow.core.framework import step_stats_pb2
+  stats = step_stats_pb2.StepStats()
+  with open(os.path.join(os.path.dirname(__file__), "..", "..", "testdata",
+                         "h200_small_cnn_step_stats.pb"), "rb") as f:
+    stats.ParseFromString(f.read())
+  return stats
+
+
 def test_a_gpu_op_is_one_record_the_longer_of_its_launch_and_kernels():
   from tensorflow.core.framework import step_stats_pb2
   stats = step_stats_pb2.StepStats()
@@ -98,12 +108,7 @@ def test_a_gpu_op_is_one_record_the_longer_of_its_launch_and_kernels():
 
 
 def test_a_real_gpu_step_gives_each_op_its_summed_kernels():
-  # step_stats of small_cnn on an H200 (scripts/gpu_steps.py --trace_dir).
-  from tensorflow.core.framework import step_stats_pb2
-  stats = step_stats_pb2.StepStats()
-  with open(os.path.join(os.path.dirname(__file__), "..", "..", "testdata",
-                         "h200_small_cnn_step_stats.pb"), "rb") as f:
-    stats.ParseFromString(f.read())
+  stats = _h200_step_stats()
   by_op = {}
   for dev in stats.dev_stats:
     if dev.device.endswith("/stream:all"):
@@ -122,6 +127,39 @@ def test_a_real_gpu_step_gives_each_op_its_summed_kernels():
       if dev.device.endswith("/stream:all") for n in dev.node_stats
       if n.node_name.startswith("conv_0/Conv2D:")) * 1e-6
   assert all(r.duration_s >= r.kernel_s for r in records if r.kernel_s)
+
+
+def test_peak_memory_reads_each_devices_own_allocator():
+  from tensorflow.core.framework import step_stats_pb2
+  stats = step_stats_pb2.StepStats()
+  cpu = stats.dev_stats.add(device=CPU % 0)
+  gpu = stats.dev_stats.add(device=GPU)
+  stream = stats.dev_stats.add(device="/device:GPU:0/stream:all")
+  for dev, allocator, in_use in [(cpu, "cpu", 300), (cpu, "cpu", 700),
+                                 (cpu, "cpu", 500), (gpu, "GPU_0_bfc", 4000),
+                                 (gpu, "gpu_host_bfc", 9000),
+                                 (stream, "GPU_0_bfc", 99999)]:
+    node = dev.node_stats.add(node_name="op")
+    node.memory.add(allocator_name=allocator, allocator_bytes_in_use=in_use)
+  assert timing.peak_memory(stats) == {CPU % 0: 700, GPU: 4000}
+  # An allocator without statistics reports 0: no peak rather than 0 bytes.
+  quiet = step_stats_pb2.StepStats()
+  quiet.dev_stats.add(device=CPU % 0).node_stats.add(
+      node_name="op").memory.add(allocator_name="cpu", total_bytes=64)
+  assert timing.peak_memory(quiet) == {}
+
+
+def test_simulated_peak_memory_is_the_measured_one_on_a_gpu():
+  # small_cnn on one H200: its GPU allocator's peak, against the simulator's.
+  from tfplace.cost.presets import load_cluster
+  from tfplace.pipeline import place, simulate
+  measured = timing.peak_memory(_h200_step_stats())[GPU]
+  graph = build_model("small_cnn")
+  assert {r.name for r in timing.op_records(_h200_step_stats())} <= set(
+      graph.index)
+  cluster = load_cluster("h100x8_nvlink")
+  result = simulate(graph, cluster, place(graph, cluster, "single_gpu"))
+  assert result.peak_memory_bytes.max() == pytest.approx(measured, rel=0.1)
 
 
 def test_mismatch_detected():

@@ -24,6 +24,7 @@ before timing. The output says where each input came from.
 """
 
 import json
+import os
 import sys
 from typing import List, Optional
 
@@ -34,6 +35,7 @@ from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
                                      native_stdout_to_stderr,
                                      servers_from_cluster_arg)
 from tfplace.errors import TfplaceError
+from tfplace.measurement.local_cluster import CPU_BFC_ENV
 
 _PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
 _CLUSTER = flags.DEFINE_string(
@@ -50,6 +52,8 @@ flags.adopt_module_key_flags(local_workers_flags)
 
 def main(argv: List[str]) -> None:
   """Runs `tfplace measure`; see the module docstring."""
+  # Before TF first needs CPU memory: the allocator that keeps statistics.
+  os.environ.setdefault(CPU_BFC_ENV, "true")
   from tfplace.placement import Placement
   if len(argv) != 2:
     raise TfplaceError("expected exactly one GRAPH argument: tfplace measure "
@@ -72,7 +76,7 @@ def main(argv: List[str]) -> None:
   except TfplaceError as e:
     exit_now_if_tf_busy("measure", e)
     raise
-  _report(timing, inputs)
+  _report(timing, inputs, placement)
 
 
 def _run(graph, placement, inputs):
@@ -96,7 +100,29 @@ def _measure(graph, placement, inputs, target: str, workers=(),
                  profiler_addresses=profiler_addresses, feeds=inputs)
 
 
-def _report(timing, inputs) -> None:
+def _memory_line(peaks, predicted) -> str:
+  """The measured peak memory per device beside the placement's simulated
+  one (`predicted`, from its metadata), or why there is none. The CPUs of
+  one process share its allocator: they are shown once, together."""
+  from tfplace.units import format_bytes
+  if not peaks:
+    return ("peak memory not measured: TF's CPU allocator kept no "
+            f"statistics (set {CPU_BFC_ENV}=true before TF starts)")
+  shown = {}
+  for device, nbytes in peaks.items():
+    task, _, kind = device.rpartition("/device:")
+    if kind.upper().startswith("CPU") and sum(
+        d.startswith(task + "/device:CPU") for d in peaks) > 1:
+      device = f"{task} CPUs (one allocator)"
+    shown[device] = max(shown.get(device, 0), nbytes)
+  return "peak memory: " + ", ".join(
+      f"{device} {format_bytes(nbytes)}"
+      + (f" (simulated {format_bytes(predicted[device])})"
+         if device in predicted else "")
+      for device, nbytes in sorted(shown.items()))
+
+
+def _report(timing, inputs, placement) -> None:
   if _JSON.value:
     out = timing.to_dict()
     out.pop("op_records")
@@ -114,6 +140,9 @@ def _report(timing, inputs) -> None:
   else:
     sys.stdout.write(f"{len(timing.mismatches)} op(s) ran elsewhere, e.g. "
                      f"{timing.mismatches[0]}\n")
+  sys.stdout.write(_memory_line(
+      timing.peak_memory_bytes,
+      placement.metadata.predicted_peak_memory_bytes) + "\n")
   if timing.trace_path:
     sys.stdout.write(f"trace written to {timing.trace_path}\n")
   sys.stdout.write("".join(f"{line}\n"

@@ -55,6 +55,10 @@ LOOPBACK_LINK = LinkSpec(latency_s=2e-4, bandwidth=1e9, kind=LOOPBACK)
 _RUNNING: Dict[str, "LocalCluster"] = {}
 # What a temporary log folder's name starts with.
 LOG_DIR_PREFIX = "tfplace_cluster_"
+# "true": TF's CPU memory comes from its BFC allocator, which keeps the
+# statistics peak memory is read from. TF reads it once, when a process
+# first needs CPU memory.
+CPU_BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
 
 
 def profiler_addresses_for(target: str) -> Tuple[str, ...]:
@@ -230,9 +234,14 @@ def _worker_env(gpus: Sequence[int] = ()) -> Dict[str, str]:
   of waiting for it until their deadline (the master's clean-up after a
   worker died would otherwise block the client's `Session.close()`), and
   only the GPUs it is given (none by default): on a GPU machine each worker
-  would otherwise open every GPU, the first starving the next."""
+  would otherwise open every GPU, the first starving the next. Its CPU
+  memory comes from TF's BFC allocator (unless set), which keeps the
+  statistics a measurement's peak memory is read from
+  (`tfplace.measurement.timing.peak_memory`); TF's default CPU allocator
+  keeps none."""
   env = dict(os.environ)
   env.setdefault("GRPC_FAIL_FAST", "true")
+  env.setdefault(CPU_BFC_ENV, "true")
   env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
   return env
 

@@ -54,7 +54,8 @@ from tfplace.measurement.session import (Deadline, StepSession,
 from tfplace.measurement.timing import (STEP_STATS_FILE, DeviceMismatch,  # noqa: F401
                                         OpRecord, StepTiming,
                                         device_mismatches, op_records,
-                                        save_timing, timing_from_steps)
+                                        peak_memory, save_timing,
+                                        timing_from_steps)
 from tfplace.placement import Placement, placed_graph_def
 
 # Seconds the watchdog waits past a run's deadline before giving up on it.
@@ -193,7 +194,8 @@ def measure(graph: OpGraph, placement: Placement,
       collected, op_records=tuple(records), devices_match=not mismatches,
       mismatches=tuple(mismatches), trace_path=trace_dir,
       target=config.target, profile_error=result.profile_error,
-      loss=result.loss, inputs=inputs.sources)
+      loss=result.loss, inputs=inputs.sources,
+      peak_memory_bytes=peak_memory(result.metadata.step_stats))
 
 
 def _profilers(target: str,

@@ -8,7 +8,7 @@ and whether they ran where placed (`DeviceMismatch`).
 import dataclasses
 import json
 import statistics
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -102,6 +102,9 @@ class StepTiming:
     loss: the loss of the last step run (None if the graph names no loss).
     inputs: where each fed or pipelined input came from (empty: the graph
       makes its own inputs).
+    peak_memory_bytes: device -> the most bytes its allocator held during
+      the traced step (`peak_memory`); empty where no allocator kept
+      statistics.
   """
   median_step_time_s: float
   min_step_time_s: float
@@ -117,6 +120,8 @@ class StepTiming:
   profile_error: Optional[str] = None
   loss: Optional[float] = None
   inputs: Tuple[InputSource, ...] = ()
+  peak_memory_bytes: Mapping[str, int] = dataclasses.field(
+      default_factory=dict)
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -204,6 +209,41 @@ def merge_stream_records(records: Sequence[OpRecord]) -> List[OpRecord]:
     out.append(OpRecord(r.name, r.device, longer.start_s, longer.duration_s,
                         kernel.duration_s))
   return sorted(out, key=lambda r: (r.start_s, r.name))
+
+
+def peak_memory(step_stats) -> Dict[str, int]:
+  """Device -> the most bytes its memory allocator held in `step_stats`.
+
+  Each traced op's `AllocatorMemoryUsed.allocator_bytes_in_use` is a
+  snapshot of its allocator's live bytes (variables included) after the
+  op's last allocation; the largest snapshot is the step's peak, since a
+  peak follows an allocation. A GPU device counts its own allocator
+  ("GPU_0_bfc"), any other device its host allocator. Only allocators that
+  keep statistics fill the snapshot: TF's GPU allocator does, its default
+  CPU allocator does not (set ``TF_CPU_ALLOCATOR_USE_BFC=true`` before TF
+  starts; `LocalCluster` workers do). The logical CPU devices of one
+  process share one allocator, so each shows the process's peak.
+  """
+  peaks: Dict[str, int] = {}
+  for dev in step_stats.dev_stats:
+    if "/stream:" in dev.device or dev.device.endswith("/memcpy"):
+      continue
+    device = _device_name(dev.device)
+    on_gpu = "GPU:" in device.upper()
+    for node in dev.node_stats:
+      for used in node.memory:
+        if _is_gpu_allocator(used.allocator_name) != on_gpu:
+          continue
+        if used.allocator_bytes_in_use > peaks.get(device, 0):
+          peaks[device] = int(used.allocator_bytes_in_use)
+  return peaks
+
+
+def _is_gpu_allocator(name: str) -> bool:
+  """"GPU_0_bfc" holds device memory; "gpu_host_bfc", "cuda_host_bfc",
+  "cpu", "mklcpu" and "bfc_cpu_allocator_for_gpu" hold host memory."""
+  name = name.upper()
+  return name.startswith("GPU") and "HOST" not in name
 
 
 def op_records(step_stats, graph=None) -> List[OpRecord]:
