@@ -91,6 +91,17 @@ def test_per_op_arrays_and_summary(graph):
   assert summary["largest_group"] == 3
 
 
+def test_activations_leave_out_variable_buffers_and_round_allocations(graph):
+  # The handle and the read are the variable's own buffer (its 400
+  # parameter bytes); every other output takes whole 256-byte granules.
+  assert list(graph.activation_bytes) == [0, 0, 256, 256, 256, 512, 0, 512, 0]
+  assert list(graph.output_bytes[:2]) == [8, 400]  # Costs still see them.
+  ref = OpGraph([_op("v", "VariableV2", 400, param_bytes=400),
+                 _op("v/read", "Identity", 400), _op("y", "Identity", 400)],
+                [Edge(0, 1, 0, 400), Edge(1, 2, 0, 400)], graph_def=None)
+  assert list(ref.activation_bytes) == [0, 0, 512]
+
+
 def test_fingerprint_depends_on_structure_only(graph):
   same = OpGraph(graph.ops, graph.edges, graph_def=None, name="other")
   fewer = OpGraph(graph.ops, graph.edges[:-1], graph_def=None)

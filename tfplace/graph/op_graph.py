@@ -31,6 +31,19 @@ LOOP_FRAME_OPS = frozenset({
     "Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
     "RefNextIteration", "Merge", "RefMerge", "Switch", "RefSwitch", "LoopCond",
 })
+# Ops whose output is a variable's own buffer, already held as the variable's
+# parameter bytes: the variable ops, and a resource read (TF's
+# ReadVariableOp returns the variable's tensor, sharing its buffer).
+VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+VARIABLE_BUFFER_OPS = VARIABLE_OPS | {"ReadVariableOp"}
+# TF's BFC allocator (every GPU's, and the CPU's on tfplace's workers) hands
+# out multiples of 256 bytes: a scalar takes 256.
+ALLOCATION_GRANULE = 256
+
+
+def allocated_bytes(nbytes: int) -> int:
+  """The bytes an allocation of `nbytes` takes (0 for none)."""
+  return -(-int(nbytes) // ALLOCATION_GRANULE) * ALLOCATION_GRANULE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,11 +260,31 @@ class OpGraph:
 
   @functools.cached_property
   def activation_bytes(self) -> np.ndarray:
-    """Bytes an op holds while its outputs live, per op: its outputs, plus
-    for functional control flow the working set of one body iteration."""
-    extra = np.array([op.body.working_bytes if op.body else 0
-                      for op in self.ops], dtype=np.int64)
-    return self.output_bytes + extra
+    """Bytes an op holds while its outputs live, per op: its outputs (each
+    rounded up as TF's allocator does, `allocated_bytes`), plus for
+    functional control flow the working set of one body iteration.
+
+    An output that is a variable's own buffer holds nothing more (the
+    variable's `param_bytes` hold it all step): the variable ops', a
+    resource read's (`VARIABLE_BUFFER_OPS`), and an Identity's of a ref
+    variable (TF1's "w/read"). Counted as copies they put every variable
+    in memory twice or three times; measured on TF server workers, that
+    over-predicted the peak by up to 1.6x (WORKSPACE_NOTES.md, "Memory").
+    """
+    held = np.array([sum(allocated_bytes(b) for b in op.output_bytes)
+                     + (op.body.working_bytes if op.body else 0)
+                     for op in self.ops], dtype=np.int64)
+    for i, op in enumerate(self.ops):
+      if op.type in VARIABLE_BUFFER_OPS or (
+          op.type == "Identity" and self._reads_ref_variable(i)):
+        held[i] = 0
+    return held
+
+  def _reads_ref_variable(self, i: int) -> bool:
+    """True if an input of op i comes from a ref variable op."""
+    ptr, pred = self.predecessors_csr
+    return any(self.ops[j].type in ("VariableV2", "Variable")
+               for j in pred[ptr[i]:ptr[i + 1]])
 
   @functools.cached_property
   def input_bytes(self) -> np.ndarray:

@@ -6,12 +6,11 @@ from typing import Callable, Optional, Sequence, Tuple
 from absl import logging
 
 from tfplace.graph import kernels, op_flops
-from tfplace.graph.op_graph import ControlFlowCost, Op
+from tfplace.graph.op_graph import VARIABLE_OPS, ControlFlowCost, Op
 
 # Bytes of one tensor whose dtype has no fixed element size (a handle).
 HANDLE_BYTES = 8
 _NON_NUMERIC = ("resource", "variant", "string")
-_VARIABLE_OPS = ("VarHandleOp", "VariableV2", "Variable")
 _warned_unknown_dims = [False]
 
 
@@ -53,7 +52,7 @@ def tensor_bytes(dtype, shape: Sequence[int]) -> int:
 
 
 def _param_bytes(node, unknown_dim: int) -> int:
-  if node.op not in _VARIABLE_OPS:
+  if node.op not in VARIABLE_OPS:
     return 0
   import tensorflow as tf
   shape = resolve_shape(tf.TensorShape(node.attr["shape"].shape),
