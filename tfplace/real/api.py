@@ -64,4 +64,4 @@ def place_on_target(graph: OpGraph, target, placer: str = "local_search",
                           placer=learned, feeds=feeds,
                           feed_options=feed_options).placement
   result = pipeline.evaluate(problem, placement)  # its own placer named
-  return pipeline.record_prediction(placement, cluster, result)
+  return pipeline.record_prediction(placement, problem.cluster, result)
