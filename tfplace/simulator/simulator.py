@@ -49,11 +49,13 @@ Semantics (one training step):
     its `memory_bytes` makes the placement infeasible. The analytical
     model's output bytes (`OpGraph.activation_bytes`) leave out outputs that
     are a variable's own buffer and round each allocation up as TF's BFC
-    allocator does; measured on 2 one-core TF server workers against the
-    allocators' peaks, devices over 1 MiB came out at a median 0.995x the
-    simulated peak (0.55-1.28x; `scripts/memory_fidelity.py`,
-    WORKSPACE_NOTES.md "Memory"). Per-op scratch memory is not modelled:
-    with two cores a convolution graph took 1.9-2.9x.
+    allocator does; measured on 2 one-core TF server workers, the
+    tensors' peak (the allocators' snapshots between ops) on devices over
+    1 MiB came out at a median 0.995x the simulated peak (0.55-1.28x;
+    `scripts/memory_fidelity.py`, WORKSPACE_NOTES.md "Memory"). Scratch
+    an op holds only while it runs is not modelled: a CPU filter gradient
+    (Conv2DBackpropFilter) takes 32 MiB, a GPU convolution its cuDNN
+    workspace, so convolution graphs measure up to several times over.
   * An op placed on a device whose type has no kernel (infinite cost) makes
     the placement infeasible too.
   * Host cost of transfers (`Device.transfer_overhead_s`, default 0): in
