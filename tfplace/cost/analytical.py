@@ -33,7 +33,7 @@ A functional control-flow op (While/If/Case, `Op.body`) costs what its
 bodies run: the same formula for each body op, times its executions (a
 loop's trip count), summed, plus the op's own launch overhead. Its memory
 (`OpCosts.output_bytes`) is its outputs plus one body iteration's working set
-(`OpGraph.activation_bytes`).
+(`OpGraph.activation_bytes`). Kernels' scratch memory: `tfplace.cost.scratch`.
 """
 
 import dataclasses
@@ -43,6 +43,7 @@ import numpy as np
 
 from tfplace.cost.cluster import Cluster
 from tfplace.cost.op_costs import CostModel, OpCosts, kernel_mask
+from tfplace.cost.scratch import scratch_bytes
 from tfplace.graph.op_graph import ControlFlowCost, OpGraph
 
 TRIVIAL_OP_TYPES = frozenset({
@@ -133,7 +134,8 @@ class AnalyticalCostModel(CostModel):
       seconds[i] += self._body_seconds(graph.ops[i].body, cluster)
     seconds[~kernel_mask(graph, cluster)] = np.inf
     return OpCosts(compute_s=seconds, param_bytes=graph.param_bytes.copy(),
-                   output_bytes=graph.activation_bytes.copy())
+                   output_bytes=graph.activation_bytes.copy(),
+                   scratch_bytes=scratch_bytes(graph, cluster))
 
   def work_seconds(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
     """float64 [M, D]: the roofline part of each op's time, without its own

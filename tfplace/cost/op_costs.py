@@ -7,6 +7,7 @@ plug in through the same interface (`measured_times.py`).
 
 import abc
 import dataclasses
+from typing import Optional
 
 import numpy as np
 
@@ -24,10 +25,22 @@ class OpCosts:
       read "may op i run on device j" from here).
     param_bytes: int64 [M], persistent bytes (variables, optimizer slots).
     output_bytes: int64 [M], bytes of the op's outputs (activations).
+    scratch_bytes: int64 [M, D], bytes op i's kernel holds on device j only
+      while it runs (`tfplace.cost.scratch`); None: none (all zeros).
   """
   compute_s: np.ndarray
   param_bytes: np.ndarray
   output_bytes: np.ndarray
+  scratch_bytes: Optional[np.ndarray] = None
+
+  def __post_init__(self):
+    if self.scratch_bytes is None:
+      object.__setattr__(self, "scratch_bytes",
+                         np.zeros(np.shape(self.compute_s), dtype=np.int64))
+    elif np.shape(self.scratch_bytes) != np.shape(self.compute_s):
+      raise ValueError(f"scratch_bytes has shape "
+                       f"{np.shape(self.scratch_bytes)}, compute_s "
+                       f"{np.shape(self.compute_s)}")
 
   @property
   def num_ops(self) -> int:
@@ -81,9 +94,9 @@ def kernel_mask(graph: OpGraph, cluster: Cluster) -> np.ndarray:
 def step_costs(graph: OpGraph, costs: OpCosts) -> OpCosts:
   """`costs` with the ops outside the training step made free.
 
-  Those ops take no compute time and hold no activation memory; an infinite
-  cost (no kernel for the device type) stays infinite, since the op must
-  still be placed where it can run.
+  Those ops take no compute time and hold no activation or scratch memory;
+  an infinite cost (no kernel for the device type) stays infinite, since the
+  op must still be placed where it can run.
   """
   outside = ~graph.step_mask
   if not outside.any():
@@ -93,5 +106,7 @@ def step_costs(graph: OpGraph, costs: OpCosts) -> OpCosts:
   compute[outside] = np.where(np.isfinite(rows), 0.0, rows)
   output_bytes = np.array(costs.output_bytes, copy=True)
   output_bytes[outside] = 0
+  scratch = np.array(costs.scratch_bytes, copy=True)
+  scratch[outside] = 0
   return OpCosts(compute_s=compute, param_bytes=costs.param_bytes,
-                 output_bytes=output_bytes)
+                 output_bytes=output_bytes, scratch_bytes=scratch)

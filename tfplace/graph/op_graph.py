@@ -15,6 +15,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tfplace.errors import GraphImportError
+from tfplace.graph.conv_geometry import ConvGeometry
 
 Shape = Tuple[int, ...]
 
@@ -115,6 +116,8 @@ class Op:
       functions run and the trip count; `flops` is then their total.
     stride: the largest stride of a windowed op (convolutions and their
       gradients, pooling: the NodeDef's `strides`); 1 for other ops.
+    conv: a convolution gradient's geometry (its kernel's scratch memory
+      depends on it: `tfplace.cost.scratch`); None for other ops.
   """
   name: str
   type: str
@@ -128,6 +131,7 @@ class Op:
   colocation_names: Tuple[str, ...] = ()
   body: Optional[ControlFlowCost] = None
   stride: int = 1
+  conv: Optional[ConvGeometry] = None
 
   @property
   def is_control_flow(self) -> bool:

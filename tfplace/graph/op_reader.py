@@ -6,6 +6,7 @@ from typing import Callable, Optional, Sequence, Tuple
 from absl import logging
 
 from tfplace.graph import kernels, op_flops
+from tfplace.graph.conv_geometry import conv_geometry
 from tfplace.graph.op_graph import VARIABLE_OPS, ControlFlowCost, Op
 
 # Bytes of one tensor whose dtype has no fixed element size (a handle).
@@ -60,17 +61,22 @@ def _param_bytes(node, unknown_dim: int) -> int:
   return tensor_bytes(tf.as_dtype(node.attr["dtype"].type), shape)
 
 
+def _attr_reader(node, tf_op) -> Callable[[str], object]:
+  """NodeDef attribute by name (None when absent)."""
+
+  def attr(key: str):
+    return tf_op.get_attr(key) if key in node.attr else None
+
+  return attr
+
+
 def op_shapes_and_flops(node, tf_op, unknown_dim: int):
   """(output shapes, input shapes, FLOPs of one execution) of an op."""
   shapes = tuple(resolve_shape(t.shape, unknown_dim, t)
                  for t in tf_op.outputs)
   in_shapes = [resolve_shape(t.shape, unknown_dim, t) for t in tf_op.inputs]
-
-  def attr(key: str):
-    return tf_op.get_attr(key) if key in node.attr else None
-
   return shapes, in_shapes, op_flops.op_flops(node.op, in_shapes, shapes,
-                                              attr)
+                                              _attr_reader(node, tf_op))
 
 
 def read_op(node, tf_op, unknown_dim: int,
@@ -88,7 +94,7 @@ def read_op(node, tf_op, unknown_dim: int,
     variant_bytes: optional `tensor -> bytes or None` for variant outputs
       whose real size is known (TensorList accumulators).
   """
-  shapes, _, flops = op_shapes_and_flops(node, tf_op, unknown_dim)
+  shapes, in_shapes, flops = op_shapes_and_flops(node, tf_op, unknown_dim)
   dtypes = tuple(t.dtype for t in tf_op.outputs)
   out_bytes = [tensor_bytes(d, s) for d, s in zip(dtypes, shapes)]
   if variant_bytes is not None:
@@ -106,7 +112,10 @@ def read_op(node, tf_op, unknown_dim: int,
       flops=body.flops if body is not None else flops,
       kernels=kernels.kernel_device_types(node.op),
       requested_device=node.device, colocation_names=coloc, body=body,
-      stride=_stride(node))
+      stride=_stride(node),
+      conv=conv_geometry(node.op, in_shapes, shapes,
+                         dtypes[0].size if dtypes else 0,
+                         _attr_reader(node, tf_op)))
 
 
 def _stride(node) -> int:

@@ -257,6 +257,7 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   in_ptr, in_prod, in_bytes, succ_ptr, succ = (g.in_ptr, g.in_prod,
                                                g.in_bytes, g.succ_ptr, g.succ)
   out_bytes, bw, lat, overlap_lat = c.out_bytes, c.bw, c.lat, c.overlap_lat
+  scratch, graph_op = c.scratch, g.ops
   dur, dev, mem, peak, busy, free = w.dur, w.dev, w.mem, w.peak, w.busy, w.free
   rq, rq_ptr, rq_time, ev_t, ev_k = w.rq, w.rq_ptr, w.rq_time, w.ev_t, w.ev_k
   pending, src_ref, copy_ref = w.pending, w.src_ref, w.copy_ref
@@ -287,7 +288,7 @@ def _event_loop(g, c, w, stop_on_oom, strict):
         if strict and end_t[i] == start_t[i]:
           return np.inf, ZERO_TIME, moved
         busy[d] += dur[i]
-        mem[d] += out_bytes[i]
+        mem[d] += out_bytes[i] + scratch[graph_op[i], d]
         if mem[d] > peak[d]:
           peak[d] = mem[d]
         ev_size = heap_push(ev_t, ev_k, ev_size, end_t[i], i)
@@ -344,6 +345,7 @@ def _event_loop(g, c, w, stop_on_oom, strict):
       s = dev[key]
       free[s] += 1
       running[s] -= 1
+      mem[s] -= scratch[graph_op[key], s]
       sent = 0.0
       for k in range(x_first[key], x_first[key] + x_count[key]):
         if rendezvous:  # Sent when s has nothing to run.

@@ -14,7 +14,8 @@ structs):
     ctrl_ptr [m+1], ctrl_dst (unique control-edge successors).
   KernelCluster: cost [M, D] (compute seconds of every graph op),
     out_bytes [m], param_bytes [M] (every graph op's parameters are resident
-    on its device whether or not it is simulated), lat, bw [D, D], mem_cap,
+    on its device whether or not it is simulated), scratch [M, D] (bytes an
+    op holds on its device while it runs), lat, bw [D, D], mem_cap,
     slots, xfer_ovh [D] (host seconds per message sent or received),
     xfer_byte [D] (host seconds per byte sent or received),
     step_ovh (seconds added to every step time), overlap_lat (latency does
@@ -63,6 +64,7 @@ class KernelCluster(NamedTuple):
   cost: np.ndarray
   out_bytes: np.ndarray
   param_bytes: np.ndarray
+  scratch: np.ndarray
   lat: np.ndarray
   bw: np.ndarray
   mem_cap: np.ndarray

@@ -52,10 +52,10 @@ Semantics (one training step):
     allocator does; measured on 2 one-core TF server workers, the
     tensors' peak (the allocators' snapshots between ops) on devices over
     1 MiB came out at a median 0.995x the simulated peak (0.55-1.28x;
-    `scripts/memory_fidelity.py`, WORKSPACE_NOTES.md "Memory"). Scratch
-    an op holds only while it runs is not modelled: a CPU filter gradient
-    (Conv2DBackpropFilter) takes 32 MiB, a GPU convolution its cuDNN
-    workspace, so convolution graphs measure up to several times over.
+    `scripts/memory_fidelity.py`, WORKSPACE_NOTES.md "Memory"). An op's
+    scratch (`OpCosts.scratch_bytes`, kernel workspace: a CPU convolution
+    gradient's patch buffer of up to 30 MiB, `tfplace.cost.scratch`) is
+    held on its device from its start to its end.
   * An op placed on a device whose type has no kernel (infinite cost) makes
     the placement infeasible too.
   * Host cost of transfers (`Device.transfer_overhead_s`, default 0): in
@@ -222,6 +222,8 @@ class Simulator:
     return arrays.kernel_graph(), kernel_state.KernelCluster(
         cost=self._cost, out_bytes=self._out_bytes[arrays.ops],
         param_bytes=np.asarray(self.costs.param_bytes, dtype=np.float64),
+        scratch=np.ascontiguousarray(self.costs.scratch_bytes,
+                                     dtype=np.float64),
         lat=np.ascontiguousarray(cluster.link_latency, dtype=np.float64),
         bw=np.ascontiguousarray(cluster.link_bandwidth, dtype=np.float64),
         mem_cap=self._mem_cap,
