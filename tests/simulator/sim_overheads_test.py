@@ -354,12 +354,13 @@ def test_an_idle_receiver_parses_a_message_when_it_arrives():
 
 
 def test_a_busy_receiver_parses_when_it_has_nothing_else_to_run():
-  # op4 (2.5 s) then op3 (5 s) on device 1; op0 then op1 (1 s each) on
-  # device 0; op0 sends 100 B (1 s, 2 s latency) to op2 (1 s, device 1);
+  # op4 (2.5 s) then op3 (5 s) on device 1; op0 then op1 (1 s each, op1
+  # reads op0) on device 0; op0 sends 100 B (1 s, 2 s latency) to op2 (1 s,
+  # device 1);
   # 0.5 s per message on each end. Device 0 sends when op1 ends: 2-3.5
   # (its 0.5 s, then the bytes), arriving at 5.5 while op3 (2.5-7.5)
   # runs; device 1 parses it after op3, 7.5-8: op2 runs 8-9.
-  g = make_graph(5, [(0, 2, 100, 0), (4, 3, 100, 0)])
+  g = make_graph(5, [(0, 2, 100, 0), (0, 1, 100, 0), (4, 3, 100, 0)])
   costs = make_costs([1.0, 1.0, 1.0, 5.0, 2.5], 2)
   r = run(g, with_overheads(link(True, latency_s=2.0), (0.5, 0.5)), costs,
           [0, 0, 1, 1, 1])

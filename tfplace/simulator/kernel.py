@@ -87,6 +87,9 @@ def heap_pop(times, keys, size):
 # same-time batch, instead of a heap's O(log n)).
 # rq_ptr [4, D] rows (`kernel_state`): head, tail, cur, unsorted flag;
 # rq_time [D]: the ready time of the ops from `cur` on.
+# A `tf_exec` device (a one-core TF server worker) also has an inline FIFO
+# (w.iq) and a stack of its own dispatches (w.stk), both taken before rq
+# (`_make_ready_after`); other devices leave them empty.
 
 
 @njit(cache=True)
@@ -127,6 +130,44 @@ def _make_ready(j, now, dev, rank, rq, rq_ptr, rq_time):
   rq[rq_ptr[TAIL, d]] = rank[j]
   rq_ptr[TAIL, d] += 1
   rq_ptr[UNSORTED, d] = 1
+
+
+@njit(cache=True)
+def _make_ready_after(key, s, now, g, c, w):
+  """Op `key` ended on device s, a `tf_exec` device: queues its successors
+  that are now ready as TF's executor does on one thread. Successors that
+  take at most `c.inline_s[s]` run inline, in order; of the others, the
+  last runs inline too if nothing else does, and the rest are dispatched
+  to the front of the thread's queue (run last-in, first-out, before what
+  other threads queued: arrivals and the step's first ops, `w.rq`).
+  Successors on other devices wait for their messages (`_make_ready`).
+  """
+  pending, dev, dur = w.pending, w.dev, w.dur
+  iq, iq_ptr, stk, stk_ptr = w.iq, w.iq_ptr, w.stk, w.stk_ptr
+  kept = -1
+  for n in range(g.succ_ptr[key], g.succ_ptr[key + 1]):
+    j = g.succ[n]
+    pending[j] -= 1
+    if pending[j] != 0:
+      continue
+    if dev[j] != s:
+      _make_ready(j, now, dev, g.rank, w.rq, w.rq_ptr, w.rq_time)
+      continue
+    if dur[j] <= c.inline_s[s]:
+      iq[iq_ptr[1, s]] = j
+      iq_ptr[1, s] += 1
+      continue
+    if kept >= 0:
+      stk[stk_ptr[1, s]] = kept
+      stk_ptr[1, s] += 1
+    kept = j
+  if kept >= 0:
+    if iq_ptr[0, s] == iq_ptr[1, s]:
+      iq[iq_ptr[1, s]] = kept
+      iq_ptr[1, s] += 1
+    else:
+      stk[stk_ptr[1, s]] = kept
+      stk_ptr[1, s] += 1
 
 
 @njit(cache=True)
@@ -257,7 +298,8 @@ def _event_loop(g, c, w, stop_on_oom, strict):
   in_ptr, in_prod, in_bytes, succ_ptr, succ = (g.in_ptr, g.in_prod,
                                                g.in_bytes, g.succ_ptr, g.succ)
   out_bytes, bw, lat, overlap_lat = c.out_bytes, c.bw, c.lat, c.overlap_lat
-  scratch, graph_op = c.scratch, g.ops
+  scratch, graph_op, tf_exec = c.scratch, g.ops, c.tf_exec
+  iq, iq_ptr, stk, stk_ptr = w.iq, w.iq_ptr, w.stk, w.stk_ptr
   dur, dev, mem, peak, busy, free = w.dur, w.dev, w.mem, w.peak, w.busy, w.free
   rq, rq_ptr, rq_time, ev_t, ev_k = w.rq, w.rq_ptr, w.rq_time, w.ev_t, w.ev_k
   pending, src_ref, copy_ref = w.pending, w.src_ref, w.copy_ref
@@ -278,9 +320,18 @@ def _event_loop(g, c, w, stop_on_oom, strict):
     for d in range(free.shape[0]):  # Start ready ops.
       if free[d] > 0 and rq_ptr[UNSORTED, d]:
         _sort_pending(d, rq, rq_ptr)
-      while free[d] > 0 and rq_ptr[HEAD, d] < rq_ptr[TAIL, d]:
-        i = topo[rq[rq_ptr[HEAD, d]]]
-        rq_ptr[HEAD, d] += 1
+      while free[d] > 0:
+        if iq_ptr[0, d] < iq_ptr[1, d]:  # TF's executor: inline first,
+          i = iq[iq_ptr[0, d]]
+          iq_ptr[0, d] += 1
+        elif stk_ptr[1, d] > stk_ptr[0, d]:  # then its own dispatches,
+          stk_ptr[1, d] -= 1
+          i = stk[stk_ptr[1, d]]
+        elif rq_ptr[HEAD, d] < rq_ptr[TAIL, d]:  # then the rest, in order.
+          i = topo[rq[rq_ptr[HEAD, d]]]
+          rq_ptr[HEAD, d] += 1
+        else:
+          break
         free[d] -= 1
         running[d] += 1
         start_t[i] = now
@@ -292,11 +343,11 @@ def _event_loop(g, c, w, stop_on_oom, strict):
         if mem[d] > peak[d]:
           peak[d] = mem[d]
         ev_size = heap_push(ev_t, ev_k, ev_size, end_t[i], i)
-      if (issue and running[d] == 0 and now >= w.issue_end[d]
-          and rq_ptr[HEAD, d] == rq_ptr[TAIL, d]):
+      idle = (rq_ptr[HEAD, d] == rq_ptr[TAIL, d] and iq_ptr[0, d] == iq_ptr[1, d]
+              and stk_ptr[1, d] == stk_ptr[0, d])
+      if issue and running[d] == 0 and now >= w.issue_end[d] and idle:
         last_idle[d] = now
-      if (rendezvous and running[d] == 0 and free[d] > 0
-          and rq_ptr[HEAD, d] == rq_ptr[TAIL, d]
+      if (rendezvous and running[d] == 0 and free[d] > 0 and idle
           and (out_head[d] >= 0 or in_head[d] >= 0)):
         ev_size, sent = _serve_messages(d, ev_size, now, g, c, w)
         moved += sent
@@ -380,6 +431,9 @@ def _event_loop(g, c, w, stop_on_oom, strict):
             mem[x_dst[k]] -= in_bytes[n]
       if src_ref[key] == 0:
         mem[s] -= out_bytes[key]
+      if tf_exec[s]:
+        _make_ready_after(key, s, now, g, c, w)
+        continue
       for n in range(succ_ptr[key], succ_ptr[key + 1]):
         j = succ[n]
         pending[j] -= 1
@@ -417,7 +471,7 @@ def run_one(dev_all, g, c, w, stop_on_oom, strict):
   nx = plan_transfers(g, w, c.rendezvous)
   if any_positive(c.xfer_ovh) or any_positive(c.xfer_byte):
     add_transfer_overheads(g, w, nx, c.xfer_ovh, c.xfer_byte, c.rendezvous)
-  first_ready(g, w)
+  first_ready(g, c, w)
   step, status, moved = _event_loop(g, c, w, stop_on_oom, strict)
   if status != OK:
     return np.inf, status, nx, moved

@@ -22,7 +22,9 @@ structs):
     not hold the link), rendezvous (message work is done by a device with
     nothing else to run: `kernel._serve_messages`), lat_host [D, D] (the
     part of each link's latency spent on its two ends' cores, on
-    rendezvous clusters; 0 elsewhere).
+    rendezvous clusters; 0 elsewhere), tf_exec [D] (bool: the device orders
+    its ready ops as TF's executor on one thread does, `kernel`), inline_s
+    [D] (on those, ops that take at most this long run inline).
   Work: the per-placement state (`new_work`), reused across a batch.
     Transfers k < X = C + len(ctrl_dst) (`max_transfers`): one per data
     tensor and remote consumer device, and on rendezvous clusters one per
@@ -76,6 +78,8 @@ class KernelCluster(NamedTuple):
   rendezvous: bool
   lat_host: np.ndarray
   recv_issue: np.ndarray
+  tf_exec: np.ndarray
+  inline_s: np.ndarray
 
 
 class Work(NamedTuple):
@@ -91,7 +95,11 @@ class Work(NamedTuple):
   Recv issue phase (`kernel._issue_recvs`): x_req [X] (when the
   transfer's request reaches its sender), issue_end [D] (when each
   device's issue phase ends) and last_idle [D] (when the device last had
-  no op running or ready; -1: not yet).
+  no op running or ready; -1: not yet). On `tf_exec` devices
+  (`kernel._make_ready_after`): iq [m] with iq_ptr [2, D] (head, tail), the
+  ops to run inline, and stk [m] with stk_ptr [2, D] (base, top), the ops
+  dispatched to the front of the thread's queue; both use rq's per-device
+  segments.
   """
   dev: np.ndarray
   dur: np.ndarray
@@ -134,6 +142,10 @@ class Work(NamedTuple):
   x_req: np.ndarray
   issue_end: np.ndarray
   last_idle: np.ndarray
+  iq: np.ndarray
+  iq_ptr: np.ndarray
+  stk: np.ndarray
+  stk_ptr: np.ndarray
 
 
 @njit(cache=True)
@@ -162,7 +174,9 @@ def new_work(num_ops, num_entries, num_transfers, num_devices):
       np.zeros(c), np.zeros(c),
       np.empty(c, np.int64), np.full(d, -1, np.int64), np.empty(d, np.int64),
       np.empty(c, np.int64), np.full(d, -1, np.int64), np.empty(d, np.int64),
-      np.zeros(c), np.zeros(d), np.full(d, -1.0))
+      np.zeros(c), np.zeros(d), np.full(d, -1.0),
+      np.empty(m, np.int64), np.empty((2, d), np.int64),
+      np.empty(m, np.int64), np.empty((2, d), np.int64))
 
 
 # Rows of `Work.rq_ptr` [4, D], the ready queues (see `kernel`): head, tail,
@@ -196,6 +210,10 @@ def init_state(dev_all, g, c, w):
   rq_ptr[TAIL] = rq_ptr[HEAD]
   rq_ptr[CUR] = rq_ptr[HEAD]
   rq_ptr[UNSORTED] = 0
+  w.iq_ptr[0] = rq_ptr[HEAD]
+  w.iq_ptr[1] = rq_ptr[HEAD]
+  w.stk_ptr[0] = rq_ptr[HEAD]
+  w.stk_ptr[1] = rq_ptr[HEAD]
   w.rq_time[:] = 0.0
   w.free[:] = c.slots
   w.link_free[:] = 0.0
@@ -345,12 +363,19 @@ def any_positive(values):
 
 
 @njit(cache=True)
-def first_ready(g, w):
-  """Queues the ops with nothing to wait for (in rank order: no sort)."""
+def first_ready(g, c, w):
+  """Queues the ops with nothing to wait for (in rank order: no sort). On
+  a `c.tf_exec` device they are dispatched from one of its threads (TF's
+  worker starts a step on its compute pool), so they run last first."""
   topo, pending, dev, rq, rq_ptr = g.topo, w.pending, w.dev, w.rq, w.rq_ptr
+  stk, stk_ptr = w.stk, w.stk_ptr
   for r in range(topo.shape[0]):
     i = topo[r]
     if pending[i] == 0:
       d = dev[i]
+      if c.tf_exec[d]:
+        stk[stk_ptr[1, d]] = i
+        stk_ptr[1, d] += 1
+        continue
       rq[rq_ptr[TAIL, d]] = r
       rq_ptr[TAIL, d] += 1

@@ -3,7 +3,17 @@
 Semantics (one training step):
   * Each device runs at most `slots` ops at once (1 for a GPU). Ready ops
     start in the order they became ready; ties go to the earlier op in the
-    graph's topological order.
+    graph's topological order. Except on a one-core CPU of a rendezvous
+    cluster (a TF server worker), which orders them as TF's executor does
+    on one thread (`kernel._make_ready_after`): an op's successors that
+    take at most `INLINE_WORK_S` beyond the launch overhead run next, in
+    order, then its last expensive one; the step's first ops and the
+    other expensive successors are dispatched to the front of the worker's
+    queue (last in, first out), arrivals queue behind them. The one-core
+    worker thus runs depth first: RNNLM's upper LSTM layer's whole
+    backward pass before the lower one's (traced), which frees its 35
+    per-step weight gradients first: measured peak 1.45 GB; simulated 1.38
+    GB in this order, 2.37 GB in order of readiness.
   * An op is ready when all its predecessors (data and control edges) are done
     and every input tensor produced on another device has arrived.
   * A tensor needed on another device is sent once per destination device,
@@ -49,13 +59,13 @@ Semantics (one training step):
     its `memory_bytes` makes the placement infeasible. The analytical
     model's output bytes (`OpGraph.activation_bytes`) leave out outputs that
     are a variable's own buffer and round each allocation up as TF's BFC
-    allocator does; measured on 2 one-core TF server workers, the
-    tensors' peak (the allocators' snapshots between ops) on devices over
-    1 MiB came out at a median 0.995x the simulated peak (0.55-1.28x;
-    `scripts/memory_fidelity.py`, WORKSPACE_NOTES.md "Memory"). An op's
-    scratch (`OpCosts.scratch_bytes`, kernel workspace: a CPU convolution
-    gradient's patch buffer of up to 30 MiB, `tfplace.cost.scratch`) is
-    held on its device from its start to its end.
+    allocator does. An op's scratch (`OpCosts.scratch_bytes`, kernel
+    workspace: a CPU convolution gradient's patch buffer of up to 30 MiB,
+    `tfplace.cost.scratch`) is held on its device from its start to its
+    end. Measured on 2 one-core TF server workers (7 graphs x 4 placers,
+    `scripts/memory_fidelity.py`, WORKSPACE_NOTES.md "Memory"), each
+    device's peak came out at a median 1.13x the simulated one (0.89-1.52x;
+    the excess mostly TF's allocator handing out whole chunks).
   * An op placed on a device whose type has no kernel (infinite cost) makes
     the placement infeasible too.
   * Host cost of transfers (`Device.transfer_overhead_s`, default 0): in
@@ -111,6 +121,10 @@ from tfplace.simulator.result import ScheduledOp, ScheduledTransfer, SimResult
 
 # Ops whose value the client feeds (to its own device, see the module doc).
 FED_OP_TYPES = ("Placeholder", "PlaceholderV2")
+# Work beyond its launch overhead under which TF's executor runs an op
+# inline on the thread that made it ready: 8,000 cycles
+# (`kOpIsExpensiveThresholdCycles`) at ~2.5 GHz.
+INLINE_WORK_S = 3.2e-6
 
 
 def usable_threads() -> int:
@@ -237,7 +251,12 @@ class Simulator:
         rendezvous=bool(cluster.rendezvous_transfers),
         lat_host=np.ascontiguousarray(cluster.host_latency, dtype=np.float64),
         recv_issue=np.array([dv.recv_issue_s for dv in devices],
-                            dtype=np.float64))
+                            dtype=np.float64),
+        tf_exec=np.array([bool(cluster.rendezvous_transfers) and
+                          dv.type == "CPU" and dv.slots == 1
+                          for dv in devices], dtype=np.bool_),
+        inline_s=np.array([dv.launch_overhead_s + INLINE_WORK_S
+                           for dv in devices], dtype=np.float64))
 
   def _check_ids(self, ids: np.ndarray) -> np.ndarray:
     ids = np.ascontiguousarray(ids, dtype=np.int32)
