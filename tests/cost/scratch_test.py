@@ -57,9 +57,10 @@ def test_input_gradient_takes_one_image_with_enough_work_per_thread():
 
 def test_no_scratch_modelled_on_a_gpu_or_for_other_ops():
   conv = _geometry(8, 32, 3, 64, 5, 2, "VALID")
-  gpu = Device(GPU, "GPU", peak_flops=1e12, memory_bandwidth=1e11, memory_bytes=1e9)
-  cpu = Device(CPU, "CPU", peak_flops=1e11, memory_bandwidth=1e10, memory_bytes=1e9,
-               slots=2)
+  gpu = Device(GPU, "GPU", peak_flops=1e12, memory_bandwidth=1e11,
+               memory_bytes=1e9)
+  cpu = Device(CPU, "CPU", peak_flops=1e11, memory_bandwidth=1e10,
+               memory_bytes=1e9, slots=2)
   assert op_scratch_bytes("Conv2DBackpropFilter", conv, gpu) == 0
   assert op_scratch_bytes("Conv2DBackpropFilter", None, cpu) == 0
   assert op_scratch_bytes("Conv2D", conv, cpu) == 0

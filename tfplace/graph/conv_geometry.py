@@ -10,8 +10,7 @@ import dataclasses
 import math
 from typing import Callable, Optional, Sequence
 
-# The gradients whose geometry is read: (input holding the filter's shape,
-# or None where the op's output is the filter's shape).
+# The gradients whose geometry is read.
 CONV_GRADIENT_OPS = ("Conv2DBackpropFilter", "Conv2DBackpropInput")
 
 

@@ -138,8 +138,9 @@ def _make_ready_after(key, s, now, g, c, w):
   that are now ready as TF's executor does on one thread. Successors that
   take at most `c.inline_s[s]` run inline, in order; of the others, the
   last runs inline too if nothing else does, and the rest are dispatched
-  to the front of the thread's queue (run last-in, first-out, before what
-  other threads queued: arrivals and the step's first ops, `w.rq`).
+  to the front of the thread's queue (run last-in, first-out, as the
+  step's first ops are, `first_ready`; before what other threads queued:
+  arrivals, `w.rq`).
   Successors on other devices wait for their messages (`_make_ready`).
   """
   pending, dev, dur = w.pending, w.dev, w.dur
@@ -343,7 +344,8 @@ def _event_loop(g, c, w, stop_on_oom, strict):
         if mem[d] > peak[d]:
           peak[d] = mem[d]
         ev_size = heap_push(ev_t, ev_k, ev_size, end_t[i], i)
-      idle = (rq_ptr[HEAD, d] == rq_ptr[TAIL, d] and iq_ptr[0, d] == iq_ptr[1, d]
+      idle = (rq_ptr[HEAD, d] == rq_ptr[TAIL, d]
+              and iq_ptr[0, d] == iq_ptr[1, d]
               and stk_ptr[1, d] == stk_ptr[0, d])
       if issue and running[d] == 0 and now >= w.issue_end[d] and idle:
         last_idle[d] = now
