@@ -175,8 +175,8 @@ def test_simulated_peak_memory_on_a_gpu_leaves_out_kernel_scratch():
   cluster = load_cluster("h100x8_nvlink")
   simulated = simulate(graph, cluster,
                        place(graph, cluster, "single_gpu")).peak_memory_bytes
-  # The simulator holds tensors, not scratch: within 10 % of the tensors'
-  # peak (the snapshots), far under the scratch-inclusive one.
+  # The simulator models no GPU scratch (cuDNN's workspace): within 10 % of
+  # the tensors' peak (the snapshots), far under the scratch-inclusive one.
   assert simulated.max() == pytest.approx(snapshots, rel=0.1)
   assert simulated.max() < 0.6 * measured
 
