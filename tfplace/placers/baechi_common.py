@@ -30,6 +30,7 @@ from tfplace.graph.op_graph import OpGraph
 from tfplace.grouping.group_graph import GroupGraph
 from tfplace.grouping.memory import MemoryBudget
 from tfplace.placement import Placement
+from tfplace.placers import baechi_memory
 from tfplace.placers.base import Placer
 from tfplace.placers.problem import PlacementProblem
 
@@ -47,19 +48,22 @@ class BaechiOptions:
     activation_fraction: fraction of each op's output bytes charged to its
       device (1.0: every activation alive at once, Baechi's conservative
       estimate; real peaks are lower because gradients are freed early).
+      None (default): 1.0, then smaller shares where memory binds, checked
+      on the simulator (`tfplace.placers.baechi_memory`).
     max_lp_edges: m-SCT only: above this many (deduplicated) data edges the
       LP is not solved and m-SCT falls back to m-ETF.
   """
   use_cpu: bool = False
   memory_fraction: float = 1.0
-  activation_fraction: float = 1.0
+  activation_fraction: Optional[float] = None
   max_lp_edges: int = 50_000
 
   def __post_init__(self):
     if not 0.0 < self.memory_fraction <= 1.0:
       raise PlacementError(
           f"memory_fraction must be in (0, 1], got {self.memory_fraction}")
-    if not 0.0 <= self.activation_fraction <= 1.0:
+    if (self.activation_fraction is not None and
+        not 0.0 <= self.activation_fraction <= 1.0):
       raise PlacementError(f"activation_fraction must be in [0, 1], got "
                            f"{self.activation_fraction}")
     if self.max_lp_edges < 0:
@@ -108,6 +112,8 @@ class OpView:
     self.topo_order = np.asarray(graph.topo_order, dtype=np.int64)
     self.latency = np.asarray(cluster.link_latency, dtype=np.float64)
     self.bandwidth = np.asarray(cluster.link_bandwidth, dtype=np.float64)
+    # Set by `MemoryState` when memory, not a kernel, rules a device out.
+    self.memory_turned_away = False
 
   @property
   def num_groups(self) -> int:
@@ -188,16 +194,21 @@ class MemoryState:
 
   def __init__(self, view: OpView):
     self.view = view
+    share = view.options.activation_fraction
     self.budget = MemoryBudget(view.groups, view.cluster,
-                               view.options.activation_fraction,
+                               1.0 if share is None else share,
                                view.options.memory_fraction)
     self.group_device = np.full(view.num_groups, -1, dtype=np.int64)
     self.overflowed = False
 
   def fits(self, group: int, device: int) -> bool:
     """True if `group` may be bound to `device` (kernels and memory)."""
-    return bool(self.view.group_allowed[group, device] and
-                self.budget.fits(group, device))
+    if not self.view.group_allowed[group, device]:
+      return False
+    if self.budget.fits(group, device):
+      return True
+    self.view.memory_turned_away = True
+    return False
 
   def devices_for(self, op: int) -> np.ndarray:
     """Devices `op` can go to now: its group's device, or all that fit."""
@@ -205,7 +216,11 @@ class MemoryState:
     bound = self.group_device[g]
     if bound >= 0:
       return np.array([bound])
-    return np.flatnonzero(self.view.group_allowed[g] & self.budget.room(g))
+    allowed = self.view.group_allowed[g]
+    room = self.budget.room(g)
+    if (allowed & ~room).any():
+      self.view.memory_turned_away = True
+    return np.flatnonzero(allowed & room)
 
   def fallback_device(self, op: int) -> int:
     """The allowed device with most free memory, for a group that fits nowhere."""
@@ -241,9 +256,21 @@ class BaechiPlacer(Placer):
 
   def place(self, problem: PlacementProblem,
             seed: Optional[int] = None) -> Placement:
-    """Returns the placement (deterministic; `seed` is unused)."""
-    view = OpView(problem, self.options)
-    return to_placement(view, self.device_ids(view), self.name)
+    """Returns the placement (deterministic; `seed` is unused). With
+    `activation_fraction` unset, the share is checked on the simulator
+    where memory binds (`tfplace.placers.baechi_memory`)."""
+    if self.options.activation_fraction is not None:
+      return self._place_with(problem, self.options)[0]
+    return baechi_memory.place_within_memory(problem, self._place_with,
+                                             self.options)
+
+  def _place_with(self, problem: PlacementProblem,
+                  options: BaechiOptions) -> Tuple[Placement, bool]:
+    """(the placement with `options`, whether memory turned a device away)."""
+    view = OpView(problem, options)
+    device_of = self.device_ids(view)
+    return (to_placement(view, device_of, self.name),
+            bool(view.memory_turned_away))
 
   @abc.abstractmethod
   def device_ids(self, view: OpView) -> np.ndarray:
