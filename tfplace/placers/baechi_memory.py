@@ -20,9 +20,9 @@ fits either way, the share-1 placement is returned (over memory, as
 before). When memory does not bind, the result is the published
 algorithm's, at the cost of one simulation.
 
-A ladder stops early (see `_ladder`), so a placer runs 2-4 times where
-memory binds. Smaller shares cannot help where Baechi's estimate is not what
-overflows: it leaves out the tensors a device receives from others. With
+A ladder stops early (see `_ladder`): a placer ran 2-4 times where memory
+bound in `scripts/memory_pressure.py` (at most 9). Smaller shares cannot
+help where Baechi's estimate is not what overflows: it leaves out the tensors a device receives from others. With
 RNNLM's GPUs at 0.6x its one-GPU peak (1.5 GB), m-ETF's first GPU receives
 ~2 GB over its input edges and peaks at 2.3-2.4 GB in the simulator at
 shares 1, 0.5 and 0, with or without the CPU (`scripts/memory_pressure.py`;
