@@ -21,6 +21,7 @@ interrupts.install("memory_pressure")  # Ctrl-C during the imports ends cleanly.
 from absl import flags
 
 from tfplace.cli.app_runner import run_app
+from tfplace.models.registry import list_models
 
 _GRAPHS = flags.DEFINE_list("graphs", ["inception_v3", "nmt"],
                             "benchmark models (tfplace.models.registry)")
@@ -29,6 +30,22 @@ _FRACTIONS = flags.DEFINE_list(
     "fractions", ["1", "0.6", "0.4", "0.25"], "accelerator memory as "
     "fractions of the graph's simulated one-accelerator peak")
 _JSON = flags.DEFINE_bool("json", False, "end with a JSON line")
+
+
+def _positive_floats(values) -> bool:
+  try:
+    return bool(values) and all(float(v) > 0 for v in values)
+  except ValueError:
+    return False
+
+
+flags.register_validator(
+    "graphs", lambda v: bool(v) and set(v) <= set(list_models()),
+    message=f"--graphs: one or more of {list_models()}")
+flags.register_validator(
+    "fractions", _positive_floats,
+    message="--fractions: numbers > 0 (fractions of the one-GPU peak), "
+    "e.g. 1,0.6,0.4")
 
 
 def main(argv):

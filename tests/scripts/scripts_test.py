@@ -123,3 +123,15 @@ def test_idle_slowdown_reads_a_shipped_record(tmp_path):
   missing = _run([os.path.join(SCRIPTS, "idle_slowdown.py"), "--records",
                   str(tmp_path / "none.json.gz")], cwd=tmp_path)
   assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("flag,value,words", [
+    ("--fractions", "1,abc", "numbers > 0"),
+    ("--fractions", "0", "numbers > 0"),
+    ("--graphs", "nosuch", "one or more of"),
+])
+def test_memory_pressure_refuses_bad_flags(flag, value, words, tmp_path):
+  run = _run([os.path.join(SCRIPTS, "memory_pressure.py"), flag, value],
+             cwd=tmp_path)
+  assert run.returncode == 2
+  assert words in run.stderr and "Traceback" not in run.stderr

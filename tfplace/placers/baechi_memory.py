@@ -33,7 +33,6 @@ import dataclasses
 import math
 from typing import Callable, List, Tuple
 
-import numpy as np
 from absl import logging
 
 from tfplace.placement import Placement
@@ -133,8 +132,7 @@ def _fitting_step_time(problem: PlacementProblem, placement: Placement,
   of its memory."""
   result = problem.simulator.simulate(
       placement.to_array(problem.graph, problem.cluster))
-  capacity = np.array([d.memory_bytes for d in problem.cluster.devices],
-                      dtype=np.float64) * memory_fraction
+  capacity = result.memory_capacity_bytes * memory_fraction
   if not result.feasible or (result.peak_memory_bytes > capacity).any():
     return math.inf
   return float(result.step_time_s)
