@@ -9,6 +9,7 @@ import pytest
 from tfplace.cost.cluster import Device, LinkSpec, make_cluster
 from tfplace.cost.op_costs import OpCosts
 from tfplace.graph.op_graph import Edge, Op, OpGraph
+from tfplace.placers import baechi_common
 from tfplace.placers.problem import PlacementProblem
 from tfplace.placers.registry import get_placer
 
@@ -48,7 +49,7 @@ def test_a_smaller_share_keeps_the_chain_on_the_fast_gpu():
   # the slow GPU:1; the simulator's peak for all ten on GPU:0 is ~3,000 B
   # (parameters and two live outputs). Shares 0.75 and 0.5 still turn
   # GPU:0 away; at 0.35 (450 B each) all ten fit and nothing is turned
-  # away, so the ladder stops there.
+  # away, so the ladder stops there: 4 shares, and Baechi's own estimate.
   problem = _problem(_chain(10, 1000, 100), _gpus([4500, 1e9]), [1.0, 3.0])
   published, published_ids, published_result = _place(
       problem, "m_etf", activation_fraction=1.0)
@@ -58,7 +59,8 @@ def test_a_smaller_share_keeps_the_chain_on_the_fast_gpu():
   assert result.feasible
   assert result.step_time_s < published_result.step_time_s
   assert placement.metadata.extra["memory_share"] == {
-      "activation_fraction": 0.35, "use_cpu": False, "shares_tried": 4}
+      "activation_fraction": 0.35, "use_cpu": False,
+      "charge_received": True, "shares_tried": 5}
 
 
 @pytest.mark.parametrize("name", BAECHI)
@@ -103,3 +105,47 @@ def test_memory_fraction_is_the_limit_the_simulator_checks():
   _, ids, result = _place(problem, "m_etf", memory_fraction=0.3)
   assert (ids == 1).any()
   assert result.peak_memory_bytes[0] <= 0.3 * 7000
+
+
+def _gradient_sum(terms, term_bytes):
+  """A variable read by `terms` ops whose outputs one AddN, colocated with
+  the variable, sums: the variable's device holds every term at once."""
+  ops = [Op("var", "VarHandleOp", output_bytes=(100,), param_bytes=100)]
+  ops += [Op(f"term{k}", "MatMul", output_bytes=(term_bytes,))
+          for k in range(terms)]
+  ops.append(Op("sum", "AddN", output_bytes=(term_bytes,)))
+  edges = [Edge(0, 1 + k, 0, 100) for k in range(terms)]
+  edges += [Edge(1 + k, terms + 1, 0, term_bytes) for k in range(terms)]
+  groups = np.array([0] + list(range(1, terms + 1)) + [0])
+  return OpGraph(ops, edges, None, colocation_groups=groups)
+
+
+@pytest.mark.parametrize("name", BAECHI)
+def test_received_terms_of_a_sum_keep_its_group_off_a_small_gpu(name):
+  # The sum receives four 1,000-B terms: wherever they are computed, the
+  # device of the variable's group holds 4,000 B at once, more than
+  # GPU:0's 3,000. Baechi's estimate charges the group 1,200 B and puts it
+  # on GPU:0 at every share (over memory); charging what the group will
+  # receive puts it on the large GPU:1.
+  problem = _problem(_gradient_sum(4, 1000), _gpus([3000, 1e9]), [1.0, 1.0])
+  _, ids, result = _place(problem, name, charge_received=False)
+  assert ids[0] == 0 and not result.feasible
+  _, ids, result = _place(problem, name)
+  assert ids[0] == ids[-1] == 1
+  assert result.feasible
+  assert result.peak_memory_bytes[0] <= 3000
+
+
+def test_a_producer_on_the_receiving_device_is_given_back():
+  problem = _problem(_gradient_sum(2, 1000), _gpus([1e9, 1e9]), [1.0, 1.0])
+  view = baechi_common.OpView(
+      problem, baechi_common.BaechiOptions(activation_fraction=0.5))
+  memory = baechi_common.MemoryState(view)
+  assert memory.received(0).tolist() == [1000.0, 1000.0]  # Half of 2 x 1,000.
+  memory.bind(0, 1)  # The variable's group: 100 + half of 100 + 1,000 + 1,000.
+  assert memory.budget.used.tolist() == [0.0, 1650.0]
+  memory.bind(1, 0)  # term0 receives the variable's 100 B on GPU:0.
+  memory.bind(2, 1)  # term1 computed where the sum is: its 500 B given back,
+  assert memory.budget.used.tolist() == [550.0, 1650.0]  # its output charged.
+  # Nothing is left to charge the group's device for its inputs.
+  assert memory.received(0)[1] == 0.0

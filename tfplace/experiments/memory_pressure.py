@@ -2,9 +2,11 @@
 share checked on the simulator (`tfplace.placers.baechi_memory`).
 
 A graph's accelerators are shrunk to fractions of its one-accelerator
-simulated peak; each Baechi placer then places with `activation_fraction=1`
-(Baechi as published) and with the default (the share checked on the
-simulator), and each placement is simulated.
+simulated peak; each Baechi placer then places with Baechi's published
+estimate (`activation_fraction=1, charge_received=False`), with the shares
+checked on the simulator but received tensors left out
+(`charge_received=False`), and with the default (shares and received
+tensors), and each placement is simulated.
 """
 
 import dataclasses
@@ -30,6 +32,7 @@ class PressureRow:
   memory_fraction_of_peak: float
   placer: str
   published_s: float  # Simulated step time; inf if over memory.
+  shares_only_s: float  # The shares, received tensors left out.
   default_s: float
   share: float  # The share the default kept (1 if memory did not bind).
   use_cpu: bool
@@ -64,13 +67,15 @@ def pressure_rows(graph: OpGraph, cluster: Cluster,
   for fraction in fractions:
     problem = PlacementProblem.build(graph, shrunk(cluster, peak * fraction))
     for name in placers:
-      published, published_time = _timed(problem, name,
-                                         {"activation_fraction": 1.0})
+      published, published_time = _timed(problem, name, {
+          "activation_fraction": 1.0, "charge_received": False})
+      shares_only, _ = _timed(problem, name, {"charge_received": False})
       default, default_time = _timed(problem, name, {})
       chosen = default.placement.metadata.extra.get("memory_share", {})
       rows.append(PressureRow(
           graph.name, fraction, name, published.step_time_s,
-          default.step_time_s, chosen.get("activation_fraction", 1.0),
+          shares_only.step_time_s, default.step_time_s,
+          chosen.get("activation_fraction", 1.0),
           chosen.get("use_cpu", False), published_time, default_time))
   return rows
 

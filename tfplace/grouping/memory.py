@@ -43,13 +43,16 @@ class MemoryBudget:
     self.used = np.zeros(cluster.num_devices)
     self._allowed = groups.allowed
 
-  def fits(self, group: int, device: int) -> bool:
-    """True if `group` still fits on `device` (memory only)."""
-    return bool(self.used[device] + self.need[group] <= self.capacity[device])
+  def fits(self, group: int, device: int, extra: float = 0.0) -> bool:
+    """True if `group` (and `extra` bytes) still fit on `device` (memory
+    only)."""
+    return bool(self.used[device] + self.need[group] + extra <=
+                self.capacity[device])
 
-  def room(self, group: int) -> np.ndarray:
-    """bool [D]: devices `group` still fits on (memory only)."""
-    return self.used + self.need[group] <= self.capacity
+  def room(self, group: int, extra=0.0) -> np.ndarray:
+    """bool [D]: devices `group` (and `extra` bytes, a scalar or [D]) still
+    fits on (memory only)."""
+    return self.used + self.need[group] + extra <= self.capacity
 
   def add(self, group: int, device: int) -> None:
     self.used[device] += self.need[group]

@@ -50,11 +50,16 @@ class BaechiOptions:
       estimate; real peaks are lower because gradients are freed early).
       None (default): 1.0, then smaller shares where memory binds, checked
       on the simulator (`tfplace.placers.baechi_memory`).
+    charge_received: also charge a device the tensors its ops receive from
+      other devices, at the activation share (`MemoryState`). False is
+      Baechi's estimate, which leaves them out: `activation_fraction=1.0,
+      charge_received=False` is Baechi as published.
     max_lp_edges: m-SCT only: above this many (deduplicated) data edges the
       LP is not solved and m-SCT falls back to m-ETF.
   """
   use_cpu: bool = False
   memory_fraction: float = 1.0
+  charge_received: bool = True
   activation_fraction: Optional[float] = None
   max_lp_edges: int = 50_000
 
@@ -187,25 +192,76 @@ def _dedup_adjacency(graph: OpGraph):
 class MemoryState:
   """Colocation-group bindings and the memory they charge.
 
+  A group charges its `MemoryBudget` need (parameters plus its outputs at
+  the activation share) when it is bound, i.e. when its first op is placed.
+  With `BaechiOptions.charge_received` it also charges, at the same share,
+  every tensor its members take from other groups, unless the producer is
+  already on the same device: a received tensor is held on the receiver
+  until its consumers there have run, and many are held at once where a
+  sum waits for all its terms (RNNLM's weight gradients, 35 time steps of
+  34 MB each, all received by the variable's device before its AddN runs).
+  The group is bound before most of its producers are placed (a variable's
+  group at the forward pass, its gradient sum at the end), so the charge is
+  made then, and given back when a producer is later placed on the same
+  device. Each producer is charged once per device.
+
   Attributes:
     budget: the `MemoryBudget` (bytes charged per device).
     group_device: int [G], the device a group is bound to, -1 if unbound.
+    op_device: int [M], the device an op is bound to, -1 if unbound.
   """
 
   def __init__(self, view: OpView):
     self.view = view
     share = view.options.activation_fraction
-    self.budget = MemoryBudget(view.groups, view.cluster,
-                               1.0 if share is None else share,
+    self.share = 1.0 if share is None else share
+    self.budget = MemoryBudget(view.groups, view.cluster, self.share,
                                view.options.memory_fraction)
     self.group_device = np.full(view.num_groups, -1, dtype=np.int64)
+    self.op_device = np.full(view.num_ops, -1, dtype=np.int64)
     self.overflowed = False
+    self._receives = view.options.charge_received and self.share > 0
+    # Per group, the most it can be charged for received tensors (all of
+    # them): where that fits, `received` need not be computed.
+    self._most_received = np.zeros(view.num_groups)
+    if self._receives:
+      self._in_ptr, self._in_src, self._in_bytes = _group_inputs(view)
+      self._most_received = np.add.reduceat(
+          np.append(self._in_bytes, 0.0), self._in_ptr[:-1]) * self.share
+      self._most_received[np.diff(self._in_ptr) == 0] = 0.0
+    # [M, D]: bytes of each producer's output charged on each device.
+    self._charged = np.zeros((view.num_ops, view.num_devices))
+    self._binds = 0  # Ops bound so far: the version of `_cache`.
+    self._cache = {}
 
-  def fits(self, group: int, device: int) -> bool:
-    """True if `group` may be bound to `device` (kernels and memory)."""
-    if not self.view.group_allowed[group, device]:
+  def received(self, group: int) -> np.ndarray:
+    """float64 [D]: bytes binding `group` to each device would add for the
+    tensors it receives (0 without `charge_received`)."""
+    if not self._receives:
+      return np.zeros(self.view.num_devices)
+    cached = self._cache.get(group)
+    if cached is not None and cached[0] == self._binds:
+      return cached[1]
+    a, b = self._in_ptr[group], self._in_ptr[group + 1]
+    src, nbytes = self._in_src[a:b], self._in_bytes[a:b]
+    extra = np.maximum(nbytes[:, None] - self._charged[src], 0.0)
+    extra[self.op_device[src][:, None] ==
+          np.arange(self.view.num_devices)[None, :]] = 0.0
+    out = extra.sum(axis=0) * self.share
+    self._cache[group] = (self._binds, out)
+    return out
+
+  def fits(self, op: int, device: int) -> bool:
+    """True if `op` may go to `device`: its group is bound there, or is
+    unbound and has a kernel and memory there."""
+    g = self.view.group_of[op]
+    bound = self.group_device[g]
+    if bound >= 0:
+      return bound == device
+    if not self.view.group_allowed[g, device]:
       return False
-    if self.budget.fits(group, device):
+    if self.budget.fits(g, device, self._most_received[g]) or (
+        self.budget.fits(g, device, self.received(g)[device])):
       return True
     self.view.memory_turned_away = True
     return False
@@ -217,7 +273,9 @@ class MemoryState:
     if bound >= 0:
       return np.array([bound])
     allowed = self.view.group_allowed[g]
-    room = self.budget.room(g)
+    room = self.budget.room(g, self._most_received[g])
+    if (allowed & ~room).any():
+      room = self.budget.room(g, self.received(g))
     if (allowed & ~room).any():
       self.view.memory_turned_away = True
     return np.flatnonzero(allowed & room)
@@ -235,15 +293,49 @@ class MemoryState:
     return device
 
   def bind(self, op: int, device: int) -> bool:
-    """Binds `op`'s group to `device` if unbound; True if it was newly bound."""
+    """Binds `op` (and its group, if unbound) to `device` and charges what it
+    brings there; True if the group was newly bound."""
     g = self.view.group_of[op]
+    if self.group_device[g] >= 0 and self.group_device[g] != device:
+      raise AssertionError("colocation group placed on two devices")
+    self.op_device[op] = device
+    self._binds += 1
+    if self._receives and self._charged[op, device] > 0:
+      # Its consumers there no longer receive it: it is charged as an output.
+      self.budget.used[device] -= self._charged[op, device] * self.share
+      self._charged[op, device] = 0.0
     if self.group_device[g] >= 0:
-      if self.group_device[g] != device:
-        raise AssertionError("colocation group placed on two devices")
       return False
+    if self._receives:
+      extra = self.received(g)[device]
+      a, b = self._in_ptr[g], self._in_ptr[g + 1]
+      src, nbytes = self._in_src[a:b], self._in_bytes[a:b]
+      remote = self.op_device[src] != device
+      np.maximum.at(self._charged[:, device], src[remote], nbytes[remote])
+      self.budget.used[device] += extra
     self.group_device[g] = device
     self.budget.add(g, device)
     return True
+
+
+def _group_inputs(view: OpView):
+  """CSR by group of the producers outside the group its members read:
+  (ptr [G + 1], producer op ids, bytes: the most one producer sends one
+  member)."""
+  counts = np.diff(view.pred_ptr)
+  dst = np.repeat(np.arange(view.num_ops), counts)
+  src, nbytes = view.pred_src, view.pred_bytes
+  g_dst = view.group_of[dst]
+  outside = view.group_of[src] != g_dst
+  g_dst, src, nbytes = g_dst[outside], src[outside], nbytes[outside]
+  key = g_dst * view.num_ops + src
+  uniq, inverse = np.unique(key, return_inverse=True)
+  most = np.zeros(len(uniq))
+  np.maximum.at(most, inverse, nbytes)
+  groups = uniq // view.num_ops
+  ptr = np.zeros(view.num_groups + 1, dtype=np.int64)
+  np.cumsum(np.bincount(groups, minlength=view.num_groups), out=ptr[1:])
+  return ptr, uniq % view.num_ops, most
 
 
 class BaechiPlacer(Placer):

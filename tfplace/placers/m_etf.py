@@ -17,7 +17,10 @@ scheduled, so each device keeps two heaps: `pending` (ready ops keyed by
 data-ready time, later than the device is free) and `avail` (ops whose data
 is there when the device frees, keyed by priority). Each step looks at the
 heads of 2D heaps; stale entries (scheduled ops, groups bound elsewhere,
-devices now too full) are dropped when they reach a head. That makes the
+devices now too full) are dropped when they reach a head, and an op dropped
+while its group is unbound is queued again on the devices with room then
+(room can grow: a received tensor's charge is given back when its producer
+lands on the receiving device). That makes the
 whole schedule O((E + M D) log M) instead of the naive O(M^2 D) scan.
 """
 
@@ -67,6 +70,8 @@ class EtfScheduler:
     self.data_ready = np.zeros((m, d))
     self.ready = np.zeros(m, dtype=bool)
     self.forced = np.full(m, -1, dtype=np.int64)
+    self.queued = np.zeros((m, d), dtype=bool)
+    self.pushes = 0  # Entries queued so far.
     self.indegree = np.diff(view.pred_ptr).astype(np.int64)
     self.pending: List[List[Tuple[float, float, int]]] = [[] for _ in range(d)]
     self.avail: List[List[Tuple[float, int]]] = [[] for _ in range(d)]
@@ -100,21 +105,23 @@ class EtfScheduler:
     """True if unscheduled `op` may be scheduled on `device` now."""
     if self.device_of[op] >= 0:
       return False
-    g = self.view.group_of[op]
-    bound = self.memory.group_device[g]
-    if bound >= 0:
-      return bound == device
-    return self.forced[op] == device or self.memory.fits(g, device)
+    if self.memory.group_device[self.view.group_of[op]] >= 0:
+      return self.memory.fits(op, device)
+    return self.forced[op] == device or self.memory.fits(op, device)
 
   def _earliest(self) -> Optional[Tuple[int, int]]:
-    best, choice = None, None
-    for d in range(self.view.num_devices):
-      op, start = self._head(d)
-      if op < 0:
-        continue
-      key = (start, -self.priority[op], start + self.view.compute[op, d], d)
-      if best is None or key < best:
-        best, choice = key, (op, d)
+    best, choice, pushes = None, None, -1
+    # A head dropped on one device can requeue its op on a device already
+    # looked at: look again until a pass queues nothing new.
+    while pushes != self.pushes:
+      pushes = self.pushes
+      for d in range(self.view.num_devices):
+        op, start = self._head(d)
+        if op < 0:
+          continue
+        key = (start, -self.priority[op], start + self.view.compute[op, d], d)
+        if best is None or key < best:
+          best, choice = key, (op, d)
     return choice
 
   def _head(self, d: int) -> Tuple[int, float]:
@@ -125,29 +132,42 @@ class EtfScheduler:
       heapq.heappush(avail, (neg_prio, op))
     while avail:
       op = avail[0][1]
-      if self._valid_head(op, d):
+      if self.can_go(op, d):
         return op, free
       heapq.heappop(avail)
+      self._requeue(op, d)
     while pending:
       ready_at, _, op = pending[0]
-      if self._valid_head(op, d):
+      if self.can_go(op, d):
         return op, ready_at
       heapq.heappop(pending)
+      self._requeue(op, d)
     return -1, np.inf
 
-  def _valid_head(self, op: int, d: int) -> bool:
-    if self.can_go(op, d):
-      return True
-    if self.device_of[op] < 0 and self.memory.group_device[
-        self.view.group_of[op]] < 0 and not len(self.memory.devices_for(op)):
+  def _requeue(self, op: int, d: int) -> None:
+    """After `op`'s entry on `d` was dropped: if its group is still unbound,
+    queues it on the devices that have room now (memory charged for
+    received tensors is given back as producers are placed, so these can
+    differ from those it was queued on), or forces it onto a fallback."""
+    self.queued[op, d] = False
+    if self.device_of[op] >= 0 or self.memory.group_device[
+        self.view.group_of[op]] >= 0:
+      return
+    devices = self.memory.devices_for(op)
+    if len(devices):
+      self._push(op, devices)
+    else:
       self._push(op, [self.memory.fallback_device(op)], forced=True)
-    return False
 
   def _push(self, op: int, devices, forced: bool = False) -> None:
     for d in devices:
       d = int(d)
       if forced:
         self.forced[op] = d
+      if self.queued[op, d]:
+        continue
+      self.queued[op, d] = True
+      self.pushes += 1
       entry = (self.data_ready[op, d], -self.priority[op], op)
       if entry[0] <= self.free[d]:
         heapq.heappush(self.avail[d], entry[1:])

@@ -46,7 +46,7 @@ def topo_device_ids(view: common.OpView) -> np.ndarray:
     device = memory.group_device[view.group_of[op]]
     if device < 0:
       device, cursor = _pick(memory, candidates, cursor, op)
-      memory.bind(op, device)
+    memory.bind(op, device)
     device_of[op] = device
     load[device] += work[op]
     while (cursor < len(candidates) - 1 and share > 0 and
@@ -69,10 +69,10 @@ def _pick(memory: common.MemoryState, candidates: np.ndarray, cursor: int,
   g = view.group_of[op]
   for k in range(cursor, len(candidates)):
     device = candidates[k]
-    if memory.fits(g, device):
+    if memory.fits(op, device):
       moved = k > cursor and view.group_allowed[g, candidates[cursor]]
       return device, (k if moved else cursor)
   for device in list(candidates[:cursor]) + list(range(view.num_devices)):
-    if memory.fits(g, device):
+    if memory.fits(op, device):
       return device, cursor
   return memory.fallback_device(op), cursor
