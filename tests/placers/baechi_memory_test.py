@@ -142,7 +142,9 @@ def test_a_producer_on_the_receiving_device_is_given_back():
       problem, baechi_common.BaechiOptions(activation_fraction=0.5))
   memory = baechi_common.MemoryState(view)
   assert memory.received(0).tolist() == [1000.0, 1000.0]  # Half of 2 x 1,000.
-  memory.bind(0, 1)  # The variable's group: 100 + half of 100 + 1,000 + 1,000.
+  # The variable's group: 100 B of parameters, half of its outputs (100 +
+  # 1,000) and half of the two terms it will receive (2 x 1,000).
+  memory.bind(0, 1)
   assert memory.budget.used.tolist() == [0.0, 1650.0]
   memory.bind(1, 0)  # term0 receives the variable's 100 B on GPU:0.
   memory.bind(2, 1)  # term1 computed where the sum is: its 500 B given back,
