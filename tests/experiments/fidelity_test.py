@@ -87,6 +87,15 @@ def test_suite_placements_run_each_device_alone_then_split(graph):
     p.validate(graph, cluster)
 
 
+def test_depthwise_suite_graphs_run_on_each_device_alone():
+  cluster = make_worker_cluster(2)
+  graph = build_model("calib_depthwise", batch_size=2, image_size=8,
+                      channels=4)
+  labels = [label for label, _ in
+            calibration_runs.suite_placements(graph, cluster)]
+  assert labels == ["on_0", "on_1"]
+
+
 def test_best_check_by_hand():
   run = calibration_runs.PredictedRun
   rows = [run("a", 1.0, 2.1), run("b", 1.5, 2.0), run("c", 3.0, 3.0),

@@ -3,6 +3,7 @@ random_dag) and the calibration suite's graphs."""
 
 import collections
 import math
+import re
 
 import tfplace  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
 import pytest
@@ -17,6 +18,8 @@ SMALL = [
                          num_heads=2, d_ff=8, num_layers=1)),
     ("random_dag", dict(batch_size=4, hidden=8, num_layers=3, width=2)),
 ] + calibration_suite.suite("tiny") + [
+    ("calib_depthwise", dict(batch_size=2, image_size=8, channels=2,
+                             kernel_size=5)),
     ("calib_conv", dict(batch_size=2, image_size=8, channels=4)),
     ("calib_embedding", dict(batch_size=2, seq_len=3, vocab=20, dim=4)),
 ]
@@ -70,6 +73,24 @@ def test_calib_conv_projection_adds_a_strided_1x1_shortcut():
           if c.get("projection")} == {"calib_conv"}
 
 
+def test_calib_depthwise_runs_each_depthwise_kernel_at_both_strides():
+  graph = registry.build_model("calib_depthwise", **SMALL[-3][1])
+  types = collections.Counter(op.type for op in graph.ops)
+  for kind in ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
+               "DepthwiseConv2dNativeBackpropFilter"):
+    strides = sorted(op.stride for op in graph.ops if op.type == kind)
+    assert strides == [1, 1, 1, 2, 2, 2], kind
+  assert types["Relu6"] == 6 and types["Relu6Grad"] == 6
+  assert not [t for t in types if t.startswith("Conv2D")]
+  kernels = {op.output_shapes[0][:2] for op in graph.ops
+             if op.type == "DepthwiseConv2dNativeBackpropFilter"}
+  assert kernels == {(5, 5)}
+  # Residual adds where a block keeps its shape: the stride-1 blocks.
+  assert sorted(op.name for op in graph.ops if op.type == "AddV2"
+                and re.fullmatch(r"block_\d/add", op.name)) == [
+                    "block_0/add", "block_2/add", "block_4/add"]
+
+
 def test_random_dag_shape_follows_its_seed():
   a = registry.build_model("random_dag", **SMALL[2][1])
   b = registry.build_model("random_dag", **SMALL[2][1], seed=2)
@@ -88,4 +109,5 @@ def test_bad_sizes_and_suites_raise():
   with pytest.raises(GraphImportError, match="unknown calibration suite"):
     calibration_suite.suite("huge")
   assert {n for n, _ in calibration_suite.suite()} == {
-      "calib_conv", "calib_matmul", "calib_embedding", "calib_elementwise"}
+      "calib_conv", "calib_depthwise", "calib_matmul", "calib_embedding",
+      "calib_elementwise"}

@@ -43,6 +43,7 @@ from tfplace.measurement.cluster_benchmark import (BenchmarkConfig,
                                                    median_benchmark)
 from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.recv_issue import with_recv_issue
+from tfplace.models.calibration_suite import ONE_DEVICE_ONLY
 from tfplace.placement import Placement
 
 
@@ -78,11 +79,13 @@ def suite_placements(graph: OpGraph, cluster: Cluster, seed: int = 0
   """The runs of one calibration graph: the whole graph on each device
   ("on_<i>": their op records feed the fit), the topological halves (few
   transfers) and one random group placement (many): the split runs that
-  choose the per-message cost share and check transfers in-sample."""
+  choose the per-message cost share and check transfers in-sample. A suite
+  model of `calibration_suite.ONE_DEVICE_ONLY` gets the one-device runs
+  alone."""
   out = [(f"on_{j}", Placement.from_array(
       graph, cluster, np.full(graph.num_ops, j, dtype=np.int32)))
          for j in range(cluster.num_devices)]
-  if cluster.num_devices > 1:
+  if cluster.num_devices > 1 and graph.name not in ONE_DEVICE_ONLY:
     out.append(("halves", halves_placement(graph, cluster)))
     out += [("random", p) for _, p in random_group_placements(
         graph, cluster, 1, seed=seed + 1000)]

@@ -8,8 +8,8 @@ Models: ``rnnlm``, ``nmt``, ``inception_v3`` (Mirhoseini et al., ICML 2017),
 the small test graphs ``mlp_towers``, ``chain_mlp``, ``small_cnn``, the
 held-out fidelity graphs ``resnet_like``, ``transformer``, ``random_dag``,
 the Keras-built ``mobilenet_v2`` and ``keras_lstm``
-(`tfplace.models.keras_models`), and
-the calibration suite's ``calib_conv``, ``calib_matmul``, ``calib_embedding``,
+(`tfplace.models.keras_models`), and the calibration suite's
+``calib_conv``, ``calib_depthwise``, ``calib_matmul``, ``calib_embedding``,
 ``calib_elementwise`` (`tfplace.models.calibration_suite`).
 """
 
@@ -49,6 +49,8 @@ MODELS: Dict[str, Tuple[type, Callable[[Any], BuiltGraph]]] = {
                    keras_models.build_keras_lstm),
     "calib_conv": (calibration_suite.CalibConvConfig,
                    calibration_suite.build_conv),
+    "calib_depthwise": (calibration_suite.CalibDepthwiseConfig,
+                        calibration_suite.build_depthwise),
     "calib_matmul": (calibration_suite.CalibMatmulConfig,
                      calibration_suite.build_matmul),
     "calib_embedding": (calibration_suite.CalibEmbeddingConfig,
