@@ -87,12 +87,10 @@ def test_suite_placements_run_each_device_alone_then_split(graph):
     p.validate(graph, cluster)
 
 
-def test_depthwise_suite_graphs_run_on_each_device_alone():
+def test_without_splits_a_suite_graph_runs_on_each_device_alone(graph):
   cluster = make_worker_cluster(2)
-  graph = build_model("calib_depthwise", batch_size=2, image_size=8,
-                      channels=4)
   labels = [label for label, _ in
-            calibration_runs.suite_placements(graph, cluster)]
+            calibration_runs.suite_placements(graph, cluster, splits=False)]
   assert labels == ["on_0", "on_1"]
 
 

@@ -338,6 +338,7 @@ def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
 
   def fake_measure(label, graph, *args, **kwargs):
     events.append(graph.name)
+    splits.append(kwargs["splits"])
     assert kwargs["rounds"] == 2
     return calibration_runs.GraphRuns(label, graph, (), ())
 
@@ -345,7 +346,7 @@ def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
     repeats.append(benchmark_repeats)
     return bench, [r.label for r in runs]
 
-  repeats = []
+  repeats, splits = [], []
 
   monkeypatch.setattr(calibration_runs, "benchmark_cluster", fake_benchmark)
   monkeypatch.setattr(calibration_runs, "_measure_graph", fake_measure)
@@ -366,11 +367,14 @@ def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
   # The report keeps the three, to say how steady the machine was.
   assert repeats == [(_scaled_bench(1.0), _scaled_bench(3.0),
                       _scaled_bench(1.2))]
+  assert splits == [True] * 5
   events.clear()
+  splits.clear()
   given = _scaled_bench(5.0)
   bench, _ = calibration_runs.calibrate_on_cluster(
-      graphs[:2], None, None, bench=given, rounds=2)
+      graphs[:2], None, None, bench=given, rounds=2, one_device_only={"b"})
   assert events == ["a", "b"] and bench == given  # Given: not measured.
+  assert splits == [True, False]  # b: its one-device runs alone.
   assert repeats[-1] == ()
   with pytest.raises(MeasureError, match="bench_repeats"):
     calibration_runs.calibrate_on_cluster(graphs, None, None,

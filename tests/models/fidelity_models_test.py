@@ -85,6 +85,8 @@ def test_calib_depthwise_runs_each_depthwise_kernel_at_both_strides():
   kernels = {op.output_shapes[0][:2] for op in graph.ops
              if op.type == "DepthwiseConv2dNativeBackpropFilter"}
   assert kernels == {(5, 5)}
+  # Calibration measures it on each device alone (no split runs).
+  assert calibration_suite.ONE_DEVICE_ONLY == {"calib_depthwise"}
   # Residual adds where a block keeps its shape: the stride-1 blocks.
   assert sorted(op.name for op in graph.ops if op.type == "AddV2"
                 and re.fullmatch(r"block_\d/add", op.name)) == [

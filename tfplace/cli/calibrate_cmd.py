@@ -21,8 +21,9 @@ op type, its time from the traced op durations of the one-device runs
 (within physical bounds), and from the split runs the share of the
 per-message cost each end of a transfer pays and the share of the time per
 byte that is host work (blocking the workers' compute). The calibration
-graphs are the shipped suite (--suite: convolutions, matmuls,
-embeddings, element-wise chains; `tfplace.models.calibration_suite`), or the
+graphs are the shipped suite (--suite: convolutions, depthwise
+convolutions, matmuls, embeddings, element-wise chains;
+`tfplace.models.calibration_suite`), or the
 GRAPHs given (graph files, any form `import_graph` reads, or benchmark model
 names; placeholders get synthetic values, or the --feeds arrays: give one
 GRAPH with --feeds). The file (format tfplace.calibration/1) describes the cluster, for
@@ -96,25 +97,27 @@ def main(argv: List[str]) -> None:
 def _calibrate(graphs, inputs):
   """(CalibrationReport, Cluster) on the cluster the flags name."""
   from tfplace.measurement.calibration_runs import calibrate_on_cluster
+  from tfplace.models.calibration_suite import ONE_DEVICE_ONLY
   if _IN_PROCESS.value:
     from tfplace.cost.presets import preset
     cluster = preset("local")
     return calibrate_on_cluster(graphs, cluster,
                                 measure_flags.measure_config(""),
-                                feeds=inputs), cluster
+                                feeds=inputs,
+                                one_device_only=ONE_DEVICE_ONLY), cluster
   if local_workers_flags.requested():
     with local_workers_flags.local_cluster() as lc:
       cluster = lc.to_cluster()
       return calibrate_on_cluster(
           graphs, cluster,
           measure_flags.measure_config(lc.target, lc.addresses),
-          feeds=inputs), cluster
+          feeds=inputs, one_device_only=ONE_DEVICE_ONLY), cluster
   cluster, target, workers = (
       _from_cluster_flag(_CLUSTER.value) if _CLUSTER.value
       else _from_target(_TARGET.value))
   return calibrate_on_cluster(
       graphs, cluster, measure_flags.measure_config(target, workers),
-      feeds=inputs), cluster
+      feeds=inputs, one_device_only=ONE_DEVICE_ONLY), cluster
 
 
 def _graphs(sources: List[str]):

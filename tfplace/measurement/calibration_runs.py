@@ -17,7 +17,7 @@ Also here: placement generators shared with fidelity (`halves_placement`,
 """
 
 import dataclasses
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -43,7 +43,6 @@ from tfplace.measurement.cluster_benchmark import (BenchmarkConfig,
                                                    median_benchmark)
 from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.recv_issue import with_recv_issue
-from tfplace.models.calibration_suite import ONE_DEVICE_ONLY
 from tfplace.placement import Placement
 
 
@@ -74,18 +73,17 @@ def halves_placement(graph: OpGraph, cluster: Cluster) -> Placement:
                               placer="halves")
 
 
-def suite_placements(graph: OpGraph, cluster: Cluster, seed: int = 0
-                     ) -> List[Tuple[str, Placement]]:
+def suite_placements(graph: OpGraph, cluster: Cluster, seed: int = 0,
+                     splits: bool = True) -> List[Tuple[str, Placement]]:
   """The runs of one calibration graph: the whole graph on each device
   ("on_<i>": their op records feed the fit), the topological halves (few
   transfers) and one random group placement (many): the split runs that
-  choose the per-message cost share and check transfers in-sample. A suite
-  model of `calibration_suite.ONE_DEVICE_ONLY` gets the one-device runs
-  alone."""
+  choose the per-message cost share and check transfers in-sample
+  (`splits`; without them the one-device runs alone)."""
   out = [(f"on_{j}", Placement.from_array(
       graph, cluster, np.full(graph.num_ops, j, dtype=np.int32)))
          for j in range(cluster.num_devices)]
-  if cluster.num_devices > 1 and graph.name not in ONE_DEVICE_ONLY:
+  if cluster.num_devices > 1 and splits:
     out.append(("halves", halves_placement(graph, cluster)))
     out += [("random", p) for _, p in random_group_placements(
         graph, cluster, 1, seed=seed + 1000)]
@@ -283,7 +281,9 @@ def graph_labels(graphs: Sequence[OpGraph]) -> List[str]:
 def measure_suite(graphs: Sequence[OpGraph], cluster: Cluster,
                   config: MeasureConfig, *, cache_dir: Optional[str] = None,
                   progress: bool = True, feeds: Optional[Sequence] = None,
-                  feed_options=None, rounds: int = 1) -> List[GraphRuns]:
+                  feed_options=None, rounds: int = 1,
+                  one_device_only: AbstractSet[str] = frozenset()
+                  ) -> List[GraphRuns]:
   """Measures `suite_placements` of every graph, each batch `rounds` times
   (`measure_rounds`: each placement's median round is kept).
 
@@ -296,18 +296,23 @@ def measure_suite(graphs: Sequence[OpGraph], cluster: Cluster,
     feeds: per graph, values for its placeholders (see `measure_batch`;
       None: synthetic values for every graph that has placeholders).
     feed_options: how synthetic input values are made.
+    rounds: times each graph's runs are measured.
+    one_device_only: names of graphs measured on each device alone, without
+      split runs (the suite's `calibration_suite.ONE_DEVICE_ONLY`).
   """
   feeds = list(feeds) if feeds is not None else [None] * len(graphs)
   return [_measure_graph(label, graph, cluster, config, cache_dir=cache_dir,
                          progress=progress, feeds=fed,
-                         feed_options=feed_options, rounds=rounds)
+                         feed_options=feed_options, rounds=rounds,
+                         splits=graph.name not in one_device_only)
           for label, graph, fed in zip(graph_labels(graphs), graphs, feeds)]
 
 
 def _measure_graph(label: str, graph: OpGraph, cluster: Cluster,
-                   config: MeasureConfig, **measure_args) -> GraphRuns:
+                   config: MeasureConfig, splits: bool = True,
+                   **measure_args) -> GraphRuns:
   """The `suite_placements` of one graph, measured (`measure_rounds`)."""
-  placements = suite_placements(graph, cluster)
+  placements = suite_placements(graph, cluster, splits=splits)
   outcomes = measure_rounds(graph, [p for _, p in placements], config,
                             cluster=cluster, **measure_args)
   return GraphRuns(label, graph, tuple(placements), tuple(outcomes))
@@ -322,7 +327,9 @@ def calibrate_on_cluster(graphs: Sequence[OpGraph], cluster: Cluster,
                          progress: bool = True,
                          feeds: Optional[Sequence] = None,
                          feed_options=None, rounds: int = 1,
-                         bench_repeats: int = 3) -> CalibrationReport:
+                         bench_repeats: int = 3,
+                         one_device_only: AbstractSet[str] = frozenset()
+                         ) -> CalibrationReport:
   """Benchmarks the cluster, measures the calibration graphs, fits.
 
   Without a given `bench`, the cluster is benchmarked `bench_repeats` times
@@ -348,6 +355,8 @@ def calibrate_on_cluster(graphs: Sequence[OpGraph], cluster: Cluster,
     feed_options: how synthetic input values are made.
     rounds: times each graph's runs are measured (`measure_suite`).
     bench_repeats: benchmarks whose median is used (>= 1).
+    one_device_only: names of graphs measured on each device alone (see
+      `measure_suite`).
 
   Returns:
     The calibration, the microbenchmarks and the in-sample error.
@@ -374,7 +383,8 @@ def calibrate_on_cluster(graphs: Sequence[OpGraph], cluster: Cluster,
     runs.append(_measure_graph(label, graph, cluster, config,
                                cache_dir=cache_dir, progress=progress,
                                feeds=fed, feed_options=feed_options,
-                               rounds=rounds))
+                               rounds=rounds,
+                               splits=graph.name not in one_device_only))
     if i + 1 in again:
       benches.append(benchmark_cluster(cluster, config, bench_config,
                                        progress=False))

@@ -11,7 +11,7 @@ one graph. Five kinds, each at several sizes (`SUITES`):
 * ``calib_depthwise``: six depthwise convolutions (3x3 or 5x5, every other
   one at stride 2) with batch norm, ReLU6 and residual adds, as in
   MobileNet's and EfficientNet's blocks, momentum. TF's CPU depthwise
-  kernels run at 5-20 % of the dense convolutions' FLOP/s and below the
+  kernels run at 5-17 % of the dense convolutions' FLOP/s and below the
   copy bandwidth (measured in MobileNetV2's traced steps,
   WORKSPACE_NOTES.md), so neither roofline predicts them: they need
   executions of their own. The graph has no dense convolution: the 1x1
