@@ -96,28 +96,26 @@ def main(argv: List[str]) -> None:
 
 def _calibrate(graphs, inputs):
   """(CalibrationReport, Cluster) on the cluster the flags name."""
+  import functools
   from tfplace.measurement.calibration_runs import calibrate_on_cluster
   from tfplace.models.calibration_suite import ONE_DEVICE_ONLY
+  calibrate = functools.partial(calibrate_on_cluster, feeds=inputs,
+                                one_device_only=ONE_DEVICE_ONLY)
   if _IN_PROCESS.value:
     from tfplace.cost.presets import preset
     cluster = preset("local")
-    return calibrate_on_cluster(graphs, cluster,
-                                measure_flags.measure_config(""),
-                                feeds=inputs,
-                                one_device_only=ONE_DEVICE_ONLY), cluster
+    return calibrate(graphs, cluster,
+                     measure_flags.measure_config("")), cluster
   if local_workers_flags.requested():
     with local_workers_flags.local_cluster() as lc:
       cluster = lc.to_cluster()
-      return calibrate_on_cluster(
-          graphs, cluster,
-          measure_flags.measure_config(lc.target, lc.addresses),
-          feeds=inputs, one_device_only=ONE_DEVICE_ONLY), cluster
+      return calibrate(graphs, cluster, measure_flags.measure_config(
+          lc.target, lc.addresses)), cluster
   cluster, target, workers = (
       _from_cluster_flag(_CLUSTER.value) if _CLUSTER.value
       else _from_target(_TARGET.value))
-  return calibrate_on_cluster(
-      graphs, cluster, measure_flags.measure_config(target, workers),
-      feeds=inputs, one_device_only=ONE_DEVICE_ONLY), cluster
+  return calibrate(graphs, cluster,
+                   measure_flags.measure_config(target, workers)), cluster
 
 
 def _graphs(sources: List[str]):

@@ -278,36 +278,6 @@ def graph_labels(graphs: Sequence[OpGraph]) -> List[str]:
   return out
 
 
-def measure_suite(graphs: Sequence[OpGraph], cluster: Cluster,
-                  config: MeasureConfig, *, cache_dir: Optional[str] = None,
-                  progress: bool = True, feeds: Optional[Sequence] = None,
-                  feed_options=None, rounds: int = 1,
-                  one_device_only: AbstractSet[str] = frozenset()
-                  ) -> List[GraphRuns]:
-  """Measures `suite_placements` of every graph, each batch `rounds` times
-  (`measure_rounds`: each placement's median round is kept).
-
-  Args:
-    graphs: the calibration graphs.
-    cluster: the cluster of the running servers.
-    config: target, warmup and timed steps, deadlines.
-    cache_dir: measurement cache directory.
-    progress: show tqdm bars.
-    feeds: per graph, values for its placeholders (see `measure_batch`;
-      None: synthetic values for every graph that has placeholders).
-    feed_options: how synthetic input values are made.
-    rounds: times each graph's runs are measured.
-    one_device_only: names of graphs measured on each device alone, without
-      split runs (the suite's `calibration_suite.ONE_DEVICE_ONLY`).
-  """
-  feeds = list(feeds) if feeds is not None else [None] * len(graphs)
-  return [_measure_graph(label, graph, cluster, config, cache_dir=cache_dir,
-                         progress=progress, feeds=fed,
-                         feed_options=feed_options, rounds=rounds,
-                         splits=graph.name not in one_device_only)
-          for label, graph, fed in zip(graph_labels(graphs), graphs, feeds)]
-
-
 def _measure_graph(label: str, graph: OpGraph, cluster: Cluster,
                    config: MeasureConfig, splits: bool = True,
                    **measure_args) -> GraphRuns:
@@ -351,12 +321,14 @@ def calibrate_on_cluster(graphs: Sequence[OpGraph], cluster: Cluster,
     bounds: the bounds of the per-op-type fit.
     cache_dir: measurement cache directory.
     progress: show tqdm bars.
-    feeds: per graph, values for its placeholders (see `measure_suite`).
+    feeds: per graph, values for its placeholders (see `measure_batch`;
+      None: synthetic values for every graph that has placeholders).
     feed_options: how synthetic input values are made.
-    rounds: times each graph's runs are measured (`measure_suite`).
+    rounds: times each graph's runs are measured (`measure_rounds`: each
+      placement's median round is kept).
     bench_repeats: benchmarks whose median is used (>= 1).
-    one_device_only: names of graphs measured on each device alone (see
-      `measure_suite`).
+    one_device_only: names of graphs measured on each device alone, without
+      split runs (the suite's `calibration_suite.ONE_DEVICE_ONLY`).
 
   Returns:
     The calibration, the microbenchmarks and the in-sample error.
