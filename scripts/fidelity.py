@@ -63,6 +63,8 @@ Graph sizes (--cross: 5 ms to 1 s per step on one core):
   mobilenet_v2: Keras's MobileNetV2, alpha 0.35, batch 8, 64x64
   keras_lstm: Keras Embedding -> LSTM (one While loop of 20 trips) -> Dense,
     batch 16, hidden 64
+  keras_transformer: Keras Embedding -> 2 encoder layers (MultiHeadAttention,
+    4 heads, width 64, GELU feed-forward 128) -> Dense, batch 16, 32 tokens
 """
 
 import json
@@ -93,10 +95,11 @@ GRAPHS = {
                             batch_size=16, vocab=1000)),
     "mobilenet_v2": ("mobilenet_v2", dict(batch_size=8, image_size=64)),
     "keras_lstm": ("keras_lstm", {}),
+    "keras_transformer": ("keras_transformer", {}),
 }
 CROSS_DEFAULT = ["resnet_like", "resnet_large", "resnet_xl", "transformer",
                  "random_dag", "mlp_towers", "small_cnn", "rnnlm",
-                 "mobilenet_v2", "keras_lstm"]
+                 "mobilenet_v2", "keras_lstm", "keras_transformer"]
 PER_GRAPH_DEFAULT = ["mlp_towers", "small_cnn", "rnnlm"]
 
 _CROSS = flags.DEFINE_bool("cross", False, "calibrate once on the suite, "

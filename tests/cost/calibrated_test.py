@@ -248,6 +248,31 @@ def test_strided_convolutions_take_their_own_cost_and_round_trip(tmp_path):
   assert Calibration.load(str(tmp_path / "cal.json")) == cal
 
 
+def test_op_variants_take_their_own_cost_and_round_trip(tmp_path):
+  from tfplace.cost.calibrated import OpTypeCost
+  cal = dataclasses.replace(_new_calibration(), op_types={"CPU": {
+      "Einsum": OpTypeCost(0.0, 0.5, 8, variants={
+          "batched": OpTypeCost(0.0, 4.0, 8)})}})
+  ops = [Op("project", "Einsum", output_bytes=(0,), flops=2e9),
+         Op("scores", "Einsum", output_bytes=(0,), flops=2e9,
+            variant="batched"),
+         Op("other", "Einsum", output_bytes=(0,), flops=2e9,
+            variant="channels_first")]
+  cluster = apply_calibration(_cpu_cluster(launch=9e-6), cal)
+  s = CalibratedCostModel(cal, UNIT).op_costs(
+      OpGraph(ops, [], graph_def=None), cluster).compute_s
+  # 0.5 s of roofline at the matmul rate: 0.5x plain, 4x batched; a
+  # variant without a cost of its own is costed as the plain executions.
+  assert s[0] == pytest.approx([1e-6 + 0.25] * 2)
+  assert s[1] == pytest.approx([1e-6 + 2.0] * 2)
+  assert s[2] == pytest.approx([1e-6 + 0.25] * 2)
+  cal.save(str(tmp_path / "cal.json"))
+  data = json.loads((tmp_path / "cal.json").read_text())
+  assert data["op_types"]["CPU"]["Einsum"]["variants"]["batched"][
+      "scale"] == 4.0
+  assert Calibration.load(str(tmp_path / "cal.json")) == cal
+
+
 @pytest.mark.parametrize("work,time", [
     ((1e-6,), (1e-5,)),  # one knot
     ((1e-6, 1e-5), (1e-5,)),  # unequal lengths

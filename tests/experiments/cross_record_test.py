@@ -224,26 +224,30 @@ def test_the_shipped_records_still_rebuild_their_graphs():
   # r17, 10 from r18 on: projections and a fourth convolution graph):
   # loading the first, r47 and r50 rebuilds every graph and checks its
   # fingerprint, so a change to a graph builder that would make the
-  # records unusable fails here. r58 adds the three depthwise graphs
-  # (13), each measured on one device at a time.
+  # records unusable fails here. r56-r58 add the three depthwise graphs
+  # (13), r60 and r61 the three attention graphs (16), each of these
+  # measured on one device at a time, and judge keras_transformer (11).
   names = sorted(f for f in os.listdir(SHIPPED) if f.endswith(".json.gz"))
   assert len(names) >= 10
-  first, eight, ten, depthwise = (
+  first, eight, ten, attention = (
       cross_record.load_record(os.path.join(SHIPPED, n))
       for n in (names[0], "2026-11-27-r47.json.gz", "2026-11-27-r50.json.gz",
-                "2026-11-28-r58.json.gz"))
+                "2026-11-28-r61.json.gz"))
   assert len(first.suite) == 9 and len(ten.suite) == 10
-  assert len(depthwise.suite) == 13
+  assert len(attention.suite) == 16
   runs = {g.label: [label for label, _ in g.placements]
-          for g in depthwise.suite}
+          for g in attention.suite}
   assert runs["calib_depthwise#2"] == ["on_0", "on_1"]
+  assert runs["calib_attention#2"] == ["on_0", "on_1"]
   assert runs["calib_conv"] == ["on_0", "on_1", "halves", "random"]
-  assert [len(r.judged) for r in (first, eight, ten)] == [7, 8, 10]
+  assert [len(r.judged) for r in (first, eight, ten, attention)] == [
+      7, 8, 10, 11]
   assert first.benchmark_repeats == ()  # Not kept before 2026-11-27.
   assert "resnet_xl" in {j.runs.label for j in eight.judged}
   assert {"resnet_xl", "mobilenet_v2", "keras_lstm"} <= {
       j.runs.label for j in ten.judged}
-  for record in (first, eight, ten, depthwise):
+  assert "keras_transformer" in {j.runs.label for j in attention.judged}
+  for record in (first, eight, ten, attention):
     assert record.cluster.rendezvous_transfers
     assert all(o.ok for j in record.judged for o in j.runs.outcomes)
 

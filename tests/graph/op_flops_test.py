@@ -2,7 +2,7 @@
 
 import pytest
 
-from tfplace.graph.op_flops import num_elements, op_flops
+from tfplace.graph.op_flops import einsum_is_batched, num_elements, op_flops
 
 
 def _attrs(**kw):
@@ -37,6 +37,18 @@ def test_batch_matmul():
 ])
 def test_einsum(equation, ins, out, expected):
   assert op_flops("Einsum", ins, [out], _attrs(equation=equation)) == expected
+
+
+@pytest.mark.parametrize("equation,batched", [
+    ("abc,cde->abde", False),     # a projection: one large product
+    ("aecd,abcd->acbe", True),    # attention scores: batch a, c
+    ("acbe,aecd->abcd", True),    # attention context
+    ("abde,abc->cde", False),     # a projection's weight gradient
+    ("...ij,...jk->...ik", True),  # broadcast batch
+    ("ij->ji", False), ("ij,jk", False),
+])
+def test_einsum_is_batched(equation, batched):
+  assert einsum_is_batched(equation) == batched
 
 
 def test_conv2d_and_backprops_match_forward():

@@ -135,6 +135,27 @@ def test_strided_convolutions_get_a_curve_of_their_own():
   assert only.seconds(middle) == pytest.approx(5.0 * middle)
 
 
+def test_op_variants_get_fits_of_their_own():
+  # Plain einsums take 1x their roofline plus 5 us, batched ones 5x: each
+  # kind gets its own fit; the type's fit is the plain executions'.
+  work = np.geomspace(1e-6, 1e-3, 8)
+  samples = ([OpSample("Einsum", "CPU", w, 5e-6 + w) for w in work] +
+             [OpSample("Einsum", "CPU", w, 5e-6 + 5.0 * w, variant="batched")
+              for w in work])
+  got = fit.fit_op_types(samples)["CPU"]["Einsum"]
+  assert got.samples == 8 and set(got.variants) == {"batched"}
+  assert got.variants["batched"].samples == 8
+  assert (got.fixed_s, got.scale) == pytest.approx((5e-6, 1.0), rel=0.05)
+  batched = got.variants["batched"]
+  assert (batched.fixed_s, batched.scale) == pytest.approx((5e-6, 5.0),
+                                                           rel=0.05)
+  assert got.for_op(False, "batched") is batched
+  assert got.for_op(False, "channels_first") is got
+  # One kind alone: one fit, no variants.
+  only = fit.fit_op_types(samples[8:])["CPU"]["Einsum"]
+  assert not only.variants and only.scale == pytest.approx(5.0, rel=0.05)
+
+
 def test_convolutions_get_their_measured_curve():
   # A bend no fixed part and scale follow: 20 us flat, then 2x the
   # roofline, then 1x. The curve goes through the middle of each bin.

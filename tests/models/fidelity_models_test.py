@@ -18,6 +18,8 @@ SMALL = [
                          num_heads=2, d_ff=8, num_layers=1)),
     ("random_dag", dict(batch_size=4, hidden=8, num_layers=3, width=2)),
 ] + calibration_suite.suite("tiny") + [
+    ("calib_attention", dict(batch_size=2, seq_len=3, heads=2, key_dim=2,
+                          blocks=1)),
     ("calib_depthwise", dict(batch_size=2, image_size=8, channels=2,
                              kernel_size=5)),
     ("calib_conv", dict(batch_size=2, image_size=8, channels=4)),
@@ -85,12 +87,57 @@ def test_calib_depthwise_runs_each_depthwise_kernel_at_both_strides():
   kernels = {op.output_shapes[0][:2] for op in graph.ops
              if op.type == "DepthwiseConv2dNativeBackpropFilter"}
   assert kernels == {(5, 5)}
-  # Calibration measures it on each device alone (no split runs).
-  assert calibration_suite.ONE_DEVICE_ONLY == {"calib_depthwise"}
   # Residual adds where a block keeps its shape: the stride-1 blocks.
   assert sorted(op.name for op in graph.ops if op.type == "AddV2"
                 and re.fullmatch(r"block_\d/add", op.name)) == [
                     "block_0/add", "block_2/add", "block_4/add"]
+
+
+# The equations of Keras's MultiHeadAttention step (tf_keras 2.x: query,
+# key and value projections, scores, context, output projection) and of
+# their gradients, as a traced Keras training step has them.
+KERAS_ATTENTION_EQUATIONS = {
+    "abc,cde->abde", "abde,cde->abc", "abde,abc->cde", "aecd,abcd->acbe",
+    "acbe,aecd->abcd", "abcd,cde->abe", "abe,cde->abcd", "abe,abcd->cde",
+    "abcd,aecd->acbe", "abcd,acbe->aecd", "acbe,abcd->aecd"}
+
+
+def _equations(built):
+  return collections.Counter(node.attr["equation"].s.decode()
+                             for node in built.graph.as_graph_def().node
+                             if node.op == "Einsum")
+
+
+def test_calib_attention_runs_keras_attentions_equations_and_layer_norm():
+  sizes = dict(SMALL[-4][1], blocks=2)
+  equations = _equations(registry.build_tf_graph("calib_attention", **sizes))
+  assert set(equations) == KERAS_ATTENTION_EQUATIONS
+  assert sum(equations.values()) == 2 * 18
+  keras = _equations(registry.build_tf_graph(
+      "keras_transformer", batch_size=2, seq_len=3, vocab=10, dim=4,
+      heads=2, feed_forward=4, layers=1))
+  assert set(keras) == KERAS_ATTENTION_EQUATIONS
+  graph = registry.build_model("calib_attention", **sizes)
+  assert all(op.flops > 0 for op in graph.ops if op.type == "Einsum")
+  # Scores and context (and their gradients) are batched: 6 per block.
+  variants = collections.Counter((op.type, op.variant) for op in graph.ops
+                                 if op.variant)
+  assert variants == {("Einsum", "batched"): 2 * 6,
+                      ("FusedBatchNormV3", "channels_first"): 2,
+                      ("FusedBatchNormGradV3", "channels_first"): 2}
+  # Layer norm as Keras runs it: rows as the channels of an NCHW batch
+  # norm, whose reserve space (unknown to TF's shape function) is a scalar.
+  norm = graph.ops[graph.index["attention_0/FusedBatchNormV3"]]
+  assert norm.output_shapes[0] == (1, 2 * 3, 4, 1)
+  assert norm.output_shapes[5] == ()
+
+
+def test_one_device_only_graphs_are_the_suites_op_cost_graphs():
+  # Calibration measures them on each device alone (no split runs).
+  assert calibration_suite.ONE_DEVICE_ONLY == {"calib_depthwise",
+                                               "calib_attention"}
+  assert calibration_suite.ONE_DEVICE_ONLY <= {
+      n for n, _ in calibration_suite.suite()}
 
 
 def test_random_dag_shape_follows_its_seed():
@@ -111,5 +158,5 @@ def test_bad_sizes_and_suites_raise():
   with pytest.raises(GraphImportError, match="unknown calibration suite"):
     calibration_suite.suite("huge")
   assert {n for n, _ in calibration_suite.suite()} == {
-      "calib_conv", "calib_depthwise", "calib_matmul", "calib_embedding",
-      "calib_elementwise"}
+      "calib_conv", "calib_depthwise", "calib_attention", "calib_matmul",
+      "calib_embedding", "calib_elementwise"}

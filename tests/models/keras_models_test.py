@@ -12,6 +12,9 @@ SMALL = {
     "mobilenet_v2": dict(batch_size=2, image_size=32, num_classes=3),
     "keras_lstm": dict(batch_size=2, seq_len=5, vocab=30, embedding=4,
                        hidden=6, num_classes=3),
+    "keras_transformer": dict(batch_size=2, seq_len=4, vocab=30, dim=8,
+                              heads=2, feed_forward=6, layers=2,
+                              num_classes=3),
 }
 
 
@@ -54,8 +57,29 @@ def test_keras_lstm_is_a_loop_of_seq_len_trips_and_its_gradient():
                               for n in neighbours)
 
 
+def test_keras_transformer_attends_with_einsums_in_every_layer():
+  graph = registry.build_model("keras_transformer",
+                               **SMALL["keras_transformer"])
+  einsums = [op for op in graph.ops if op.type == "Einsum"]
+  # Per layer: 4 projections and 2 score/context products forward, two
+  # gradients each backward.
+  assert len(einsums) == 2 * 6 * 3
+  assert {next(p for p in op.name.split("/") if p.startswith("attention_"))
+          for op in einsums} == {"attention_0", "attention_1"}
+  assert all(op.flops > 0 for op in einsums)
+  types = {op.type for op in graph.ops}
+  assert {"Softmax", "Erfc", "FusedBatchNormV3"} <= types
+  # The calibration's variants: scores and context batched, layer norms
+  # channels-first (as the suite's calib_attention).
+  assert sum(op.variant == "batched" for op in einsums) == 2 * 6
+  assert {op.variant for op in graph.ops
+          if op.type.startswith("FusedBatchNorm")} == {"channels_first"}
+
+
 def test_bad_sizes_are_clear_errors():
   with pytest.raises(GraphImportError, match="image_size must be >= 32"):
     registry.build_tf_graph("mobilenet_v2", image_size=16)
   with pytest.raises(GraphImportError, match="hidden"):
     registry.build_tf_graph("keras_lstm", hidden=0)
+  with pytest.raises(GraphImportError, match="multiple of heads"):
+    registry.build_tf_graph("keras_transformer", dim=10, heads=4)

@@ -16,13 +16,13 @@ kept in the file: over x1.25 on any figure, the machine was not steady
 while it calibrated, and predictions can be off by as much for that
 reason alone; `simulate`/`place` then warn); it measures the calibration
 graphs (each on every device alone, split in halves, and one random
-split) and fits, per
+split; the depthwise and attention graphs on each device alone) and fits, per
 op type, its time from the traced op durations of the one-device runs
 (within physical bounds), and from the split runs the share of the
 per-message cost each end of a transfer pays and the share of the time per
 byte that is host work (blocking the workers' compute). The calibration
 graphs are the shipped suite (--suite: convolutions, depthwise
-convolutions, matmuls, embeddings, element-wise chains;
+convolutions, Keras-style attention, matmuls, embeddings, element-wise chains;
 `tfplace.models.calibration_suite`), or the
 GRAPHs given (graph files, any form `import_graph` reads, or benchmark model
 names; placeholders get synthetic values, or the --feeds arrays: give one

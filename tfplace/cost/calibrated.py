@@ -20,7 +20,12 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
                                                     "scale": 1.6,
                                                     "samples": 16,
                                                     "curve_work_s": [...],
-                                                    "curve_time_s": [...]}}}},
+                                                    "curve_time_s": [...]}},
+                             "Einsum": {"fixed_s": 1e-5, "scale": 1.2,
+                                        "samples": 36,
+                                        "variants": {"batched": {
+                                            "fixed_s": 1e-5, "scale": 6.0,
+                                            "samples": 36}}}}},
         "launch_overhead_s": {"CPU": 2e-7},
         "trace_excess_s": {"CPU": 1.2e-6},
         "launch_s": {"GPU": {"conv": 3e-5, "matmul": 8e-6,
@@ -57,7 +62,9 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   (roofline: `AnalyticalCostModel.work_seconds` on the calibrated devices),
   or where a curve was measured (convolutions) as the curve: time against
   roofline at knots, interpolated in log-log (`OpTypeCost`); "strided", where
-  present, is the same for the type's ops with a stride above 1.
+  present, is the same for the type's ops with a stride above 1, and
+  "variants", where present, for its ops of each `Op.variant` ("batched"
+  einsums, "channels_first" batch norms).
   Ops of other types keep the analytical time, times `compute_scale` of
   their device type and `op_type_scale` of their op type (the older,
   whole-graph form of a calibration).
@@ -118,6 +125,10 @@ class OpTypeCost:
     strided: the cost of the type's executions with a stride above 1
       (`Op.stride`), where it was measured apart (convolutions); None: they
       cost as the others.
+    variants: `Op.variant` -> the cost of the type's executions of that
+      variant ("batched" einsums, "channels_first" batch norms), where they
+      were measured apart from the plain ones; a variant not in it costs
+      as the plain executions.
   """
   fixed_s: float
   scale: float
@@ -125,6 +136,15 @@ class OpTypeCost:
   curve_work_s: Tuple[float, ...] = ()
   curve_time_s: Tuple[float, ...] = ()
   strided: Optional["OpTypeCost"] = None
+  variants: Mapping[str, "OpTypeCost"] = dataclasses.field(
+      default_factory=dict)
+
+  def for_op(self, strided: bool, variant: str) -> "OpTypeCost":
+    """The cost of the type's executions with a stride above 1 or of an
+    `Op.variant`: their own where it was measured apart, else this one."""
+    if strided and self.strided is not None:
+      return self.strided
+    return self.variants.get(variant, self) if variant else self
 
   def __post_init__(self):
     _check_factors({"fixed_s": self.fixed_s}, "op_types", allow_zero=True)
@@ -372,7 +392,7 @@ class Calibration:
 
 def _op_type_dict(cost: OpTypeCost) -> dict:
   """The JSON form of an op type's cost (curve keys only with a curve,
-  "strided" only with a strided cost)."""
+  "strided" and "variants" only with such costs)."""
   out = {"fixed_s": cost.fixed_s, "scale": cost.scale,
          "samples": cost.samples}
   if cost.curve_work_s:
@@ -380,6 +400,8 @@ def _op_type_dict(cost: OpTypeCost) -> dict:
                curve_time_s=list(cost.curve_time_s))
   if cost.strided is not None:
     out["strided"] = _op_type_dict(cost.strided)
+  if cost.variants:
+    out["variants"] = {k: _op_type_dict(v) for k, v in cost.variants.items()}
   return out
 
 
@@ -388,7 +410,8 @@ def _op_type_cost(v: dict) -> OpTypeCost:
       float(v["fixed_s"]), float(v["scale"]), int(v.get("samples", 0)),
       tuple(float(x) for x in v.get("curve_work_s", ())),
       tuple(float(x) for x in v.get("curve_time_s", ())),
-      _op_type_cost(v["strided"]) if v.get("strided") is not None else None)
+      _op_type_cost(v["strided"]) if v.get("strided") is not None else None,
+      {str(k): _op_type_cost(c) for k, c in v.get("variants", {}).items()})
 
 
 def _op_types(data: dict) -> Dict[str, Dict[str, OpTypeCost]]:
@@ -512,16 +535,16 @@ class CalibratedCostModel(CostModel):
                        seconds: np.ndarray) -> None:
     """Overwrites, in place, the cost of ops whose type has a fit."""
     work = self.base.work_seconds(graph, cluster)
-    rows_of: Dict[Tuple[str, bool], list] = {}
+    rows_of: Dict[Tuple[str, bool, bool], list] = {}
     for i, op in enumerate(graph.ops):
-      rows_of.setdefault((op.type, op.stride > 1), []).append(i)
+      rows_of.setdefault((op.type, op.stride > 1, op.variant), []).append(i)
     for j, device in enumerate(cluster.devices):
       fits = self.calibration.op_types.get(device.type, {})
       launch = self.calibration.launch_s.get(device.type)
-      for (op_type, strided), rows in rows_of.items():
+      for (op_type, strided, variant), rows in rows_of.items():
         fit = fits.get(op_type)
-        if fit is not None and strided and fit.strided is not None:
-          fit = fit.strided
+        if fit is not None:
+          fit = fit.for_op(strided, variant)
         if launch:
           self._launch_bound(graph, op_type, fit, launch, rows, j, work,
                              seconds, self.calibration.kernel_free.get(

@@ -107,6 +107,23 @@ def _batch_matmul(ins, outs, attr) -> float:
   return 2.0 * num_elements(outs[0]) * k
 
 
+def einsum_is_batched(equation: str) -> bool:
+  """True if a two-input einsum `equation` has batch indices: a letter (or
+  "...") in both inputs and the output ("aecd,abcd->acbe": a and c)."""
+  equation = equation.replace(" ", "")
+  if "->" not in equation:
+    return False
+  lhs, out = equation.split("->")
+  terms = lhs.split(",")
+  if len(terms) != 2:
+    return False
+
+  def indices(term):
+    return set(term.replace("...", "")) | ({"..."} if "..." in term else set())
+
+  return bool(indices(terms[0]) & indices(terms[1]) & indices(out))
+
+
 def _einsum(ins, outs, attr) -> float:
   """2 x output elements x the sizes of the contracted indices (those of the
   inputs that the output lacks); one input: a transpose (0) or a reduction

@@ -118,6 +118,13 @@ class Op:
       gradients, pooling: the NodeDef's `strides`); 1 for other ops.
     conv: a convolution gradient's geometry (its kernel's scratch memory
       depends on it: `tfplace.cost.scratch`); None for other ops.
+    variant: a kind of execution of its type that a calibration fits
+      apart (`tfplace.graph.op_reader.cost_variant`): "batched", an einsum
+      with batch indices (attention's scores and context: TF runs one
+      small matrix product per batch index, several times slower than one
+      product of the same work); "channels_first", a fused batch norm over
+      NCHW data (Keras's layer normalization: one channel per row); ""
+      for other ops.
   """
   name: str
   type: str
@@ -132,6 +139,7 @@ class Op:
   body: Optional[ControlFlowCost] = None
   stride: int = 1
   conv: Optional[ConvGeometry] = None
+  variant: str = ""
 
   @property
   def is_control_flow(self) -> bool:

@@ -13,6 +13,11 @@ from tfplace.graph.op_graph import VARIABLE_OPS, ControlFlowCost, Op
 HANDLE_BYTES = 8
 _NON_NUMERIC = ("resource", "variant", "string")
 _warned_unknown_dims = [False]
+# Outputs (op type, index) whose shape TF's shape functions leave unknown
+# although the kernel's is fixed: FusedBatchNormV3's reserve_space_3, a
+# scalar from the CPU kernel (measured; a GPU's cuDNN workspace behind it
+# is not modelled). Every Keras batch or layer normalization has one.
+_FIXED_OUTPUT_SHAPES = {("FusedBatchNormV3", 5): ()}
 
 
 def resolve_shape(shape, unknown_dim: int, tensor=None) -> Tuple[int, ...]:
@@ -72,11 +77,17 @@ def _attr_reader(node, tf_op) -> Callable[[str], object]:
 
 def op_shapes_and_flops(node, tf_op, unknown_dim: int):
   """(output shapes, input shapes, FLOPs of one execution) of an op."""
-  shapes = tuple(resolve_shape(t.shape, unknown_dim, t)
-                 for t in tf_op.outputs)
-  in_shapes = [resolve_shape(t.shape, unknown_dim, t) for t in tf_op.inputs]
+  shapes = tuple(_tensor_shape(t, unknown_dim) for t in tf_op.outputs)
+  in_shapes = [_tensor_shape(t, unknown_dim) for t in tf_op.inputs]
   return shapes, in_shapes, op_flops.op_flops(node.op, in_shapes, shapes,
                                               _attr_reader(node, tf_op))
+
+
+def _tensor_shape(tensor, unknown_dim: int) -> Tuple[int, ...]:
+  fixed = _FIXED_OUTPUT_SHAPES.get((tensor.op.type, tensor.value_index))
+  if fixed is not None and tensor.shape.rank is None:
+    return fixed
+  return resolve_shape(tensor.shape, unknown_dim, tensor)
 
 
 def read_op(node, tf_op, unknown_dim: int,
@@ -113,9 +124,23 @@ def read_op(node, tf_op, unknown_dim: int,
       kernels=kernels.kernel_device_types(node.op),
       requested_device=node.device, colocation_names=coloc, body=body,
       stride=_stride(node),
+      variant=cost_variant(node),
       conv=conv_geometry(node.op, in_shapes, shapes,
                          dtypes[0].size if dtypes else 0,
                          _attr_reader(node, tf_op)))
+
+
+def cost_variant(node) -> str:
+  """`Op.variant` of a NodeDef: "batched" for an einsum with batch indices,
+  "channels_first" for a fused batch norm (or its gradient) over NCHW
+  data, "" otherwise."""
+  if node.op == "Einsum" and op_flops.einsum_is_batched(
+      node.attr["equation"].s.decode()):
+    return "batched"
+  if node.op.startswith("FusedBatchNorm") and (
+      node.attr["data_format"].s == b"NCHW"):
+    return "channels_first"
+  return ""
 
 
 def _stride(node) -> int:

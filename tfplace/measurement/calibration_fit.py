@@ -42,6 +42,15 @@ that type a second curve, used for strided ops (`OpTypeCost.strided`); the
 type's own curve stays fitted on all executions (fitted on the stride-1
 ones alone, it moved resnet_like's one-worker prediction from 1.09x to
 1.20x over seventeen records).
+Two kinds of execution of a type cost far from its other executions at
+the same roofline (`Op.variant`): an einsum with batch indices
+(attention's scores and context) runs one small matrix product per batch
+index, 3-6x the time of the projections, which are one large product; a
+fused batch norm over NCHW data (Keras's layer normalization) ~5x one over
+NHWC convolution outputs (the suite's attention graphs,
+WORKSPACE_NOTES.md). Where the suite measured both kinds of a type, each
+variant gets a fit of its own (`OpTypeCost.variants`) and the type's fit
+is its plain executions'.
 What is fitted about transfers, on a cluster with the link model, is two
 shares of measured figures, chosen on the suite's split runs
 (`fit_transfer_figures`): how much of the measured per-message cost each end
@@ -118,12 +127,14 @@ class OpSample:
     work_s: roofline seconds at the device's measured rates.
     measured_s: traced duration less the tracer's cost per op (>= 0).
     strided: the op has a stride above 1 (`Op.stride`).
+    variant: the op's `Op.variant` ("batched", "channels_first" or "").
   """
   op_type: str
   device_type: str
   work_s: float
   measured_s: float
   strided: bool = False
+  variant: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,8 +213,9 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
       measured = rec.kernel_s or 0.0
     else:
       measured = max(0.0, rec.duration_s - traced_op_s.get(device.name, 0.0))
-    out.append(OpSample(graph.ops[i].type, device.type, float(work[i, j]),
-                        measured, graph.ops[i].stride > 1))
+    op = graph.ops[i]
+    out.append(OpSample(op.type, device.type, float(work[i, j]), measured,
+                        op.stride > 1, op.variant))
   return out
 
 
@@ -267,9 +279,17 @@ def _fit_one_type(op_type: str, samples: Sequence[OpSample],
                   bounds: FitBounds) -> OpTypeCost:
   """`fit_op_type`; for a convolution also the scale where its work is and
   its measured curve, the strided executions' apart where they give a
-  curve of their own (see the module docstring)."""
+  curve of their own; for other types, each `Op.variant` apart from the
+  plain executions where both were measured (see the module docstring)."""
   if op_type not in CONV_OP_TYPES:
-    return fit_op_type(samples, bounds)
+    plain = [s for s in samples if not s.variant]
+    if not plain or len(plain) == len(samples):
+      return fit_op_type(samples, bounds)
+    variants = sorted({s.variant for s in samples} - {""})
+    return dataclasses.replace(
+        fit_op_type(plain, bounds),
+        variants={v: fit_op_type([s for s in samples if s.variant == v],
+                                 bounds) for v in variants})
   fit = _fit_conv(samples, bounds)
   strided = [s for s in samples if s.strided]
   if strided and len(strided) < len(samples):

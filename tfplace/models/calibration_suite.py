@@ -2,7 +2,7 @@
 
 `tfplace calibrate` measures these on a cluster and fits per-op-type costs
 from their op records, so that one calibration describes the cluster, not
-one graph. Five kinds, each at several sizes (`SUITES`):
+one graph. Six kinds, each at several sizes (`SUITES`):
 
 * ``calib_conv``: 3x3 and 1x1 convolutions at stride 1 and 2 (the 1x1
   stride-2 one a projection shortcut, in the default suite), fused batch
@@ -17,6 +17,14 @@ one graph. Five kinds, each at several sizes (`SUITES`):
   executions of their own. The graph has no dense convolution: the 1x1
   convolutions of MobileNet's blocks, added to the suite, moved the fitted
   Conv2DBackpropFilter curve 2x at ResNet's shapes.
+* ``calib_attention``: self-attention blocks as Keras's layers run them:
+  `tf.einsum` in the equations of `MultiHeadAttention` (projections to
+  and from heads, scores, context), softmax, a residual add, and layer
+  normalization as `LayerNormalization` computes it, a fused batch norm
+  over NCHW data with one channel per row (Adam). Einsums (11 equations
+  in one block's training step) and channels-first batch norms are what
+  the other graphs never run; both have costs of their own
+  (`Op.variant`: an einsum with batch indices, an NCHW batch norm).
 * ``calib_matmul``: dense layers of changing widths with ReLU, tanh and
   sigmoid, batched matmuls and a softmax over a [batch, groups, groups]
   score tensor, softmax cross-entropy (Adam).
@@ -89,6 +97,28 @@ class CalibDepthwiseConfig:
   image_size: int = 16
   channels: int = 16
   kernel_size: int = 3
+  num_classes: int = 10
+  seed: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibAttentionConfig:
+  """Sizes of `calib_attention`.
+
+  Attributes:
+    batch_size: sequences per step.
+    seq_len: positions per sequence.
+    heads: attention heads.
+    key_dim: width of each head; the model width is heads x key_dim.
+    blocks: self-attention blocks in a row.
+    num_classes: output classes.
+    seed: seeds the graph and the data.
+  """
+  batch_size: int = 8
+  seq_len: int = 16
+  heads: int = 2
+  key_dim: int = 16
+  blocks: int = 2
   num_classes: int = 10
   seed: int = 1
 
@@ -208,6 +238,60 @@ def _depthwise_loss(config: CalibDepthwiseConfig) -> tf.Tensor:
   return common.mean_xent(logits, labels)
 
 
+def _einsum_projection(x: tf.Tensor, equation: str, shape: List[int],
+                       bias_shape: List[int], name: str) -> tf.Tensor:
+  """x contracted with a weight of `shape` by `equation`, plus a bias (as
+  Keras's EinsumDense)."""
+  w = common.variable(f"{name}_weights", shape)
+  b = common.variable(f"{name}_bias", bias_shape, constant=0.0)
+  return tf.einsum(equation, x, w) + b
+
+
+def _layer_norm(x: tf.Tensor) -> tf.Tensor:
+  """Layer normalization over the last axis as Keras's LayerNormalization
+  computes it: the rows as the channels of an NCHW fused batch norm, then
+  a learned scale and shift."""
+  shape = x.shape
+  rows = shape[:-1].num_elements()
+  normed = _V1.nn.fused_batch_norm(
+      tf.reshape(x, [1, rows, shape[-1], 1]), tf.ones([rows]),
+      tf.zeros([rows]), epsilon=1e-3, data_format="NCHW",
+      is_training=True)[0]
+  gamma = common.variable("norm_scale", [shape[-1]], constant=1.0)
+  beta = common.variable("norm_offset", [shape[-1]], constant=0.0)
+  return tf.reshape(normed, shape) * gamma + beta
+
+
+def _attention_block(x: tf.Tensor, heads: int, key_dim: int,
+                     scope: str) -> tf.Tensor:
+  """Self-attention as Keras's MultiHeadAttention computes it, the input
+  added back and the sum layer-normalized: [batch, positions, width] ->
+  the same."""
+  width = x.shape[-1]
+  with _V1.variable_scope(scope):
+    q, k, v = (_einsum_projection(x, "abc,cde->abde", [width, heads, key_dim],
+                                  [heads, key_dim], name)
+               for name in ("query", "key", "value"))
+    q *= key_dim ** -0.5
+    scores = tf.nn.softmax(tf.einsum("aecd,abcd->acbe", k, q))
+    context = tf.einsum("acbe,aecd->abcd", scores, v)
+    return _layer_norm(x + _einsum_projection(
+        context, "abcd,cde->abe", [heads, key_dim, width], [width],
+        "output"))
+
+
+def _attention_loss(config: CalibAttentionConfig) -> tf.Tensor:
+  x = tf.random.stateless_normal(
+      [config.batch_size, config.seq_len, config.heads * config.key_dim],
+      seed=[config.seed, 11], name="sequences")
+  labels = common.synthetic_tokens([config.batch_size], config.num_classes,
+                                   config.seed, name="labels")
+  for i in range(config.blocks):
+    x = _attention_block(x, config.heads, config.key_dim, f"attention_{i}")
+  logits = _dense(tf.reduce_mean(x, axis=1), config.num_classes, "dense")
+  return common.mean_xent(logits, labels)
+
+
 def _matmul_loss(config: CalibMatmulConfig) -> tf.Tensor:
   x = tf.random.stateless_normal([config.batch_size, config.widths[0]],
                                  seed=[config.seed, 5], name="inputs")
@@ -286,6 +370,13 @@ def build_depthwise(config: CalibDepthwiseConfig) -> common.BuiltGraph:
   return common.build_graph(config, _depthwise_loss, "momentum", 0.01)
 
 
+def build_attention(config: CalibAttentionConfig) -> common.BuiltGraph:
+  """Self-attention blocks of Einsum ops and layer normalization."""
+  common.check_positive(config, ["batch_size", "seq_len", "heads", "key_dim",
+                                 "blocks", "num_classes"])
+  return common.build_graph(config, _attention_loss, "adam", 0.001)
+
+
 def build_matmul(config: CalibMatmulConfig) -> common.BuiltGraph:
   """Dense layers of several widths and a batched-matmul block."""
   common.check_positive(config, ["batch_size", "groups", "num_classes"])
@@ -318,6 +409,10 @@ def build_elementwise(config: CalibElementwiseConfig) -> common.BuiltGraph:
 # where small_cnn's stride-2 convolutions are. The three depthwise graphs
 # run each depthwise type 18 times (9 strided), 0.04 to 10 MFLOP, 3x3
 # and 5x5: MobileNetV2's (alpha 0.35, 64 x 64, batch 8) are 0.1-2.4 MFLOP.
+# The three attention graphs run Keras attention's 11 equations (36
+# einsums a graph, 0.03 to 34 MFLOP each) and 4 NCHW batch norms
+# (forward and gradient) over 128 to 1,024 rows of 32 to 128, widths 32
+# to 128; keras_transformer's are 512 rows of 64.
 SUITES: Dict[str, List[Tuple[str, dict]]] = {
     "default": [
         ("calib_conv", dict(batch_size=4, image_size=16, channels=8,
@@ -332,6 +427,12 @@ SUITES: Dict[str, List[Tuple[str, dict]]] = {
         ("calib_depthwise", dict(batch_size=8, image_size=16, channels=96,
                                  kernel_size=5)),
         ("calib_depthwise", dict(batch_size=8, image_size=8, channels=288)),
+        ("calib_attention", dict(batch_size=8, seq_len=16, heads=2,
+                                 key_dim=16)),
+        ("calib_attention", dict(batch_size=8, seq_len=32, heads=4,
+                                 key_dim=16)),
+        ("calib_attention", dict(batch_size=16, seq_len=64, heads=4,
+                                 key_dim=32)),
         ("calib_matmul", dict(batch_size=16, widths=(64, 128, 32))),
         ("calib_matmul", dict(batch_size=64, widths=(512, 256, 1024),
                               num_classes=512)),
@@ -349,12 +450,12 @@ SUITES: Dict[str, List[Tuple[str, dict]]] = {
 
 
 # Suite models measured on each device alone: their runs are there for the
-# op costs of the kinds the other graphs lack. Their split runs, also
-# measured, moved the extra latency per message fitted on the suite's split
-# runs by one step (15 us), down in one record and up in the other, and
-# with it every judged split (WORKSPACE_NOTES.md, issue 13): the message
-# figures stay fitted on the other graphs' splits.
-ONE_DEVICE_ONLY = frozenset({"calib_depthwise"})
+# op costs of the kinds the other graphs lack. The depthwise graphs' split
+# runs, also measured, moved the extra latency per message fitted on the
+# suite's split runs by one step (15 us), down in one record and up in the
+# other, and with it every judged split (WORKSPACE_NOTES.md, issue 13): the
+# message figures stay fitted on the other graphs' splits.
+ONE_DEVICE_ONLY = frozenset({"calib_depthwise", "calib_attention"})
 
 
 def suite(name: str = "default") -> List[Tuple[str, dict]]:

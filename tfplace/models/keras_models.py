@@ -4,11 +4,14 @@
 2018; depthwise-separable inverted residual blocks, ReLU6, batch norm), random
 weights. ``keras_lstm``: token ids -> `Embedding` -> `LSTM` -> `Dense`, a text
 classifier whose LSTM is one `While` loop (and its gradient loop) with tensor
-lists, as Keras builds it. Both are trained by their graph-mode optimizer on
+lists, as Keras builds it. ``keras_transformer``: token ids -> `Embedding`
+-> transformer encoder layers (`MultiHeadAttention`, whose projections and
+scores are Einsum ops, layer norm, a GELU feed-forward) -> mean over the
+sequence -> `Dense`, a text classifier. All are trained by their graph-mode optimizer on
 seeded random data of `batch_size` rows from seeded weights
 (`importers_keras.graph_step`), so
 their op types are the ones the hand-written benchmark graphs lack
-(DepthwiseConv2dNative, Relu6, functional loops).
+(DepthwiseConv2dNative, Relu6, functional loops, Einsum).
 """
 
 import dataclasses
@@ -62,6 +65,34 @@ class KerasLstmConfig:
   seed: int = 0
 
 
+@dataclasses.dataclass(frozen=True)
+class KerasTransformerConfig:
+  """Sizes of `keras_transformer`.
+
+  Attributes:
+    batch_size: sequences per step.
+    seq_len: tokens per sequence.
+    vocab: vocabulary size.
+    dim: model width (embedding and attention output).
+    heads: attention heads, each of width dim / heads.
+    feed_forward: width of the feed-forward layer.
+    layers: encoder layers.
+    num_classes: output classes.
+    optimizer: a Keras optimizer name with a graph-mode twin.
+    seed: seeds the data and the weights.
+  """
+  batch_size: int = 16
+  seq_len: int = 32
+  vocab: int = 1000
+  dim: int = 64
+  heads: int = 4
+  feed_forward: int = 128
+  layers: int = 2
+  num_classes: int = 5
+  optimizer: str = "adam"
+  seed: int = 0
+
+
 def build_mobilenet_v2(config: MobileNetV2Config) -> common.BuiltGraph:
   """MobileNetV2's training step (see the module docstring)."""
   import tf_keras
@@ -96,6 +127,39 @@ def build_keras_lstm(config: KerasLstmConfig) -> common.BuiltGraph:
       layers.Embedding(config.vocab, config.embedding, name="embedding"),
       layers.LSTM(config.hidden, name="lstm"),
       layers.Dense(config.num_classes, name="logits")], name="keras_lstm")
+  loss = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+  return _built(model, loss, config)
+
+
+def build_keras_transformer(config: KerasTransformerConfig
+                            ) -> common.BuiltGraph:
+  """The transformer text classifier's training step (see the module
+  docstring); post-norm encoder layers as in Vaswani et al. (2017)."""
+  import tf_keras
+  common.check_positive(config, ["batch_size", "seq_len", "vocab", "dim",
+                                 "heads", "feed_forward", "layers",
+                                 "num_classes"])
+  if config.dim % config.heads:
+    raise GraphImportError(f"keras_transformer: dim ({config.dim}) must be "
+                           f"a multiple of heads ({config.heads})")
+  layers = tf_keras.layers
+  tokens = tf_keras.Input((config.seq_len,), dtype="int32", name="tokens")
+  x = layers.Embedding(config.vocab, config.dim, name="embedding")(tokens)
+  for i in range(config.layers):
+    attended = layers.MultiHeadAttention(
+        config.heads, config.dim // config.heads, name=f"attention_{i}")(x, x)
+    # Named Add layers: `x + y` would make a layer Keras numbers afresh in
+    # every build, and the graph's op names with it.
+    x = layers.LayerNormalization(name=f"norm_{i}_a")(
+        layers.Add(name=f"residual_{i}_a")([x, attended]))
+    hidden = layers.Dense(config.feed_forward, activation="gelu",
+                          name=f"feed_forward_{i}")(x)
+    projected = layers.Dense(config.dim, name=f"project_{i}")(hidden)
+    x = layers.LayerNormalization(name=f"norm_{i}_b")(
+        layers.Add(name=f"residual_{i}_b")([x, projected]))
+  pooled = layers.GlobalAveragePooling1D(name="pool")(x)
+  logits = layers.Dense(config.num_classes, name="logits")(pooled)
+  model = tf_keras.Model(tokens, logits, name="keras_transformer")
   loss = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
   return _built(model, loss, config)
 

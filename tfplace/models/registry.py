@@ -7,9 +7,10 @@
 Models: ``rnnlm``, ``nmt``, ``inception_v3`` (Mirhoseini et al., ICML 2017),
 the small test graphs ``mlp_towers``, ``chain_mlp``, ``small_cnn``, the
 held-out fidelity graphs ``resnet_like``, ``transformer``, ``random_dag``,
-the Keras-built ``mobilenet_v2`` and ``keras_lstm``
+the Keras-built ``mobilenet_v2``, ``keras_lstm`` and ``keras_transformer``
 (`tfplace.models.keras_models`), and the calibration suite's
-``calib_conv``, ``calib_depthwise``, ``calib_matmul``, ``calib_embedding``,
+``calib_conv``, ``calib_depthwise``, ``calib_attention``, ``calib_matmul``,
+``calib_embedding``,
 ``calib_elementwise`` (`tfplace.models.calibration_suite`).
 """
 
@@ -47,10 +48,14 @@ MODELS: Dict[str, Tuple[type, Callable[[Any], BuiltGraph]]] = {
                      keras_models.build_mobilenet_v2),
     "keras_lstm": (keras_models.KerasLstmConfig,
                    keras_models.build_keras_lstm),
+    "keras_transformer": (keras_models.KerasTransformerConfig,
+                          keras_models.build_keras_transformer),
     "calib_conv": (calibration_suite.CalibConvConfig,
                    calibration_suite.build_conv),
     "calib_depthwise": (calibration_suite.CalibDepthwiseConfig,
                         calibration_suite.build_depthwise),
+    "calib_attention": (calibration_suite.CalibAttentionConfig,
+                        calibration_suite.build_attention),
     "calib_matmul": (calibration_suite.CalibMatmulConfig,
                      calibration_suite.build_matmul),
     "calib_embedding": (calibration_suite.CalibEmbeddingConfig,
