@@ -535,7 +535,7 @@ class CalibratedCostModel(CostModel):
                        seconds: np.ndarray) -> None:
     """Overwrites, in place, the cost of ops whose type has a fit."""
     work = self.base.work_seconds(graph, cluster)
-    rows_of: Dict[Tuple[str, bool, bool], list] = {}
+    rows_of: Dict[Tuple[str, bool, str], list] = {}
     for i, op in enumerate(graph.ops):
       rows_of.setdefault((op.type, op.stride > 1, op.variant), []).append(i)
     for j, device in enumerate(cluster.devices):

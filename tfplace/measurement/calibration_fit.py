@@ -45,9 +45,10 @@ ones alone, it moved resnet_like's one-worker prediction from 1.09x to
 Two kinds of execution of a type cost far from its other executions at
 the same roofline (`Op.variant`): an einsum with batch indices
 (attention's scores and context) runs one small matrix product per batch
-index, 3-6x the time of the projections, which are one large product; a
-fused batch norm over NCHW data (Keras's layer normalization) ~5x one over
-NHWC convolution outputs (the suite's attention graphs,
+index, 3-6x the time of the projections at the same roofline, which are
+one large product; a fused batch norm over NCHW data (Keras's layer
+normalization) took 4-5x what the fit of the NHWC ones (after
+convolutions) predicts (a Keras transformer's traced step,
 WORKSPACE_NOTES.md). Where the suite measured both kinds of a type, each
 variant gets a fit of its own (`OpTypeCost.variants`) and the type's fit
 is its plain executions'.

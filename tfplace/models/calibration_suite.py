@@ -454,7 +454,8 @@ SUITES: Dict[str, List[Tuple[str, dict]]] = {
 # runs, also measured, moved the extra latency per message fitted on the
 # suite's split runs by one step (15 us), down in one record and up in the
 # other, and with it every judged split (WORKSPACE_NOTES.md, issue 13): the
-# message figures stay fitted on the other graphs' splits.
+# message figures stay fitted on the other graphs' splits. The attention
+# graphs, added later, were measured this way only.
 ONE_DEVICE_ONLY = frozenset({"calib_depthwise", "calib_attention"})
 
 

@@ -6,12 +6,12 @@ weights. ``keras_lstm``: token ids -> `Embedding` -> `LSTM` -> `Dense`, a text
 classifier whose LSTM is one `While` loop (and its gradient loop) with tensor
 lists, as Keras builds it. ``keras_transformer``: token ids -> `Embedding`
 -> transformer encoder layers (`MultiHeadAttention`, whose projections and
-scores are Einsum ops, layer norm, a GELU feed-forward) -> mean over the
-sequence -> `Dense`, a text classifier. All are trained by their graph-mode optimizer on
-seeded random data of `batch_size` rows from seeded weights
-(`importers_keras.graph_step`), so
-their op types are the ones the hand-written benchmark graphs lack
-(DepthwiseConv2dNative, Relu6, functional loops, Einsum).
+scores are Einsum ops, layer normalization, a GELU feed-forward) -> mean
+over the sequence -> `Dense`, a text classifier. All are trained by their
+graph-mode optimizer on seeded random data of `batch_size` rows from
+seeded weights (`importers_keras.graph_step`), so their op types are the
+ones the hand-written benchmark graphs lack (DepthwiseConv2dNative, Relu6,
+functional loops, Einsum, channels-first batch norms).
 """
 
 import dataclasses
