@@ -144,7 +144,7 @@ class OpTypeCost:
     `Op.variant`: their own where it was measured apart, else this one."""
     if strided and self.strided is not None:
       return self.strided
-    return self.variants.get(variant, self) if variant else self
+    return self.variants.get(variant, self)
 
   def __post_init__(self):
     _check_factors({"fixed_s": self.fixed_s}, "op_types", allow_zero=True)
