@@ -29,7 +29,11 @@ measures every batch R times in rotated orders and keeps each placement's
 median round (slower: R times the runs); the matrix then prints each
 graph's rounds' spread (slowest / fastest round - 1, the median over its
 placements): how far the measurement itself repeats, next to the model's
-error.
+error. Each graph's level (median predicted / measured) and its error
+beside the level (the predictions divided by it) are printed too: how
+well the placements are predicted relative to each other, apart from the
+graph's level, which on a shared machine also carries the machine's speed
+while the graph ran (a diagnostic, not a target).
 
 --record FILE keeps everything a --cross run measured (suite runs, judged
 placements and step times, benchmarks; ~1 MB gzip-compressed when FILE

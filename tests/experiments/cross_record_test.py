@@ -135,6 +135,10 @@ def test_a_saved_record_replays_as_the_measurements_it_holds(record,
   # Two rounds each, the second 10 % slower (made up in `record`).
   assert report.round_spread == pytest.approx(0.1)
   assert all(r.predicted_s > 0 for r in report.rows)
+  ratios = [r.predicted_s / r.measured_s for r in report.rows if r.measured_s]
+  assert report.level == pytest.approx(np.median(ratios))
+  assert report.level_free_error == pytest.approx(
+      np.median(np.abs(np.array(ratios) / report.level - 1)))
   # The probe's per-message cost was 1.5x the calibration's; predicted
   # with the messages 1.5x dearer, the split placements take longer.
   assert report.drift.message == pytest.approx(1.5)

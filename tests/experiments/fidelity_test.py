@@ -126,7 +126,8 @@ def test_cross_matrix_checks_the_targets():
   assert "| good | 0 | 10.0 % | 0.950 | m_etf (m_etf) | 1.0 % |" in text
   assert "| all |" in text and "not spearman, uncalibrated |" in text
   assert "NOT all met" in text
-  assert "| not probed | - | - | all |" in text and "machine drift:" not in text
+  assert ("| not probed | - | - | - | - | all |" in text
+          and "machine drift:" not in text)
   assert "rounds' spread:" not in text
   data = fidelity_report.cross_json(fidelity.CrossReport(fit, (good,)))
   assert data["graphs"]["good"]["targets_met"]["best"] is True
@@ -136,7 +137,7 @@ def test_cross_matrix_checks_the_targets():
                                 drift_adjusted_error=0.08)
   text = fidelity_report.cross_matrix(fidelity.CrossReport(fit, (drifted,)))
   assert ("| compute x1.10, per op x1.20, per message x1.30, empty step "
-          "x0.90 | 8.0 % | - | all |" in text)
+          "x0.90 | 8.0 % | - | - | - | all |" in text)
   assert "machine drift: time ratios" in text
   data = fidelity_report.cross_json(fidelity.CrossReport(fit, (drifted,)))
   assert data["graphs"]["good"]["drift"] == {
@@ -146,10 +147,34 @@ def test_cross_matrix_checks_the_targets():
   assert data["graphs"]["good"]["round_spread"] is None
   repeated = dataclasses.replace(good, round_spread=0.12)
   text = fidelity_report.cross_matrix(fidelity.CrossReport(fit, (repeated,)))
-  assert "| not probed | - | 12.0 % | all |" in text
+  assert "| not probed | - | 12.0 % | - | - | all |" in text
   assert "rounds' spread: each placement" in text
+  leveled = dataclasses.replace(good, level=0.8, level_free_error=0.05)
+  text = fidelity_report.cross_matrix(fidelity.CrossReport(fit, (leveled,)))
+  assert "| not probed | - | - | 0.80 | 5.0 % | all |" in text
+  assert "error beside the level: the median abs error" in text
+  data = fidelity_report.cross_json(fidelity.CrossReport(fit, (leveled,)))
+  assert data["graphs"]["good"]["level"] == 0.8
+  assert data["graphs"]["good"]["level_free_median_abs_rel_error"] == 0.05
   data = fidelity_report.cross_json(fidelity.CrossReport(fit, (repeated,)))
   assert data["graphs"]["good"]["round_spread"] == 0.12
+
+
+def test_level_and_the_error_beside_it_by_hand():
+  run = calibration_runs.PredictedRun
+  # Ratios 0.8, 0.88, 0.8 / 1.1 and 0.64 (a failed run does not count):
+  # level = their median, (0.8 / 1.1 + 0.8) / 2 = 0.7636; divided by it,
+  # 1.0476, 1.1524, 0.9524 and 0.8381: errors 0.048, 0.152, 0.048, 0.162,
+  # whose median is 0.10.
+  rows = [run("a", 0.8, 1.0), run("b", 0.88, 1.0), run("c", 0.8, 1.1),
+          run("d", 0.64, 1.0), run("e", 1.0, None, "failed")]
+  level, rest = fidelity.level_and_rest(rows)
+  assert level == pytest.approx(0.76364, abs=1e-5)
+  assert rest == pytest.approx(0.10)
+  # All predicted at half the measured steps: a level, no error beside it.
+  halves = [run("a", 0.5, 1.0), run("b", 1.0, 2.0), run("c", 2.0, 4.0)]
+  assert fidelity.level_and_rest(halves) == (0.5, 0.0)
+  assert all(math.isnan(x) for x in fidelity.level_and_rest(rows[4:]))
 
 
 def test_round_spread_by_hand():
@@ -183,17 +208,20 @@ def test_records_summary_counts_targets_over_records():
   # Predicted 1.1x and 1/1.1x the measured: |log| = log 1.1 each.
   good = fidelity.FidelityReport(
       "g", 10, (run("a", 1.1, 1.0), run("b", 1.0, 1.1)), Calibration(),
-      0.10, 0.95, uncalibrated_median_ratio=1.5, best_regret=0.0)
+      0.10, 0.95, uncalibrated_median_ratio=1.5, best_regret=0.0,
+      level_free_error=0.15)
   bad = dataclasses.replace(good, median_abs_rel_error=0.30, spearman=0.5,
-                            round_spread=0.25)
+                            round_spread=0.25, level_free_error=0.16)
   fit = CalibrationReport((), 0, Calibration(),
                           ClusterBenchmark((), (), 1e-3), (), 0.05, 1)
   text = fidelity_report.records_summary([
       ("r1", fidelity.CrossReport(fit, (good,))),
       ("r2", fidelity.CrossReport(fit, (bad,)))])
-  assert "| r1 | 1/1 | 1/1 | 1/1 | 1/1 | 10.0 % | not probed | - |" in text
-  assert "| r2 | 0/1 | 0/1 | 1/1 | 1/1 | 30.0 % | not probed | 25.0 % |" in text
-  assert "| all | 1/2 | 1/2 | 2/2 | 2/2 | | 0/0 | |" in text
+  assert ("| r1 | 1/1 | 1/1 | 1/1 | 1/1 | 10.0 % | not probed | 1/1 | - |"
+          in text)
+  assert ("| r2 | 0/1 | 0/1 | 1/1 | 1/1 | 30.0 % | not probed | 0/1 | 25.0 % |"
+          in text)
+  assert "| all | 1/2 | 1/2 | 2/2 | 2/2 | | 0/0 | 1/2 | |" in text
   assert f"median |log(predicted / measured)| {math.log(1.1):.3f}" in text
   assert "mean log +0.000" in text
   assert "g 20.0 %" in text

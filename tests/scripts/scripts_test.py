@@ -109,6 +109,18 @@ def test_gpu_scripts_stop_with_a_reason_where_tf_sees_no_gpu(args, tmp_path):
   assert "Traceback" not in run.stderr
 
 
+def test_a_script_refuses_positional_arguments(tmp_path):
+  # `--replay a.gz b.gz` replayed a.gz alone and said nothing of b.gz.
+  records = os.path.join(ROOT, "testdata", "cross_records")
+  first, second = (os.path.join(records, name) for name in
+                   ("2026-11-25-r01.json.gz", "2026-11-25-r02.json.gz"))
+  run = _run([os.path.join(SCRIPTS, "fidelity.py"), "--replay", first,
+              second], cwd=tmp_path)
+  assert run.returncode == 2, run.stderr[-2000:]
+  assert "takes no positional arguments" in run.stderr
+  assert "comma-separated" in run.stderr and "replaying" not in run.stdout
+
+
 def test_idle_slowdown_reads_a_shipped_record(tmp_path):
   record = os.path.join(ROOT, "testdata", "cross_records",
                         "2026-11-26-r27.json.gz")

@@ -3,7 +3,9 @@
 `run_app` wraps `absl.app.run` with what a person at a terminal expects:
 
   * bad input (`TfplaceError`) prints one line, `<program>: error: ...`, and
-    exits with status 2;
+    exits with status 2; so do arguments a program without positional ones
+    was given (`scripts/fidelity.py --replay a.gz b.gz` judged a.gz alone
+    and said nothing of b.gz);
   * Ctrl-C prints `<program>: interrupted` and exits with status 130, having
     written nothing after the interrupt (`tfplace.interrupts`), even when
     TensorFlow swallowed the KeyboardInterrupt;
@@ -25,7 +27,8 @@ def fail(program: str, message: str) -> None:
 
 
 def run_app(main: Callable[[List[str]], None], argv: List[str], program: str,
-            flags_parser: Optional[Callable] = None) -> None:
+            flags_parser: Optional[Callable] = None,
+            positional: bool = False) -> None:
   """Runs `main(argv)` under absl with the behaviour in the module doc.
 
   Args:
@@ -34,12 +37,14 @@ def run_app(main: Callable[[List[str]], None], argv: List[str], program: str,
     program: the name in messages (e.g. "tfplace place").
     flags_parser: absl flags parser; default one that turns flag errors into
       exit status 2 with the program's name.
+    positional: whether the program takes positional arguments (the
+      `tfplace` verbs' GRAPH...); without, any is refused.
   """
   interrupts.install(program)
   interrupts.started()
   try:
     with filtered_stderr(enabled=not is_verbose(argv[1:])):
-      _run(main, argv, program, flags_parser)
+      _run(main, argv, program, flags_parser, positional)
   except KeyboardInterrupt:
     interrupts.note_interrupt()
   except SystemExit:
@@ -50,7 +55,7 @@ def run_app(main: Callable[[List[str]], None], argv: List[str], program: str,
     sys.exit(130)
 
 
-def _run(main, argv, program, flags_parser) -> None:
+def _run(main, argv, program, flags_parser, positional) -> None:
   import tfplace  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF loads)
   from absl import app, flags, logging
   from tfplace.errors import Interrupted, TfplaceError
@@ -65,6 +70,11 @@ def _run(main, argv, program, flags_parser) -> None:
   def run_main(args):
     if not verbose:
       logging.set_verbosity(logging.WARNING)  # -v 0 (INFO) or more for all.
+    if not positional and len(args) > 1:
+      fail(program, f"takes no positional arguments, got "
+                    f"{' '.join(args[1:])!r} (flags start with --; a list "
+                    f"flag takes one comma-separated value; see {program} "
+                    f"--help)")
     try:
       return main(args)
     except Interrupted:

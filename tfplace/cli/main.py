@@ -47,7 +47,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     _help(verb)
   from tfplace.cli.app_runner import run_app
   module = importlib.import_module(VERBS[verb][0])
-  run_app(module.main, [f"tfplace {verb}"] + rest, f"tfplace {verb}")
+  run_app(module.main, [f"tfplace {verb}"] + rest, f"tfplace {verb}",
+          positional=True)
 
 
 def _help(verb: str) -> None:

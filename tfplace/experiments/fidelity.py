@@ -100,6 +100,15 @@ class FidelityReport:
       fastest round - 1) of their median steps (`round_spread`; nan:
       measured in one round). With two rounds it is the error a model that
       predicted one round exactly would make on the other.
+    level: median predicted / measured of the calibrated predictions (the
+      graph's level; nan: none measured).
+    level_free_error: median abs error of the calibrated predictions once
+      divided by `level`: how well the placements' steps are predicted
+      relative to each other, which is what a placement search uses. On
+      a shared machine the level also carries the machine's speed while
+      the graph ran: measured twice in a row, a graph's placements moved
+      together by up to ~20 % (WORKSPACE_NOTES.md, issue 13). A
+      diagnostic, not a target.
   """
   graph_name: str
   num_ops: int
@@ -123,6 +132,8 @@ class FidelityReport:
   outcomes: Tuple[MeasureOutcome, ...] = ()
   baselines: Tuple[str, ...] = ()
   round_spread: float = math.nan
+  level: float = math.nan
+  level_free_error: float = math.nan
 
 
 def baseline_placements(graph: OpGraph, cluster: Cluster,
@@ -207,13 +218,26 @@ def evaluate(graph: OpGraph, cluster: Cluster, calibration: Calibration,
             if r.measured_s and math.isfinite(r.predicted_s)]
   regret, predicted_best, measured_best = best_check(rows, baselines)
   share = _share(graph, cluster, calibration, labelled, predicted_best)
+  level, level_free = level_and_rest(rows)
   return FidelityReport(
       graph.name, graph.num_ops, rows, calibration, med, rho,
       calibration_report, plain_med,
       float(np.median(ratios)) if ratios else math.nan, plain_rho, regret,
       predicted_best, measured_best, share, placements=tuple(labelled),
       outcomes=tuple(outcomes), baselines=tuple(baselines),
-      round_spread=round_spread(outcomes))
+      round_spread=round_spread(outcomes), level=level,
+      level_free_error=level_free)
+
+
+def level_and_rest(rows: Sequence[PredictedRun]) -> Tuple[float, float]:
+  """(median predicted / measured, median |error| of the predictions
+  divided by that median) over the measured rows; (nan, nan) if none."""
+  ratios = np.array([r.predicted_s / r.measured_s for r in rows
+                     if r.measured_s and math.isfinite(r.predicted_s)])
+  if not ratios.size:
+    return math.nan, math.nan
+  level = float(np.median(ratios))
+  return level, float(np.median(np.abs(ratios / level - 1.0)))
 
 
 def round_spread(outcomes: Sequence[MeasureOutcome]) -> float:

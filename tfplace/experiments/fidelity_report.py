@@ -90,6 +90,10 @@ def _pct(value: float) -> str:
   return "-" if math.isnan(value) else f"{value * 100:.1f} %"
 
 
+def _ratio(value: float) -> str:
+  return "-" if math.isnan(value) else f"{value:.2f}"
+
+
 def _mark(ok: bool) -> str:
   return "yes" if ok else "NO"
 
@@ -101,9 +105,9 @@ def cross_matrix(cross: CrossReport) -> str:
            "predicted best (measured best) | regret | uncalibrated error | "
            "uncalibrated pred/meas | uncalibrated Spearman | unseen op "
            "time | machine drift | error at the drift | rounds' spread | "
-           "targets met |",
+           "level (pred/meas) | error beside the level | targets met |",
            "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---:|---:|"
-           "---|"]
+           "---:|---:|---|"]
   all_ok = True
   for r in cross.reports:
     ok = targets_met(r)
@@ -118,6 +122,7 @@ def cross_matrix(cross: CrossReport) -> str:
         f"{r.uncalibrated_spearman:.3f} | {_pct(r.uncalibrated_share)} | "
         f"{r.drift.describe() if r.drift else 'not probed'} | "
         f"{_pct(r.drift_adjusted_error)} | {_pct(r.round_spread)} | "
+        f"{_ratio(r.level)} | {_pct(r.level_free_error)} | "
         f"{'all' if not failed else 'not ' + ', '.join(failed)} |")
   fit = cross.calibration_report
   lines += ["", f"calibrated once on {', '.join(fit.graph_names)} "
@@ -140,6 +145,12 @@ def cross_matrix(cross: CrossReport) -> str:
               "drift: the median abs error with the calibration's figures "
               "scaled by those ratios (the model's error, less the "
               "machine's measured change; not a target)"]
+  lines += ["", "level: the median predicted / measured over the graph's "
+            "placements; error beside the level: the median abs error of "
+            "the predictions divided by it, how well the placements are "
+            "predicted relative to each other (what a placement search "
+            "uses; on a shared machine the level also carries the "
+            "machine's speed while the graph ran; not a target)"]
   if any(not math.isnan(r.round_spread) for r in cross.reports):
     lines += ["", "rounds' spread: each placement measured in every round "
               "(--rounds), the median over placements of slowest / fastest "
@@ -179,6 +190,8 @@ def cross_json(cross: CrossReport) -> dict:
       "drift": r.drift.to_dict() if r.drift else None,
       "drift_adjusted_median_abs_rel_error": num(r.drift_adjusted_error),
       "round_spread": num(r.round_spread),
+      "level": num(r.level),
+      "level_free_median_abs_rel_error": num(r.level_free_error),
       "targets_met": targets_met(r)} for r in cross.reports},
       "calibration": {
           "graphs": list(cross.calibration_report.graph_names),
@@ -191,8 +204,9 @@ def records_summary(named) -> str:
   """Markdown: the targets met by one calibration model on several
   replayed cross records (`tfplace.experiments.cross_record`), per record
   and over all (and the error target with each graph's predictions at its
-  drift probe, where probed; the median over graphs of the rounds' spread,
-  where measured in rounds), the pooled error of every measured
+  drift probe, where probed; the error target beside each graph's level,
+  `FidelityReport.level_free_error`; the median over graphs of the rounds'
+  spread, where measured in rounds), the pooled error of every measured
   placement, and per graph the median over records of its median error.
 
   Args:
@@ -200,11 +214,12 @@ def records_summary(named) -> str:
   """
   names = ("error", "spearman", "best", "uncalibrated")
   lines = ["| record | " + " | ".join(names) + " | median error | error "
-           "target at the drift | rounds' spread |",
-           "|---|" + "---:|" * (len(names) + 3)]
+           "target at the drift | error target beside the level | rounds' "
+           "spread |",
+           "|---|" + "---:|" * (len(names) + 4)]
   totals = dict.fromkeys(names, 0)
   graphs, log_errors, per_graph = 0, [], {}
-  drift_met, probed = 0, 0
+  drift_met, probed, level_free_met = 0, 0, 0
   for name, cross in named:
     met = [targets_met(r) for r in cross.reports]
     for n in names:
@@ -215,6 +230,9 @@ def records_summary(named) -> str:
                 if not math.isnan(r.drift_adjusted_error)]
     ok = sum(e <= TARGET_MEDIAN_ERROR for e in adjusted)
     drift_met, probed = drift_met + ok, probed + len(adjusted)
+    level_free = sum(r.level_free_error <= TARGET_MEDIAN_ERROR
+                     for r in cross.reports)
+    level_free_met += level_free
     spreads = [r.round_spread for r in cross.reports
                if not math.isnan(r.round_spread)]
     spread = float(np.median(spreads)) if spreads else math.nan
@@ -222,14 +240,14 @@ def records_summary(named) -> str:
         f"{sum(m[n] for m in met)}/{len(met)}" for n in names)
                  + f" | {_pct(float(np.nanmedian(medians)))} | "
                  + (f"{ok}/{len(adjusted)}" if adjusted else "not probed")
-                 + f" | {_pct(spread)} |")
+                 + f" | {level_free}/{len(cross.reports)} | {_pct(spread)} |")
     for r in cross.reports:
       per_graph.setdefault(r.graph_name, []).append(r.median_abs_rel_error)
       log_errors += [math.log(x.predicted_s / x.measured_s) for x in r.rows
                      if x.measured_s and math.isfinite(x.predicted_s)]
   lines.append("| all | " + " | ".join(f"{totals[n]}/{graphs}"
                                         for n in names)
-               + f" | | {drift_met}/{probed} | |")
+               + f" | | {drift_met}/{probed} | {level_free_met}/{graphs} | |")
   errors = np.array(log_errors)
   lines.append("")
   lines.append(f"pooled over {errors.size} measured placements: median "
