@@ -92,8 +92,15 @@ def check_out_path(path: Optional[str], flag: str = "--out",
                         "would be lost")
   if os.path.isdir(path):
     raise OutputError(f"{flag} {path} is a directory")
-  parent = os.path.dirname(os.path.abspath(path))
-  existing = parent
+  _check_can_make(path, flag)
+  if os.path.exists(path) and not os.access(path, os.W_OK):
+    raise OutputError(f"{flag} {path} exists and is not writable")
+
+
+def _check_can_make(path: str, flag: str) -> None:
+  """Raises OutputError unless the nearest existing folder above `path` is
+  a writable folder (missing folders between are made when written)."""
+  existing = os.path.dirname(os.path.abspath(path))
   while not os.path.exists(existing):
     existing = os.path.dirname(existing)
   if not os.path.isdir(existing):
@@ -101,5 +108,21 @@ def check_out_path(path: Optional[str], flag: str = "--out",
                       f"directory; give {flag} a path inside a directory")
   if not os.access(existing, os.W_OK | os.X_OK):
     raise OutputError(f"{flag} {path}: directory {existing} is not writable")
-  if os.path.exists(path) and not os.access(path, os.W_OK):
-    raise OutputError(f"{flag} {path} exists and is not writable")
+
+
+def check_out_dir(path: str, flag: str) -> None:
+  """Raises OutputError unless `path` can be made a folder of new output
+  (checked up front, like `check_out_path`): a file, or a folder that
+  already holds something (a new trace would be mixed with, or written
+  over, what is there), is refused."""
+  if os.path.isfile(path):
+    raise OutputError(f"{flag} {path} is a file; give a folder")
+  if os.path.isdir(path):
+    if os.listdir(path):
+      raise OutputError(f"{flag} {path} is not empty; give a new or empty "
+                        "folder (what it holds would be mixed with the new "
+                        "output, or written over)")
+    if not os.access(path, os.W_OK | os.X_OK):
+      raise OutputError(f"{flag} {path} is not writable")
+    return
+  _check_can_make(path, flag)

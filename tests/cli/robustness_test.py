@@ -172,4 +172,17 @@ def test_only_tensorflows_pre_init_noise_is_filtered():
                     "not be used.\n")
   assert not f.keep(cuinit)
   assert f.keep("E1123 14:24:57.739610 1 op_kernel.cc:1] OP_REQUIRES failed\n")
+  assert not f.keep("Starting to trace for 1148 ms. Remaining attempt(s): 0\n")
+  assert f.keep("Starting to trace for a while\n")
   assert f.keep("tfplace place: error: unknown placer\n")
+
+
+def test_a_reader_that_stops_reading_ends_the_run_quietly():
+  # `tfplace info g.meta | head` ended in a BrokenPipeError traceback.
+  proc = subprocess.Popen([sys.executable, "-m", "tfplace", "info", GRAPH,
+                           "--json"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+  proc.stdout.close()  # The reader is gone before anything is written.
+  err = proc.stderr.read().decode()
+  assert proc.wait(timeout=120) == 141
+  assert "Traceback" not in err and "BrokenPipe" not in err, err[-2000:]

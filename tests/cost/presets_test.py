@@ -74,6 +74,13 @@ def test_unknown_name_lists_presets():
     presets.load_cluster("no_such_cluster")
 
 
+def test_a_missing_cluster_file_is_named_missing(tmp_path):
+  # After `tfplace cluster down` removed the state file, it said "neither
+  # a cluster preset nor a cluster JSON file".
+  with pytest.raises(ClusterError, match="no such cluster file .*cluster down"):
+    presets.load_cluster(str(tmp_path / "cluster.json"))
+
+
 def _write(tmp_path, data):
   path = tmp_path / "c.json"
   path.write_text(data if isinstance(data, str) else json.dumps(data))

@@ -76,3 +76,27 @@ def test_parse_input_shapes():
   for bad in ("images", "images=32xa", "=3", "x=-1"):
     with pytest.raises(GraphImportError, match="--input_shapes"):
       input_shapes.parse_input_shapes([bad])
+
+
+def test_a_batch_norms_training_step_has_no_unknown_dimension(monkeypatch):
+  # FusedBatchNormV3's reserve_space_3 has no static shape, nor has the
+  # gradient's ZerosLike of it: every Keras batch or layer normalization
+  # warned of unknown dimensions. Both are the CPU kernel's scalar.
+  from tfplace.graph import op_reader
+  graph = tf.Graph()
+  with graph.as_default():
+    x = tf.random.normal([4, 3, 5, 5])
+    scale = V1.get_variable("scale", [3], use_resource=True)
+    y, _, _ = V1.nn.fused_batch_norm(x, scale, tf.zeros([3]),
+                                     data_format="NCHW")
+    loss = tf.reduce_sum(y, name="loss")
+    V1.train.GradientDescentOptimizer(0.1).minimize(loss, name="train")
+  monkeypatch.setattr(op_reader, "_warned_unknown_dims", [False])
+  imported = import_graph(graph, train_ops=["train"], loss="loss")
+  assert op_reader._warned_unknown_dims == [False]
+  sources = {n.name: n.input[0] for n in imported.graph_def.node
+             if n.op == "ZerosLike"}
+  (of_reserve,) = [name for name, source in sources.items()
+                   if source.endswith("FusedBatchNormV3:5")]
+  op = imported.ops[imported.index[of_reserve]]
+  assert op.output_shapes == ((),) and op.output_bytes == (4,)

@@ -65,7 +65,19 @@ def test_local_cluster_measures_its_workers_and_keeps_the_figures(tmp_path):
         [sys.executable, "-m", "tfplace.cli.main", "cluster", "benchmark",
          "--cluster_spec", json.dumps(lc.cluster_spec), "--out", str(out),
          "--json"], capture_output=True, text=True, timeout=240)
+    # From a `cluster up` state file, without --out (optional; it said
+    # "--out is required"): the state file is updated in place.
+    state_file = tmp_path / "up.json"
+    state_file.write_text(json.dumps(dict(state, benchmark=None)))
+    in_place = subprocess.run(
+        [sys.executable, "-m", "tfplace.cli.main", "cluster", "benchmark",
+         "--state", str(state_file)], capture_output=True, text=True,
+        timeout=240)
   assert cli.returncode == 0, cli.stderr[-2000:]
+  assert in_place.returncode == 0, in_place.stderr[-2000:]
+  assert f"measured cluster written to {state_file}" in in_place.stdout
+  _check_physical(ClusterBenchmark.from_dict(
+      json.loads(state_file.read_text())["benchmark"]), plain.device_names)
   printed = json.loads(cli.stdout.strip().splitlines()[-1])
   _check_physical(ClusterBenchmark.from_dict(printed["benchmark"]),
                   plain.device_names)

@@ -220,3 +220,37 @@ def test_trace_dir_has_an_xplane_per_worker(tmp_path):
   assert len(bad.step_times_s) == 1
   assert set(load_trace(str(tmp_path / "bad")).devices()) >= {
       worker_device(0), worker_device(1)}
+
+
+def test_shared_cores_says_when_pinned_workers_would_share():
+  from tfplace.measurement.local_cluster import shared_cores
+  assert shared_cores(2, 1, 2) is None and shared_cores(2, 2, 4) is None
+  # `cluster up --workers 3` on 2 cores pinned task 2 beside task 0 silently.
+  assert "3 worker(s) x 1 core(s) need 3 cores, and 2" in shared_cores(3, 1, 2)
+  assert "need 4 cores" in shared_cores(2, 2, 2)
+
+
+def test_servers_on_several_hosts_talk_over_the_network():
+  from tfplace.cost.calibrated import Calibration, check_calibration_matches
+  from tfplace.cost.cluster import LinkSpec
+  from tfplace.errors import ClusterError
+  from tfplace.measurement.local_cluster import RemoteCluster
+  one_host = RemoteCluster({"worker": ["127.0.0.1:2222",
+                                       "localhost:2223"]}).to_cluster()
+  assert one_host.default_link.kind == "loopback" and not one_host.links
+  two_hosts = RemoteCluster({"worker": ["10.1.2.3:2222", "10.9.8.7:2222",
+                                        "10.1.2.3:2223"]}).to_cluster()
+  assert two_hosts.default_link.kind == "network"
+  # Tasks 0 and 2 share a host: their messages stay host work.
+  assert [(l.src, l.dst, l.kind) for l in two_hosts.links] == [
+      (two_hosts.device_names[0], two_hosts.device_names[2], "loopback")]
+  assert two_hosts.host_latency[0, 2] > 0 and two_hosts.host_latency[0, 1] == 0
+  # A calibration of workers on one host, applied to workers with the same
+  # device names on two hosts, was taken silently.
+  local = Calibration(links={"loopback": LinkSpec(1e-4, 1e9, "loopback")})
+  check_calibration_matches(local, one_host)
+  apart = RemoteCluster({"worker": ["10.1.2.3:2222",
+                                    "10.9.8.7:2222"]}).to_cluster()
+  assert apart.device_names == one_host.device_names
+  with pytest.raises(ClusterError, match="over loopback links"):
+    check_calibration_matches(local, apart)

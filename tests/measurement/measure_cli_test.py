@@ -43,6 +43,47 @@ def test_measure_bad_input_exit_2(tmp_path):
   assert "no such placement file" in out.stderr
 
 
+@pytest.mark.parametrize("kind", ["file", "a trace"])
+def test_measure_refuses_a_trace_dir_it_would_spoil(tmp_path, kind):
+  # A file ended in a traceback after the timed steps; a folder holding an
+  # earlier trace had its step_stats.pb replaced and a second profile put
+  # beside the first.
+  graph = build_model("mlp_towers")
+  path = str(tmp_path / "p.json")
+  Placement({op.name: "/device:CPU:0" for op in graph.ops}).save(path)
+  target = tmp_path / "trace"
+  if kind == "file":
+    target.write_text("mine")
+  else:
+    target.mkdir()
+    (target / "step_stats.pb").write_bytes(b"earlier")
+  out = _tfplace("measure", "mlp_towers", "--placement", path,
+                 "--trace_dir", str(target))
+  assert out.returncode == 2, out.stderr[-2000:]
+  assert ("is a file" if kind == "file" else "is not empty") in out.stderr
+  assert "Traceback" not in out.stderr and "median step" not in out.stdout
+  assert (target.read_text() == "mine" if kind == "file" else
+          (target / "step_stats.pb").read_bytes() == b"earlier")
+
+
+def test_measure_on_a_stale_state_file_says_the_servers_are_gone(tmp_path):
+  # It said "the worker died during the measurement" of servers that were
+  # never up.
+  from tfplace.measurement.local_cluster import free_ports
+  port = free_ports(1)[0]
+  state = tmp_path / "cluster.json"
+  state.write_text(json.dumps({
+      "format": "tfplace.local_cluster/1", "pids": [],
+      "cluster_spec": {"worker": [f"127.0.0.1:{port}"]},
+      "target": f"grpc://127.0.0.1:{port}"}))
+  path = str(tmp_path / "p.json")
+  Placement({"x": "/job:worker/replica:0/task:0/device:CPU:0"}).save(path)
+  out = _tfplace("measure", "mlp_towers", "--placement", path, "--cluster",
+                 str(state))
+  assert out.returncode == 2, out.stderr[-2000:]
+  assert "not reachable" in out.stderr and "died" not in out.stderr
+
+
 def _placeholder_files(tmp_path):
   """(graph file, placement file) of the placeholder graph on 2 workers."""
   meta = str(tmp_path / "g.meta")

@@ -65,3 +65,17 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, args):
   assert rc == 2
   assert "tfplace trace: error:" in err
   assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("flag", ["--perfetto", "--compare"])
+def test_perfetto_onto_an_input_is_refused_and_the_input_kept(tmp_path, flag):
+  # `trace mine.json --perfetto mine.json` replaced the user's trace with a
+  # lossy re-export; so did writing it over the --compare trace.
+  mine = tmp_path / "mine.json"
+  mine.write_bytes(open(JSON_TRACE, "rb").read())
+  before = mine.read_bytes()
+  args = ([str(mine), "--perfetto", str(mine)] if flag == "--perfetto" else
+          [JSON_TRACE, "--compare", str(mine), "--perfetto", str(mine)])
+  rc, _, err = _run(*args)
+  assert rc == 2 and "is also an input of this command" in err, err
+  assert mine.read_bytes() == before

@@ -155,3 +155,18 @@ def test_gantt_png_with_a_placement(tmp_path):
   gantt(load_trace(TWO_WORKERS), str(path),
         placement=Placement({"mm0": W0, "mm1": W1}))
   assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_placement_that_did_not_run_is_refused_for_the_chart():
+  # The chart of a 2-worker m_etf trace was titled with another placement
+  # (local_search, everything on one worker) and its predicted time.
+  from tfplace.errors import TfplaceError
+  from tfplace.trace.plot import check_placement_matches
+  trace = load_trace(TWO_WORKERS)
+  check_placement_matches(trace, Placement({"mm0": W0, "mm1": W1}))
+  with pytest.raises(TfplaceError, match="2 of 2 traced ops ran elsewhere"):
+    check_placement_matches(trace, Placement({"mm0": W1, "mm1": W0}))
+  with pytest.raises(TfplaceError, match="shares no op"):
+    check_placement_matches(trace, Placement({"other": W0}))
+  # One op of two elsewhere (a TF placer's choice, say) still draws.
+  check_placement_matches(trace, Placement({"mm0": W0, "mm1": W0}))

@@ -6,6 +6,8 @@
     exits with status 2; so do arguments a program without positional ones
     was given (`scripts/fidelity.py --replay a.gz b.gz` judged a.gz alone
     and said nothing of b.gz);
+  * output piped into a program that stops reading (`tfplace info g | head`)
+    ends quietly, without a BrokenPipeError traceback;
   * Ctrl-C prints `<program>: interrupted` and exits with status 130, having
     written nothing after the interrupt (`tfplace.interrupts`), even when
     TensorFlow swallowed the KeyboardInterrupt;
@@ -13,6 +15,7 @@
     start-up lines (`tfplace.cli.quiet`); `-v 0` (INFO) or more shows all.
 """
 
+import os
 import sys
 from typing import Callable, List, Optional
 
@@ -45,6 +48,11 @@ def run_app(main: Callable[[List[str]], None], argv: List[str], program: str,
   try:
     with filtered_stderr(enabled=not is_verbose(argv[1:])):
       _run(main, argv, program, flags_parser, positional)
+  except BrokenPipeError:
+    # The reader went away: the rest of the output has nowhere to go, and
+    # the interpreter's own flush at exit must not fail again.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(141)  # As a shell reports a program killed by SIGPIPE.
   except KeyboardInterrupt:
     interrupts.note_interrupt()
   except SystemExit:

@@ -186,7 +186,8 @@ def _benchmark() -> None:
   from tfplace.measurement.cluster_benchmark import benchmark_cluster
   from tfplace.measurement.config import MeasureConfig
   from tfplace.measurement.local_cluster import RemoteCluster, check_reachable
-  check_out_path(_OUT.value)
+  if _OUT.value:  # Optional: the state file is updated in place anyway.
+    check_out_path(_OUT.value, inputs=[_STATE.value, _SPEC.value])
   if _SPEC.value:
     state, remote = None, RemoteCluster.from_json(_SPEC.value)
   else:

@@ -35,6 +35,7 @@ from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
                                      native_stdout_to_stderr,
                                      servers_from_cluster_arg)
 from tfplace.errors import TfplaceError
+from tfplace.io_utils import check_out_dir
 from tfplace.measurement.local_cluster import CPU_BFC_ENV
 
 _PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
@@ -43,7 +44,8 @@ _CLUSTER = flags.DEFINE_string(
     "(inline or file) of running TF servers")
 _TARGET = flags.DEFINE_string("target", "", "session target, grpc://host:port")
 _TRACE_DIR = flags.DEFINE_string(
-    "trace_dir", None, "write a TF profiler trace and step_stats.pb here")
+    "trace_dir", None, "write a TF profiler trace and step_stats.pb here (a "
+    "new or empty folder)")
 _JSON = flags.DEFINE_bool("json", False, "print the result as one JSON object")
 flags.adopt_module_key_flags(measure_flags)
 flags.adopt_module_key_flags(input_flags)
@@ -67,6 +69,8 @@ def main(argv: List[str]) -> None:
                        "--target")
   local_workers_flags.check()
   measure_flags.measure_config("")  # bad values fail before any work
+  if _TRACE_DIR.value:
+    check_out_dir(_TRACE_DIR.value, "--trace_dir")
   placement = Placement.load(_PLACEMENT.value)
   graph = load_graph_or_model(argv[1], **input_flags.import_kwargs())
   inputs = measure_flags.step_inputs(graph)

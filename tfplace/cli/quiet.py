@@ -12,7 +12,9 @@ process's stderr (file descriptor 2, so C++ output too) through a thread that
 drops exactly these pre-initialization lines: the banner, INFO and WARNING
 lines stamped "0000 00:00" (before logging was set up), and the cuInit
 failure only after TensorFlow said it found no CUDA driver (so a real GPU
-error still shows). Everything else passes unchanged; `--verbosity 0` (or
+error still shows), and the profiler client's "Starting to trace for N ms.
+Remaining attempt(s): K" before each remote capture (a measurement's
+progress bar says the same). Everything else passes unchanged; `--verbosity 0` (or
 `-v 0`, or higher) turns the filter off.
 """
 
@@ -25,6 +27,8 @@ import threading
 _PRE_INIT = re.compile(r"^[IW]0000 00:00:")
 _BANNER = "WARNING: All log messages before absl::InitializeLog() is called"
 _NO_DRIVER = "Could not find cuda drivers on your machine"
+_PROFILER_START = re.compile(r"^Starting to trace for \d+ ms\. Remaining "
+                             r"attempt\(s\): \d+$")
 _CUINIT = re.compile(r"^E0000 00:00:\S+\s+\d+ cuda_\w+\.cc:\d+\] failed call "
                      r"to cuInit")
 
@@ -38,7 +42,8 @@ class _LineFilter:
   def keep(self, line: str) -> bool:
     if _NO_DRIVER in line:
       self.no_driver = True
-    if line.startswith(_BANNER) or _PRE_INIT.match(line):
+    if (line.startswith(_BANNER) or _PRE_INIT.match(line)
+        or _PROFILER_START.match(line.rstrip("\n"))):
       return False
     return not (self.no_driver and _CUINIT.match(line))
 

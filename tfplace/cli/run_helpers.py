@@ -68,18 +68,22 @@ def load_graph_or_model(source: str, loop_trip_counts: Optional[str] = None,
 
 
 def servers_from_cluster_arg(value: str) -> Tuple[object, List[str]]:
-  """(RemoteCluster, profiler addresses) of the servers --cluster names.
+  """(RemoteCluster, profiler addresses) of the servers --cluster names,
+  each checked reachable (a stale state file, whose servers are gone, then
+  says so instead of failing later as a worker that died mid-run).
 
   A `tfplace cluster up` state file lists each worker's profiler address; a
   plain cluster spec does not, so its workers' server ports are used.
   """
   from tfplace.cli.cluster_arg import read_server_spec
+  from tfplace.measurement.local_cluster import check_reachable
   spec = read_server_spec(value)
   if spec is None:
     raise TfplaceError(f"--cluster {value!r} is neither a `tfplace cluster "
                        "up` state file nor a cluster spec JSON "
                        '({"worker": ["host:port", ...]})')
   remote = spec.remote()
+  check_reachable(remote.addresses)
   return remote, list(spec.profiler_addresses or remote.profiler_addresses)
 
 

@@ -8,8 +8,8 @@ PATH is a TF profiler log directory (or .xplane.pb), a Chrome-trace JSON
 (.json/.json.gz) or a saved StepStats/RunMetadata (.pb/.pbtxt). Prints a
 one-page summary: per-device busy time and idle gaps, transfers, top ops, and
 the critical path by device and its longest segments (--top rows per list;
---json has every event); with --compare, also how OTHER_PATH differs from
-PATH; with --threads (a TF profiler log directory or .xplane.pb), where
+--json the same lists, as JSON); with --compare, also how OTHER_PATH
+differs from PATH; with --threads (a TF profiler log directory or .xplane.pb), where
 each worker's host threads spent the step: ops, sends, Recv issues and
 completions, executor (`tfplace.trace.host_activity`). Bad input exits with
 status 2 and writes nothing.
@@ -20,6 +20,7 @@ import json
 from absl import flags
 
 from tfplace.errors import TraceError
+from tfplace.io_utils import check_out_path
 
 _JSON = flags.DEFINE_bool("json", False, "print the results as JSON")
 _TOP = flags.DEFINE_integer("top", 10, "rows per list (devices, transfers, "
@@ -47,10 +48,13 @@ def main(argv):
   if len(argv) != 2:
     raise TraceError("expected exactly one trace PATH "
                      f"(got {len(argv) - 1}; see tfplace trace --help)")
+  inputs = [argv[1], _COMPARE.value, _PLACEMENT.value]
   if _PERFETTO.value:
     export.check_perfetto_path(_PERFETTO.value)
+    check_out_path(_PERFETTO.value, "--perfetto", inputs=inputs)
   if _GANTT.value:
     plot.check_gantt_path(_GANTT.value)
+    check_out_path(_GANTT.value, "--gantt", inputs=inputs)
   placement = None
   if _PLACEMENT.value:
     from tfplace.placement import Placement  # pylint: disable=import-outside-toplevel
@@ -59,6 +63,8 @@ def main(argv):
   if _THREADS.value:
     threads = host_activity.host_activity(reader.xplane_files(argv[1]))
   trace = reader.load_trace(argv[1])
+  if placement is not None and _GANTT.value:
+    plot.check_placement_matches(trace, placement)
   other = reader.load_trace(_COMPARE.value) if _COMPARE.value else None
   result = summary.summarize(trace, top_k=_TOP.value)
   comparison = compare_lib.compare(trace, other) if other is not None else None

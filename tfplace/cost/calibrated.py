@@ -647,8 +647,10 @@ def check_calibration_matches(calibration: Calibration,
   """Raises ClusterError if `calibration` was fitted on another cluster.
 
   A calibration names the devices whose run overhead it measured
-  (`run_overhead_s`) and the device types it fitted: another device list,
-  or none of the cluster's device types, means another cluster.
+  (`run_overhead_s`), the device types it fitted and the kind of link its
+  workers talked over: another device list, none of the cluster's device
+  types, or none of its link kinds (workers on one host measured, on
+  several hosts applied: the same device names), means another cluster.
   """
   names = set(cluster.device_names)
   measured = set(calibration.run_overhead_s)
@@ -667,3 +669,11 @@ def check_calibration_matches(calibration: Calibration,
         f"the calibration was made for another cluster: it fitted device "
         f"types {', '.join(sorted(fitted))}; cluster {cluster.name!r} has "
         f"{', '.join(sorted(types))}")
+  kinds = {cluster.default_link.kind} | {l.kind for l in cluster.links}
+  if calibration.links and not set(calibration.links) & kinds:
+    raise ClusterError(
+        f"the calibration was made for another cluster: its devices talked "
+        f"over {', '.join(sorted(calibration.links))} links; cluster "
+        f"{cluster.name!r} has {', '.join(sorted(kinds))} links (workers on "
+        "one host and on several hosts are different clusters). Calibrate "
+        "this cluster (tfplace calibrate --cluster ...)")

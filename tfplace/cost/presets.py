@@ -212,5 +212,10 @@ def load_cluster(name_or_path: str) -> Cluster:
     return preset(name_or_path)
   if os.path.isfile(name_or_path):
     return Cluster.from_json_file(name_or_path)
+  if name_or_path.endswith(".json") or os.sep in name_or_path:
+    raise ClusterError(
+        f"no such cluster file {name_or_path!r} (a `tfplace cluster up` "
+        "state file is removed by `tfplace cluster down`); presets: "
+        f"{', '.join(PRESETS)}")
   raise ClusterError(f"{name_or_path!r} is neither a cluster preset nor a "
                      f"cluster JSON file; presets: {', '.join(PRESETS)}")

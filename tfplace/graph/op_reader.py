@@ -18,6 +18,10 @@ _warned_unknown_dims = [False]
 # scalar from the CPU kernel (measured; a GPU's cuDNN workspace behind it
 # is not modelled). Every Keras batch or layer normalization has one.
 _FIXED_OUTPUT_SHAPES = {("FusedBatchNormV3", 5): ()}
+# Ops whose output has their first input's shape: they carry a fixed shape
+# on (the gradient's ZerosLike of an unused reserve_space_3 warned of an
+# unknown dimension in every Keras layer normalization's training step).
+_SAME_SHAPE_AS_INPUT = frozenset({"ZerosLike", "OnesLike", "Identity"})
 
 
 def resolve_shape(shape, unknown_dim: int, tensor=None) -> Tuple[int, ...]:
@@ -84,9 +88,14 @@ def op_shapes_and_flops(node, tf_op, unknown_dim: int):
 
 
 def _tensor_shape(tensor, unknown_dim: int) -> Tuple[int, ...]:
-  fixed = _FIXED_OUTPUT_SHAPES.get((tensor.op.type, tensor.value_index))
-  if fixed is not None and tensor.shape.rank is None:
-    return fixed
+  if tensor.shape.rank is None:
+    fixed = _FIXED_OUTPUT_SHAPES.get((tensor.op.type, tensor.value_index))
+    if fixed is not None:
+      return fixed
+    if tensor.op.type in _SAME_SHAPE_AS_INPUT and tensor.op.inputs:
+      source = tensor.op.inputs[0]
+      if (source.op.type, source.value_index) in _FIXED_OUTPUT_SHAPES:
+        return _tensor_shape(source, unknown_dim)
   return resolve_shape(tensor.shape, unknown_dim, tensor)
 
 

@@ -48,6 +48,12 @@ JOB = "worker"
 CORE_PEAK_FLOPS = 2e10
 CORE_MEMORY_BANDWIDTH = 1e10
 LOOPBACK_LINK = LinkSpec(latency_s=2e-4, bandwidth=1e9, kind=LOOPBACK)
+# Workers on different hosts: gRPC over the network (rough figures of a
+# 10 Gb/s link until `tfplace cluster benchmark` measures each pair); its
+# latency is in flight, not host work as loopback's is.
+NETWORK_LINK = LinkSpec(latency_s=1e-4, bandwidth=1.25e9, kind="network")
+# Host names that mean this machine.
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", ""}
 
 # Session target -> the LocalClusters running in this process, so that
 # `measure(config with target=lc.target)` finds their profilers and watches
@@ -158,6 +164,15 @@ def reachable(address: str, timeout_s: float = 0.5) -> bool:
     return False
 
 
+def server_host(address: str) -> str:
+  """The host of a "host:port" server address ("localhost" for any name
+  of this machine)."""
+  host = address.replace("grpc://", "").rpartition(":")[0].strip("[]")
+  if host in _LOCAL_HOSTS or host == socket.gethostname():
+    return "localhost"
+  return host
+
+
 def check_reachable(addresses: Sequence[str], timeout_s: float = 2.0) -> None:
   """Raises MeasureError unless each "host:port" accepts a TCP connection."""
   for address in addresses:
@@ -169,6 +184,26 @@ def check_reachable(addresses: Sequence[str], timeout_s: float = 2.0) -> None:
           f"TF server {address} is not reachable: {e}; is the server running "
           "(`tfplace cluster up`, or tf.distribute.Server on that host) and "
           "the address right?") from None
+
+
+def _usable_cores() -> List[int]:
+  """The cores this process may run on."""
+  return (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+          else list(range(os.cpu_count() or 1)))
+
+
+def shared_cores(num_workers: int, cores_per_worker: int,
+                 usable: int) -> Optional[str]:
+  """Why pinned workers would share cores, or None if each has its own."""
+  needed = num_workers * cores_per_worker
+  if needed <= usable:
+    return None
+  return (f"{num_workers} worker(s) x {cores_per_worker} core(s) need "
+          f"{needed} cores, and {usable} can be used here: workers share "
+          "cores and slow each other's steps, so measurements and "
+          "calibrations on this cluster describe that sharing, not the "
+          "workers alone (fewer --workers or --cores_per_worker give each "
+          "its own)")
 
 
 def _memory_bytes() -> float:
@@ -331,10 +366,25 @@ class RemoteCluster:
     return self.addresses
 
   def to_cluster(self) -> Cluster:
-    return make_worker_cluster(len(self.addresses), self.cores_per_worker,
-                               name="tf_servers",
-                               gpus_per_worker=self.gpus_per_worker,
-                               gpu_memory_bytes=self.gpu_memory_bytes)
+    """The servers as a Cluster: workers on one host talk over loopback,
+    workers on different hosts over the network (each pair measured by
+    `tfplace cluster benchmark`)."""
+    hosts = [server_host(a) for a in self.addresses]
+    one_host = len(set(hosts)) <= 1
+    cluster = make_worker_cluster(len(self.addresses), self.cores_per_worker,
+                                  name="tf_servers",
+                                  link=LOOPBACK_LINK if one_host
+                                  else NETWORK_LINK,
+                                  gpus_per_worker=self.gpus_per_worker,
+                                  gpu_memory_bytes=self.gpu_memory_bytes)
+    if one_host:
+      return cluster
+    shared = tuple(
+        Link(worker_device(i), worker_device(j), LOOPBACK_LINK.latency_s,
+             LOOPBACK_LINK.bandwidth, LOOPBACK)
+        for i in range(len(hosts)) for j in range(i + 1, len(hosts))
+        if hosts[i] == hosts[j])
+    return dataclasses.replace(cluster, links=cluster.links + shared)
 
   def with_listed_gpus(self, timeout_s: float = 30.0) -> "RemoteCluster":
     """This cluster with the GPUs its running servers list per worker.
@@ -485,9 +535,10 @@ class LocalCluster:
     return self.measured
 
   def core_sets(self) -> List[List[int]]:
-    """The cores each worker is pinned to."""
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(
-        os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    """The cores each worker is pinned to (round the cores this process may
+    use: more workers x cores than that share cores; `shared_cores` says
+    so)."""
+    cores = _usable_cores()
     out, k = [], 0
     for _ in range(self.num_workers):
       out.append([cores[(k + j) % len(cores)]
@@ -515,6 +566,10 @@ class LocalCluster:
     """
     if self.processes:
       return self
+    shared = shared_cores(self.num_workers, self.cores_per_worker,
+                          len(_usable_cores()))
+    if shared:
+      logging.warning("%s", shared)
     attempts = 1 if self.base_port is not None else 2
     for attempt in range(attempts):
       try:

@@ -168,6 +168,8 @@ def measure(graph: OpGraph, placement: Placement,
     MeasureError: the run failed, timed out or a server was unreachable.
   """
   config = config or MeasureConfig()
+  if trace_dir and os.path.isfile(trace_dir):
+    raise MeasureError(f"trace_dir {trace_dir} is a file; give a folder")
   graph_def = placed_graph_def(graph, placement, cluster)
   fetches = step_fetches(graph)
   inputs = resolve_inputs(graph, feeds, feed_options, fetches)

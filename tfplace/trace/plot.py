@@ -61,6 +61,35 @@ def check_gantt_path(path: str) -> None:
   _require_matplotlib()
 
 
+def check_placement_matches(trace: Trace, placement) -> None:
+  """Raises TfplaceError unless `placement` is the one that ran in `trace`:
+  its ops are in the trace and most ran where it puts them (a chart titled
+  with another placement's placer and predicted time misleads). Trace
+  devices that are not TF device strings (a profiler's host threads) are
+  not compared."""
+  from tfplace.device_names import canonical_device
+  from tfplace.errors import ClusterError
+  placed = placement.devices
+  ops = [e for e in trace.ops() if e.name in placed]
+  if trace.ops() and not ops:
+    raise TfplaceError("the --placement shares no op with the trace: give "
+                       "the placement that ran")
+  moved = []
+  for e in ops:
+    try:
+      ran, put = canonical_device(e.device), canonical_device(placed[e.name])
+    except ClusterError:
+      continue
+    if ran != put:
+      moved.append((e.name, ran, put))
+  if len(moved) * 2 > len(ops):
+    name, ran, put = moved[0]
+    raise TfplaceError(
+        f"the --placement is not the one that ran: {len(moved)} of "
+        f"{len(ops)} traced ops ran elsewhere (e.g. {name} on {ran}, placed "
+        f"on {put}); give the placement that ran")
+
+
 def gantt_title(trace: Trace, placement=None) -> str:
   """"<placer> placement on N devices: step time X ms" (see `gantt`)."""
   step = f"step time {trace.span_s() * 1e3:.3f} ms"
