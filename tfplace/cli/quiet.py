@@ -14,8 +14,8 @@ lines stamped "0000 00:00" (before logging was set up), and the cuInit
 failure only after TensorFlow said it found no CUDA driver (so a real GPU
 error still shows), and the profiler client's "Starting to trace for N ms.
 Remaining attempt(s): K" before each remote capture (a measurement's
-progress bar says the same). Everything else passes unchanged; `--verbosity 0` (or
-`-v 0`, or higher) turns the filter off.
+progress bar says the same). Everything else passes unchanged;
+`--verbosity 0` (or `-v 0`, or higher) turns the filter off.
 """
 
 import contextlib

@@ -9,10 +9,11 @@ PATH is a TF profiler log directory (or .xplane.pb), a Chrome-trace JSON
 one-page summary: per-device busy time and idle gaps, transfers, top ops, and
 the critical path by device and its longest segments (--top rows per list;
 --json the same lists, as JSON); with --compare, also how OTHER_PATH
-differs from PATH; with --threads (a TF profiler log directory or .xplane.pb), where
-each worker's host threads spent the step: ops, sends, Recv issues and
-completions, executor (`tfplace.trace.host_activity`). Bad input exits with
-status 2 and writes nothing.
+differs from PATH; with --threads (a TF profiler log directory or
+.xplane.pb), where each worker's host threads spent the step: ops, sends,
+Recv issues and completions, executor (`tfplace.trace.host_activity`).
+Bad input exits with status 2 and writes nothing (an output is never
+written over an input).
 """
 
 import json

@@ -18,9 +18,9 @@ _warned_unknown_dims = [False]
 # scalar from the CPU kernel (measured; a GPU's cuDNN workspace behind it
 # is not modelled). Every Keras batch or layer normalization has one.
 _FIXED_OUTPUT_SHAPES = {("FusedBatchNormV3", 5): ()}
-# Ops whose output has their first input's shape: they carry a fixed shape
-# on (the gradient's ZerosLike of an unused reserve_space_3 warned of an
-# unknown dimension in every Keras layer normalization's training step).
+# Ops whose output has their first input's shape: a fixed shape above passes
+# through them (the gradient's ZerosLike of an unused reserve_space_3 warned
+# of an unknown dimension in every Keras layer normalization's step).
 _SAME_SHAPE_AS_INPUT = frozenset({"ZerosLike", "OnesLike", "Identity"})
 
 
