@@ -82,13 +82,15 @@ def main(argv: List[str]) -> None:
   """Runs `tfplace calibrate`; see the module docstring."""
   _check_flags()
   check_out_path(_OUT.value, inputs=[*argv[1:], _CLUSTER.value])
+  servers = None
   if _CLUSTER.value:  # A bad or stale --cluster fails before the suite builds.
-    servers_from_cluster_arg(_CLUSTER.value)
+    with native_stdout_to_stderr():
+      servers = _from_cluster_flag(_CLUSTER.value)
   graphs = _graphs(argv[1:])
   inputs = [measure_flags.step_inputs(g) for g in graphs]
   try:
     with native_stdout_to_stderr():
-      report, cluster = _calibrate(graphs, inputs)
+      report, cluster = _calibrate(graphs, inputs, servers)
   except TfplaceError as e:
     exit_now_if_tf_busy("calibrate", e)
     raise
@@ -96,8 +98,9 @@ def main(argv: List[str]) -> None:
   _print_report(report, cluster, os.path.abspath(_OUT.value), inputs)
 
 
-def _calibrate(graphs, inputs):
-  """(CalibrationReport, Cluster) on the cluster the flags name."""
+def _calibrate(graphs, inputs, servers=None):
+  """(CalibrationReport, Cluster) on the cluster the flags name (`servers`:
+  what `_from_cluster_flag` read of --cluster)."""
   import functools
   from tfplace.measurement.calibration_runs import calibrate_on_cluster
   from tfplace.models.calibration_suite import ONE_DEVICE_ONLY
@@ -113,9 +116,7 @@ def _calibrate(graphs, inputs):
       cluster = lc.to_cluster()
       return calibrate(graphs, cluster, measure_flags.measure_config(
           lc.target, lc.addresses)), cluster
-  cluster, target, workers = (
-      _from_cluster_flag(_CLUSTER.value) if _CLUSTER.value
-      else _from_target(_TARGET.value))
+  cluster, target, workers = servers or _from_target(_TARGET.value)
   return calibrate(graphs, cluster,
                    measure_flags.measure_config(target, workers)), cluster
 

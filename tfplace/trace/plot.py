@@ -69,9 +69,9 @@ def check_placement_matches(trace: Trace, placement) -> None:
   not compared."""
   from tfplace.device_names import canonical_device
   from tfplace.errors import ClusterError
-  placed = placement.devices
-  ops = [e for e in trace.ops() if e.name in placed]
-  if trace.ops() and not ops:
+  placed, traced = placement.devices, trace.ops()
+  ops = [e for e in traced if e.name in placed]
+  if traced and not ops:
     raise TfplaceError("the --placement shares no op with the trace: give "
                        "the placement that ran")
   moved = []
