@@ -1,5 +1,6 @@
 """Tests for tfplace.graph.importers_keras on a tiny tf_keras model."""
 
+from absl import logging
 import numpy as np
 import pytest
 
@@ -8,6 +9,7 @@ import tf_keras
 
 from tfplace.measurement.session import run_training_step
 from tfplace.errors import GraphImportError
+from tfplace.graph import importers_keras
 from tfplace.graph.importers import import_graph
 
 
@@ -254,6 +256,24 @@ def test_a_saved_model_is_imported_by_its_path(tmp_path):
     import_graph(str(tmp_path / "missing.h5"))
 
 
+def test_a_saved_models_unbuilt_optimizer_state_is_not_warned_of(tmp_path,
+                                                                caplog):
+  model = _model()
+  model.compile(optimizer=tf_keras.optimizers.Adam(0.1), loss="mse")
+  model.save(str(tmp_path / "net.keras"))  # Its optimizer never built.
+  with caplog.at_level("WARNING"):
+    g = import_graph(str(tmp_path / "net.keras"), batch_size=4)
+  assert any(op.type == "ResourceApplyAdam" for op in g.ops)
+  assert not [r for r in caplog.records
+              if "Skipping variable loading" in r.getMessage()]
+  caplog.clear()
+  with importers_keras._optimizer_state_not_loaded_quietly():
+    logging.warning("Skipping variable loading for optimizer 'Adam'")
+    logging.warning("Skipping something else")  # Only that line dropped.
+  assert [r.getMessage() for r in caplog.records] == [
+      "Skipping something else"]
+
+
 def test_functional_conv_batchnorm_model_runs_with_its_updates():
   inputs = tf_keras.Input((6, 6, 2))
   h = tf_keras.layers.Conv2D(3, 3, activation="relu")(inputs)
@@ -416,3 +436,16 @@ def test_mixed_precision_with_a_loss_scale_optimizer_in_either_form():
                for op in g.ops)
     assert any(op.type in ("If", "StatelessIf") for op in g.ops)
     assert np.isfinite(run_training_step(g.graph_def, g.fetches).loss)
+
+
+@pytest.mark.parametrize("name", ["step.meta", "step.meta.pbtxt", "step.pb"])
+def test_an_imported_step_saves_to_a_file_every_verb_reads(tmp_path, name):
+  model = _model()
+  model.compile(optimizer=tf_keras.optimizers.Adam(0.1), loss="mse")
+  g = import_graph(model, batch_size=4)
+  g.save(str(tmp_path / name))
+  back = import_graph(str(tmp_path / name))
+  assert back.fingerprint == g.fingerprint
+  if name.startswith("step.meta"):  # The step's collections come along.
+    assert back.fetches == g.fetches
+    assert np.isfinite(run_training_step(back.graph_def, back.fetches).loss)

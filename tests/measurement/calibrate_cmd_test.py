@@ -86,6 +86,18 @@ def test_calibrate_tiny_suite_on_two_local_workers_then_simulate(tmp_path):
   assert 0.0 <= printed["uncalibrated_share"] <= 1.0
 
 
+def test_calibrate_text_report_names_each_graph_once(tmp_path):
+  out = _tfplace("calibrate", "--suite", "tiny", "--in_process", "--out",
+                 str(tmp_path / "cal.json"), "--steps", "2", "--warmup", "1")
+  assert out.returncode == 0, out.stderr[-3000:]
+  line = next(l for l in out.stdout.splitlines()
+              if l.startswith("calibrated on "))
+  assert line.count("calib_matmul") == 1, line
+  assert line.count("calib_elementwise") == 1, line
+  # One device: no split run, so no transfer figure was fitted.
+  assert line.endswith("no split run: the message figures as benchmarked")
+
+
 def test_calibrate_in_process_then_place_on_local(tmp_path):
   # This process's devices (the preset `local`): CPU:0, and each GPU where
   # TF sees one; the calibration is of that cluster and places on it.

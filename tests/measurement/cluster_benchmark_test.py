@@ -391,6 +391,12 @@ def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
   assert events == ["a", "b"] and bench == given  # Given: not measured.
   assert splits == [True, False]  # b: its one-device runs alone.
   assert repeats[-1] == ()
+  splits.clear()
+  suite_like = [types.SimpleNamespace(name=n) for n in (
+      "calib_conv", "calib_depthwise", "calib_attention")]
+  calibration_runs.calibrate_on_cluster(suite_like, None, None, bench=given,
+                                        rounds=2)
+  assert splits == [True, False, False]  # The suite's rule, by default.
   with pytest.raises(MeasureError, match="bench_repeats"):
     calibration_runs.calibrate_on_cluster(graphs, None, None,
                                           bench_repeats=0)

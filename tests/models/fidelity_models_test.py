@@ -9,6 +9,7 @@ import tfplace  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TF)
 import pytest
 
 from tfplace.errors import GraphImportError
+from tfplace.measurement.calibration_runs import ONE_DEVICE_ONLY
 from tfplace.models import calibration_suite, common, registry
 
 SMALL = [
@@ -134,10 +135,8 @@ def test_calib_attention_runs_keras_attentions_equations_and_layer_norm():
 
 def test_one_device_only_graphs_are_the_suites_op_cost_graphs():
   # Calibration measures them on each device alone (no split runs).
-  assert calibration_suite.ONE_DEVICE_ONLY == {"calib_depthwise",
-                                               "calib_attention"}
-  assert calibration_suite.ONE_DEVICE_ONLY <= {
-      n for n, _ in calibration_suite.suite()}
+  assert ONE_DEVICE_ONLY == {"calib_depthwise", "calib_attention"}
+  assert ONE_DEVICE_ONLY <= {n for n, _ in calibration_suite.suite()}
 
 
 def test_random_dag_shape_follows_its_seed():

@@ -103,9 +103,7 @@ def _calibrate(graphs, inputs, servers=None):
   what `_from_cluster_flag` read of --cluster)."""
   import functools
   from tfplace.measurement.calibration_runs import calibrate_on_cluster
-  from tfplace.models.calibration_suite import ONE_DEVICE_ONLY
-  calibrate = functools.partial(calibrate_on_cluster, feeds=inputs,
-                                one_device_only=ONE_DEVICE_ONLY)
+  calibrate = functools.partial(calibrate_on_cluster, feeds=inputs)
   if _IN_PROCESS.value:
     from tfplace.cost.presets import preset
     cluster = preset("local")
@@ -196,7 +194,7 @@ def _print_report(report, cluster, out: str, inputs) -> None:
            f"calibrated on {', '.join(report.graph_names)} "
            f"({report.num_ops} ops): {len(ok)} of {len(report.runs)} runs "
            f"measured, {report.num_samples} op records, {fitted} op types "
-           f"fitted; {cal.notes}"]
+           f"fitted; {report.message_fit}"]
   for name, fed in zip(report.graph_names, inputs):
     if fed.sources:
       lines += [f"  {name} {line}" for line in measure_flags.input_lines(fed)]

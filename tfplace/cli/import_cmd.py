@@ -31,7 +31,6 @@ from absl import flags
 from tfplace.cli import input_flags
 from tfplace.cli.run_helpers import LOOP_TRIP_COUNTS_HELP
 from tfplace.errors import GraphImportError, TfplaceError
-from tfplace.graph import graph_io
 from tfplace.graph.importers_keras import is_saved_keras_path
 from tfplace.graph.op_graph import OpGraph
 from tfplace.io_utils import check_out_path
@@ -91,26 +90,13 @@ def load(source: Optional[str], model: Optional[str],
                       **sizes)
 
 
-def is_meta_path(path: str) -> bool:
-  return path.endswith(".meta") or path.endswith(".meta.pbtxt")
-
-
-def write(graph: OpGraph, out: str) -> None:
-  """Writes the graph (MetaGraphDef or GraphDef by extension), atomically."""
-  if is_meta_path(out):
-    proto = graph_io.meta_graph_def_for(graph.graph_def, graph.fetches)
-  else:
-    proto = graph.graph_def
-  graph_io.write_graph_file(out, proto)
-
-
 def run(source: Optional[str], model: Optional[str], out: str,
         loop_trip_counts: Optional[str] = None, loss: Optional[str] = None,
         optimizer: Optional[str] = None, **sizes) -> dict:
   """Imports and writes; returns the summary (the arguments: see `load`)."""
   check_out_path(out, inputs=[source])
   graph = load(source, model, loop_trip_counts, loss, optimizer, **sizes)
-  write(graph, out)
+  graph.save(out)
   summary = graph.summary()
   summary["out"] = os.path.abspath(out)
   return summary

@@ -48,7 +48,6 @@ from tfplace.measurement.feeds import resolve_inputs
 from tfplace.measurement.machine_drift import (MachineDrift, drift_adjusted,
                                                machine_drift)
 from tfplace.measurement.timing import InputSource
-from tfplace.models.calibration_suite import ONE_DEVICE_ONLY
 from tfplace.placement import Placement
 from tfplace.simulator.simulator import Simulator
 
@@ -359,8 +358,7 @@ def run_cross(graphs: Sequence[OpGraph], cluster: Cluster,
   know of."""
   report = calibrate_on_cluster(calibration_graphs, cluster, config,
                                 cache_dir=cache_dir, progress=progress,
-                                feed_options=feed_options, rounds=rounds,
-                                one_device_only=ONE_DEVICE_ONLY)
+                                feed_options=feed_options, rounds=rounds)
   bench = report.benchmark
   reports = []
   for g in graphs:

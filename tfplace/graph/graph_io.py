@@ -116,6 +116,20 @@ def write_graph_file(path: str, proto) -> None:
     atomic_write(path, proto.SerializeToString())
 
 
+def is_meta_path(path: str) -> bool:
+  """Whether `path` names a MetaGraphDef file (.meta or .meta.pbtxt)."""
+  return path.endswith(".meta") or path.endswith(".meta.pbtxt")
+
+
+def write_op_graph(graph, path: str) -> None:
+  """Writes an OpGraph's GraphDef, or a MetaGraphDef with its step's
+  collections when `path` names one (`is_meta_path`), atomically."""
+  if is_meta_path(path):
+    write_graph_file(path, meta_graph_def_for(graph.graph_def, graph.fetches))
+  else:
+    write_graph_file(path, graph.graph_def)
+
+
 def meta_graph_def_for(graph_def, fetches):
   """A MetaGraphDef holding `graph_def` and the step's collections.
 

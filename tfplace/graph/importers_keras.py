@@ -13,8 +13,10 @@ twin: then the step is a tf.function on the model's own variables (a fresh
 optimizer of the same class and config), imported by `importers_function`.
 """
 
+import contextlib
 import dataclasses
 import inspect
+import logging as py_logging
 import os
 from typing import Optional, Sequence, Tuple
 
@@ -155,7 +157,8 @@ def load_saved_model(path: str, needs_loss: bool = False):
     raise GraphImportError(f"{path}: no such file")
   errors = (ValueError, TypeError, OSError, KeyError, AttributeError)
   try:
-    model = tf_keras.models.load_model(path)
+    with _optimizer_state_not_loaded_quietly():
+      model = tf_keras.models.load_model(path)
   except errors:
     try:
       model = tf_keras.models.load_model(path, compile=False)
@@ -169,6 +172,29 @@ def load_saved_model(path: str, needs_loss: bool = False):
         f"{path}: the model was saved uncompiled; give its loss (`tfplace "
         "import --loss NAME`, or import_graph(..., loss=))")
   return model
+
+
+class _DropsOptimizerStateSkip(py_logging.Filter):
+  """Drops tf_keras's "Skipping variable loading for optimizer" warning."""
+
+  def filter(self, record: py_logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(
+        "Skipping variable loading for optimizer")
+
+
+@contextlib.contextmanager
+def _optimizer_state_not_loaded_quietly():
+  """While active, tf_keras's warning that a loaded model's optimizer state
+  was skipped (its optimizer is not built until it trains) is not logged:
+  an imported step starts a fresh optimizer anyway (`_graph_step`), so the
+  saved slots never matter to a placement."""
+  logger = py_logging.getLogger("absl")
+  drop = _DropsOptimizerStateSkip()
+  logger.addFilter(drop)
+  try:
+    yield
+  finally:
+    logger.removeFilter(drop)
 
 
 def graph_step(model, loss, optimizer="sgd", batch_size: int = 32, x=None,

@@ -447,6 +447,15 @@ class OpGraph:
     h.update(np.stack([src, dst, out]).tobytes() if len(src) else b"")
     return h.hexdigest()[:16]
 
+  def save(self, path: str) -> None:
+    """Writes the graph to `path`, atomically, for every verb and
+    `import_graph` to read: a MetaGraphDef (with the step's train_op,
+    losses and init_op collections) when `path` ends with .meta or
+    .meta.pbtxt, else a GraphDef; text when it ends with .pbtxt
+    (`tfplace import --out` writes the same)."""
+    from tfplace.graph import graph_io  # pylint: disable=import-outside-toplevel
+    graph_io.write_op_graph(self, path)
+
   def summary(self) -> Dict[str, object]:
     """Counts for `tfplace info`: ops, edges, groups, bytes, FLOPs, types."""
     type_counts: Dict[str, int] = {}

@@ -449,16 +449,6 @@ SUITES: Dict[str, List[Tuple[str, dict]]] = {
 }
 
 
-# Suite models measured on each device alone: their runs are there for the
-# op costs of the kinds the other graphs lack. The depthwise graphs' split
-# runs, also measured, moved the extra latency per message fitted on the
-# suite's split runs by one step (15 us), down in one record and up in the
-# other, and with it every judged split (WORKSPACE_NOTES.md, issue 13): the
-# message figures stay fitted on the other graphs' splits. The attention
-# graphs, added later, were measured this way only.
-ONE_DEVICE_ONLY = frozenset({"calib_depthwise", "calib_attention"})
-
-
 def suite(name: str = "default") -> List[Tuple[str, dict]]:
   """The (model name, config overrides) of a calibration suite.
 
