@@ -22,14 +22,13 @@ import sys
 import time
 
 import tfplace  # noqa: F401  (before TF)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("bench_simulator")  # Ctrl-C during the imports ends cleanly.
+start_script("bench_simulator")  # Ctrl-C, TF's start-up lines: from here.
 
 import numpy as np
 from absl import flags, logging
 
-from tfplace.cli.app_runner import run_app
 from tfplace.cost.analytical import AnalyticalCostModel
 from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.presets import load_cluster

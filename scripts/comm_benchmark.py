@@ -11,13 +11,12 @@ import json
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("comm_benchmark")  # Ctrl-C during the imports ends cleanly.
+start_script("comm_benchmark")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 
 _SIZES = flags.DEFINE_list("sizes", ["4096", "65536", "524288", "2097152",
                                      "8388608"], "tensor sizes in bytes")

@@ -13,13 +13,12 @@ import os
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("demo_real_runs")  # Ctrl-C during the imports ends cleanly.
+start_script("demo_real_runs")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 
 _MODEL = flags.DEFINE_string("model", "mlp_towers", "benchmark graph")
 _OUT = flags.DEFINE_string("out_dir", "/tmp/tfplace_demo", "output directory")

@@ -77,13 +77,12 @@ import os
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("fidelity")  # Ctrl-C during the imports ends cleanly.
+start_script("fidelity")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 
 GRAPHS = {
     "resnet_like": ("resnet_like", dict(batch_size=8)),

@@ -25,13 +25,12 @@ import re
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("gdp_train")  # Ctrl-C while importing ends cleanly.
+start_script("gdp_train")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags  # noqa: E402
 
-from tfplace.cli.app_runner import run_app  # noqa: E402
 from tfplace.errors import PlacementError  # noqa: E402
 
 FLAGS = flags.FLAGS

@@ -23,13 +23,12 @@ import os
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("gdp_transfer")  # Ctrl-C while importing ends cleanly.
+start_script("gdp_transfer")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags  # noqa: E402
 
-from tfplace.cli.app_runner import run_app  # noqa: E402
 from tfplace.errors import PlacementError  # noqa: E402
 from tfplace.io_utils import atomic_write  # noqa: E402
 

@@ -19,13 +19,12 @@ import json
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("gpu_steps")  # Ctrl-C during the imports ends cleanly.
+start_script("gpu_steps")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 
 _GRAPHS = flags.DEFINE_list(
     "graphs", ["small_cnn", "resnet_like", "transformer", "rnnlm",

@@ -18,13 +18,12 @@ import os
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("idle_slowdown")  # Ctrl-C during the imports ends cleanly.
+start_script("idle_slowdown")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _RECORDS = flags.DEFINE_list(

@@ -39,13 +39,12 @@ import sys
 import time
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("learned_table")  # Ctrl-C while importing ends cleanly.
+start_script("learned_table")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags  # noqa: E402
 
-from tfplace.cli.app_runner import run_app  # noqa: E402
 from tfplace.errors import TfplaceError  # noqa: E402
 from tfplace.io_utils import atomic_write  # noqa: E402
 

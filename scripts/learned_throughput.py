@@ -21,13 +21,12 @@ import sys
 import time
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("learned_throughput")  # Ctrl-C while importing: clean.
+start_script("learned_throughput")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags  # noqa: E402
 
-from tfplace.cli.app_runner import run_app  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", "inception_v3", "benchmark model")

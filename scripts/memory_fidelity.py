@@ -24,13 +24,12 @@ import os
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("memory_fidelity")  # Ctrl-C during the imports ends cleanly.
+start_script("memory_fidelity")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 from tfplace.models.registry import list_models
 from tfplace.placers.registry import list_placers
 

@@ -15,13 +15,12 @@ import json
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("memory_pressure")  # Ctrl-C during the imports ends cleanly.
+start_script("memory_pressure")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 from tfplace.models.registry import list_models
 
 _GRAPHS = flags.DEFINE_list("graphs", ["inception_v3", "nmt"],

@@ -17,13 +17,12 @@ import json
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("message_cost")  # Ctrl-C during the imports ends cleanly.
+start_script("message_cost")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 
 _CONTEXTS = flags.DEFINE_list(
     "contexts", ["idle", "sender_busy", "receiver_busy", "both_busy",

@@ -19,13 +19,12 @@ import os
 import sys
 
 import tfplace  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("place_model")  # Ctrl-C during the imports ends cleanly.
+start_script("place_model")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags, logging
 
-from tfplace.cli.app_runner import run_app
 from tfplace.cost.presets import load_cluster
 from tfplace.errors import TfplaceError
 from tfplace.experiments.compare_placers import (BASELINE_PLACERS,

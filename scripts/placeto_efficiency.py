@@ -36,13 +36,12 @@ import sys
 import time
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("placeto_efficiency")  # Ctrl-C during the imports.
+start_script("placeto_efficiency")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("models", ["mlp_towers", "rnnlm", "inception_v3"],

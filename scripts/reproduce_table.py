@@ -24,14 +24,13 @@ import os
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("reproduce_table")  # Ctrl-C during the imports ends cleanly.
+start_script("reproduce_table")  # Ctrl-C, TF's start-up lines: from here.
 
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 from tfplace.errors import TfplaceError
 from tfplace.experiments import seed_table
 from tfplace.io_utils import atomic_write

@@ -23,13 +23,12 @@ import sys
 import time
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("search_table")  # Ctrl-C during the imports ends cleanly.
+start_script("search_table")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags, logging
 
-from tfplace.cli.app_runner import run_app
 from tfplace.cost.presets import load_cluster
 from tfplace.errors import TfplaceError
 from tfplace.experiments.compare_placers import (BASELINE_PLACERS,

@@ -17,13 +17,12 @@ import json
 import sys
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("send_delay")  # Ctrl-C during the imports ends cleanly.
+start_script("send_delay")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 
 _BUSY_OPS = flags.DEFINE_list("busy_ops", ["0", "500", "3000"],
                               "ops in the busy chain, one case each")

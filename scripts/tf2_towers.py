@@ -24,13 +24,12 @@ import sys
 import time
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("tf2_towers")  # Ctrl-C during the imports ends cleanly.
+start_script("tf2_towers")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 
 _TOWERS = flags.DEFINE_integer("towers", 2, "independent towers")
 _HIDDEN = flags.DEFINE_integer("hidden", 1024, "units per dense layer")

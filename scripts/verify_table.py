@@ -43,13 +43,12 @@ import sys
 import time
 
 import tfplace  # noqa: F401  (before TensorFlow)
-from tfplace import interrupts
+from tfplace.cli.app_runner import run_app, start_script
 
-interrupts.install("verify_table")  # Ctrl-C during the imports ends cleanly.
+start_script("verify_table")  # Ctrl-C, TF's start-up lines: from here.
 
 from absl import flags
 
-from tfplace.cli.app_runner import run_app
 from tfplace.errors import TfplaceError
 from tfplace.experiments.real_runs import (GRAPHS, build_graph,
                                            learned_reward_row,

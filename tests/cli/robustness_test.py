@@ -158,6 +158,24 @@ def test_a_plain_run_prints_nothing_on_stderr_and_v0_shows_logs(tmp_path):
   assert "imported mlp_2tower" in proc.stderr
 
 
+def test_a_script_failing_after_start_script_still_shows_why(tmp_path):
+  # The filter a script starts before its imports is drained at the exit.
+  script = tmp_path / "fails.py"
+  script.write_text(
+      "import sys\n"
+      f"sys.path.insert(0, {ROOT!r})\n"
+      "from tfplace.cli.app_runner import start_script\n"
+      "start_script('fails')\n"
+      "import tensorflow\n"
+      "raise ImportError('a module it needs is missing')\n")
+  proc = subprocess.run([sys.executable, str(script)], capture_output=True,
+                        text=True, timeout=120)
+  assert proc.returncode == 1
+  assert proc.stderr.rstrip().endswith(
+      "ImportError: a module it needs is missing"), proc.stderr[-2000:]
+  assert "0000 00:00" not in proc.stderr
+
+
 def test_only_tensorflows_pre_init_noise_is_filtered():
   f = _LineFilter()
   assert not f.keep("WARNING: All log messages before absl::InitializeLog() "

@@ -36,6 +36,7 @@ def test_main_job_writes_the_best_placement(tmp_path):
   assert best["metadata"]["placer"] == comparison["best_placer"]
   assert (out / "placed_graph.pb").stat().st_size > 0
   assert "best: " + comparison["best_placer"] in run.stdout
+  assert "0000 00:00" not in run.stderr, run.stderr[-2000:]  # TF start-up.
 
 
 def test_main_job_rejects_an_unknown_model(tmp_path):
@@ -62,11 +63,16 @@ def test_gdp_train_refuses_bad_graphs_and_writes_nothing(graphs, message,
 @pytest.mark.parametrize("script", sorted(
     f for f in os.listdir(SCRIPTS) if f.endswith(".py")))
 def test_every_script_imports_and_lists_its_flags(script, tmp_path):
-  # absl prints the script's own flags for --helpshort, then exits with 1.
+  # absl prints the script's own flags for --helpshort (then exits with 1,
+  # which run_app turns into 0), with no TensorFlow start-up lines, even
+  # from modules that load TensorFlow as the script imports them.
   run = _run([os.path.join(SCRIPTS, script), "--helpshort"], cwd=tmp_path)
   output = run.stdout + run.stderr
+  assert run.returncode == 0, output[-2000:]
   assert "Traceback" not in output, output[-2000:]
   assert f"{script}:" in output and "Try --helpfull" in output
+  assert "0000 00:00" not in run.stderr, run.stderr[-2000:]
+  assert "before absl::InitializeLog()" not in run.stderr
 
 
 @pytest.mark.parametrize("script,flag,value", [

@@ -12,9 +12,17 @@
     written nothing after the interrupt (`tfplace.interrupts`), even when
     TensorFlow swallowed the KeyboardInterrupt;
   * a plain run logs warnings and errors only and hides TensorFlow's C++
-    start-up lines (`tfplace.cli.quiet`); `-v 0` (INFO) or more shows all.
+    start-up lines (`tfplace.cli.quiet`); `-v 0` (INFO) or more shows all;
+  * `--help` (or `--helpshort`, `--helpfull`) prints the flags and exits
+    with status 0 (absl's own exits with 1).
+
+A script calls `start_script` first, before its imports: from there on a
+Ctrl-C ends it cleanly and TensorFlow's start-up lines are hidden, even
+where a module it imports loads TensorFlow.
 """
 
+import atexit
+import contextlib
 import os
 import sys
 from typing import Callable, List, Optional
@@ -27,6 +35,25 @@ def fail(program: str, message: str) -> None:
   """Prints `program: error: message` and exits with status 2."""
   sys.stderr.write(f"{program}: error: {message}\n")
   sys.exit(2)
+
+
+HELP_ARGS = ("-h", "--help", "--helpshort", "--helpfull")
+_early_filter: List[contextlib.ExitStack] = []
+
+
+def start_script(program: str) -> None:
+  """A script's first call, before its imports: Ctrl-C ends it cleanly
+  (`interrupts.install`), and unless `-v` asks for INFO logs, TensorFlow's
+  start-up lines are filtered from stderr from now on (`run_app` keeps
+  the filter and closes it; so does the exit of a script that fails before
+  it gets there)."""
+  interrupts.install(program)
+  if _early_filter or is_verbose(sys.argv[1:]):
+    return
+  stack = contextlib.ExitStack()
+  stack.enter_context(filtered_stderr())
+  _early_filter.append(stack)
+  atexit.register(stack.close)  # Drains what is left before the exit.
 
 
 def run_app(main: Callable[[List[str]], None], argv: List[str], program: str,
@@ -46,7 +73,9 @@ def run_app(main: Callable[[List[str]], None], argv: List[str], program: str,
   interrupts.install(program)
   interrupts.started()
   try:
-    with filtered_stderr(enabled=not is_verbose(argv[1:])):
+    quiet = (_early_filter.pop() if _early_filter
+             else filtered_stderr(enabled=not is_verbose(argv[1:])))
+    with quiet:
       _run(main, argv, program, flags_parser, positional)
   except BrokenPipeError:
     # The reader went away: the rest of the output has nowhere to go, and
@@ -90,7 +119,12 @@ def _run(main, argv, program, flags_parser, positional) -> None:
     except TfplaceError as e:
       fail(program, str(e))
 
-  app.run(run_main, argv=argv, flags_parser=flags_parser or parse)
+  try:
+    app.run(run_main, argv=argv, flags_parser=flags_parser or parse)
+  except SystemExit as e:
+    if e.code == 1 and any(a in HELP_ARGS for a in argv[1:]):
+      sys.exit(0)  # absl printed the help, then exited with 1.
+    raise
 
 
 def is_verbose(args: List[str]) -> bool:
