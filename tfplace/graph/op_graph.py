@@ -10,7 +10,7 @@ consumer lists) are built once, lazily, for the fast algorithms.
 import dataclasses
 import functools
 import hashlib
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -183,6 +183,11 @@ class StepFetches:
   train_ops: Tuple[str, ...] = ()
   loss: Optional[str] = None
   init_ops: Tuple[str, ...] = ()
+
+  @property
+  def step_roots(self) -> List[str]:
+    """The names a step runs: the train ops and the loss."""
+    return list(self.train_ops) + ([self.loss] if self.loss else [])
 
 
 class OpGraph:
@@ -383,17 +388,21 @@ class OpGraph:
     only these cost time in a step. All True when no train op or loss is
     known.
     """
-    roots = [self.index[n] for n in self.fetches.train_ops if n in self.index]
-    if self.fetches.loss:
-      loss_op = self.fetches.loss.split(":")[0]
-      if loss_op in self.index:
-        roots.append(self.index[loss_op])
-    if not roots:
-      return np.ones(self.num_ops, dtype=bool)
+    mask = self.ancestors(self.fetches.step_roots)
+    return mask if mask.any() else np.ones(self.num_ops, dtype=bool)
+
+  def ancestors(self, names: Iterable[str]) -> np.ndarray:
+    """bool [M]: the named ops (op or tensor names, "^op" too; names not
+    in the graph are skipped) and all their ancestors over data and
+    control edges."""
     ptr, pred = self.predecessors_csr
     seen = np.zeros(self.num_ops, dtype=bool)
-    seen[roots] = True
-    stack = list(roots)
+    stack = []
+    for name in names:
+      i = self.index.get(name.lstrip("^").split(":")[0])
+      if i is not None and not seen[i]:
+        seen[i] = True
+        stack.append(i)
     while stack:
       i = stack.pop()
       for j in pred[ptr[i]:ptr[i + 1]]:

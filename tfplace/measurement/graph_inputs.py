@@ -17,7 +17,7 @@ pipelines, read from the graph.
 """
 
 import dataclasses
-from typing import Iterable, List, Optional, Set, Tuple
+from typing import List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -86,26 +86,6 @@ class Pipelines:
     return bool(self.sources)
 
 
-def ancestors(graph: OpGraph, names: Iterable[str]) -> np.ndarray:
-  """bool [M]: the named ops (op or tensor names) and all their ancestors
-  over data and control edges."""
-  ptr, pred = graph.predecessors_csr
-  seen = np.zeros(graph.num_ops, dtype=bool)
-  stack = []
-  for name in names:
-    i = graph.index.get(name.lstrip("^").split(":")[0])
-    if i is not None and not seen[i]:
-      seen[i] = True
-      stack.append(i)
-  while stack:
-    i = stack.pop()
-    for j in pred[ptr[i]:ptr[i + 1]]:
-      if not seen[j]:
-        seen[j] = True
-        stack.append(j)
-  return seen
-
-
 def _node_inputs(graph: OpGraph) -> List[List[str]]:
   """Per op, its data input op names (GraphDef order)."""
   out = []
@@ -129,15 +109,10 @@ def step_fetches(graph: OpGraph) -> StepFetches:
   return StepFetches(train_ops=train_ops, loss=fetches.loss, init_ops=init)
 
 
-def step_roots(fetches: StepFetches) -> List[str]:
-  """The op names a step runs: train ops and the loss."""
-  return list(fetches.train_ops) + ([fetches.loss] if fetches.loss else [])
-
-
 def pipelines(graph: OpGraph, fetches: StepFetches) -> Pipelines:
   """The tf.data iterators, queues and lookup tables the step reads."""
-  step = ancestors(graph, step_roots(fetches))
-  initialized = ancestors(graph, fetches.init_ops)
+  step = graph.ancestors(fetches.step_roots)
+  initialized = graph.ancestors(fetches.init_ops)
   inputs = _node_inputs(graph)
   init_ops, enqueue, queues, sources = [], [], [], []
   for i, op in enumerate(graph.ops):
@@ -169,7 +144,7 @@ def pipelines(graph: OpGraph, fetches: StepFetches) -> Pipelines:
 def reads_pipeline(graph: OpGraph, fetches: StepFetches) -> bool:
   """True if the step takes a batch from an iterator or a queue (its first
   run fills the pipeline's buffers)."""
-  step = ancestors(graph, step_roots(fetches))
+  step = graph.ancestors(fetches.step_roots)
   return any(step[i] and (op.type in _GET_NEXT_OPS
                           or op.type.startswith(_DEQUEUE_PREFIX))
              for i, op in enumerate(graph.ops))
@@ -178,7 +153,7 @@ def reads_pipeline(graph: OpGraph, fetches: StepFetches) -> bool:
 def needed_names(graph: OpGraph, fetches: StepFetches,
                  pipes: Pipelines) -> np.ndarray:
   """bool [M]: ops any run of the measurement may execute."""
-  return ancestors(graph, step_roots(fetches) + list(fetches.init_ops)
+  return graph.ancestors(fetches.step_roots + list(fetches.init_ops)
                    + list(pipes.init_ops) + list(pipes.enqueue_ops))
 
 
