@@ -83,7 +83,7 @@ _INIT = flags.DEFINE_string(
     "init)")
 _SEED = flags.DEFINE_integer(
     "seed", None, "random seed for the placer (hash, min-cut, searches and "
-    "learned placers; the others are deterministic)")
+    "learned placers; the others are deterministic)", lower_bound=0)
 _COST_MODEL = flags.DEFINE_string(
     "cost_model", None, "op cost model: analytical, grappler or calibrated "
     "(default: analytical, or calibrated when --calibration is given)")
