@@ -108,3 +108,20 @@ def test_mars_reports_its_pretraining_and_can_skip_it(tmp_path):
   run = run_placer(problem, get_placer("mars", {**options,
                                                 "pretrain_steps": 0}), seed=0)
   assert "pretrain" not in run.placement.metadata.extra["search"]
+
+
+def test_mars_resume_without_a_checkpoint_still_pretrains(tmp_path):
+  # `resume` on a logdir with no checkpoint (a new one, or a search stopped
+  # during pre-training) starts fresh: it pre-trains, as a fresh search does.
+  # It skipped pre-training, and the encoder never learned.
+  problem = lib.chain_problem()
+  options = {"agent": "reinforce", "max_samples": 32, "batch_size": 32,
+             "hidden": 8, "progress": False, "pretrain_steps": 20,
+             "pretrain_patience": 20, "resume": True,
+             "logdir": str(tmp_path / "fresh")}
+  run = run_placer(problem, get_placer("mars", options), seed=0)
+  assert run.placement.metadata.extra["search"]["pretrain"]["steps"] == 20
+  # With its checkpoint, a resumed search restores the encoder instead.
+  run = run_placer(problem, get_placer("mars", {**options,
+                                                "max_samples": 64}), seed=0)
+  assert "pretrain" not in run.placement.metadata.extra["search"]

@@ -76,6 +76,12 @@ def _differences(old: Dict[str, object], new: Dict[str, object]) -> str:
                    for k in keys if old.get(k) != new.get(k))
 
 
+def has_checkpoint(logdir: Optional[str]) -> bool:
+  """Whether `logdir` holds a search checkpoint (what `resume` restores)."""
+  return bool(logdir) and tf.train.latest_checkpoint(
+      os.path.join(logdir, CHECKPOINT_DIR)) is not None
+
+
 def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
                       restart: bool, **objects) -> common.Checkpointer:
   """The checkpointer of `logdir`, restored when resuming (see the rules).
@@ -92,7 +98,7 @@ def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
       is for another problem or cannot be read (unless `restart`).
   """
   ckpt_dir = os.path.join(logdir, CHECKPOINT_DIR)
-  exists = tf.train.latest_checkpoint(ckpt_dir) is not None
+  exists = has_checkpoint(logdir)
   sig_path = os.path.join(logdir, SIGNATURE_FILE)
   signature = json.loads(json.dumps(signature))
   if exists and not resume and not restart:
