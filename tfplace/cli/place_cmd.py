@@ -240,6 +240,8 @@ def _search_line(search: dict) -> str:
           f"({search.get('start')}), best {ms(search.get('step_time_s'))} "
           f"after {search.get('evaluations')} evaluations in "
           f"{search.get('seconds')} s ({search.get('evaluations_per_s')}/s)")
+  if search.get("returned_start"):
+    line += " - no faster than the start, so the start was written"
   if search.get("gap") is not None:
     line += f"; CP-SAT gap {search['gap']:.1%} ({search.get('solver_status')})"
   stages = search.get("stages") or ()
