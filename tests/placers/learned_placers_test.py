@@ -24,7 +24,8 @@ def test_registered_as_learned_with_options():
     get_placer("colocrl", "agent=dqn")
   with pytest.raises(PlacementError, match="no option num_groups"):
     get_placer("colocrl", "num_groups=3")
-  with pytest.raises(PlacementError, match="resume needs a logdir"):
+  with pytest.raises(PlacementError, match="resume needs a logdir: give "
+                     "--logdir DIR"):
     get_placer("hierarchical", "resume=true")
   assert get_placer("colocrl", "reexplore_after=7").options.reexplore_after == 7
   with pytest.raises(PlacementError, match="reexplore_after must be >= 0"):
@@ -125,3 +126,20 @@ def test_mars_resume_without_a_checkpoint_still_pretrains(tmp_path):
   run = run_placer(problem, get_placer("mars", {**options,
                                                 "max_samples": 64}), seed=0)
   assert "pretrain" not in run.placement.metadata.extra["search"]
+
+
+def test_bad_sample_options_and_a_logdir_that_is_a_file_are_named(tmp_path):
+  # "max_samples and batch_size must be >= 1" named neither the bad one nor
+  # its value; a logdir that is a file failed with "cannot write
+  # .../search.json: File exists".
+  with pytest.raises(PlacementError, match="option batch_size must be >= 1, "
+                     "got 0"):
+    get_placer("colocrl", "batch_size=0")
+  with pytest.raises(PlacementError, match="option max_samples must be >= 1, "
+                     "got -2"):
+    get_placer("mars", "max_samples=-2")
+  a_file = tmp_path / "p.json"
+  a_file.write_text("{}")
+  with pytest.raises(PlacementError, match="logdir .*p.json is a file"):
+    get_placer("gdp", {"logdir": str(a_file)})
+  assert a_file.read_text() == "{}"

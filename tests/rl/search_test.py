@@ -181,9 +181,11 @@ def test_checkpoint_of_another_problem_is_refused(two_groups, chains,
   search(two_groups, logdir, 32)
   start = np.zeros(chains.groups.num_groups, np.int32)
   setup = builders.colocrl_setup(chains, start, 100.0, ENV)
-  with pytest.raises(PlacementError, match="another problem.*graph"):
+  with pytest.raises(PlacementError, match="another problem.*graph") as e:
     run_search(setup, AgentConfig(), SearchConfig(
         budget_s=10, max_samples=32, logdir=logdir, resume=True, **EAGER))
+  # How to discard it, in words a CLI user can type ("restart" alone was not).
+  assert "--placer_options restart=true" in str(e.value)
 
 
 def test_corrupted_checkpoint_is_an_error_unless_restart(two_groups,
@@ -194,8 +196,9 @@ def test_corrupted_checkpoint_is_an_error_unless_restart(two_groups,
                                             "ckpt-*.data*")):
     with open(path, "wb") as f:
       f.write(b"not a checkpoint")
-  with pytest.raises(PlacementError, match="cannot read the checkpoint"):
+  with pytest.raises(PlacementError, match="cannot read the checkpoint") as e:
     search(two_groups, logdir, 64, resume=True)
+  assert "--placer_options restart=true" in str(e.value)
   fresh = search(two_groups, logdir, 64, resume=True, restart=True)
   assert not fresh.resumed and fresh.samples == 64
 

@@ -97,13 +97,22 @@ class LearnedOptions:
         raise PlacementError(f"option {name} must be one of {list(valid)}, "
                              f"got {getattr(self, name)!r}")
     Budget(seconds=self.budget_s)  # Raises on a bad budget.
-    if self.max_samples < 1 or self.batch_size < 1:
-      raise PlacementError("max_samples and batch_size must be >= 1")
+    for name in ("max_samples", "batch_size"):
+      if getattr(self, name) < 1:
+        raise PlacementError(
+            f"option {name} must be >= 1, got {getattr(self, name)}")
     if self.reexplore_after < 0:
       raise PlacementError(
           f"option reexplore_after must be >= 0, got {self.reexplore_after}")
     if self.resume and not self.logdir:
-      raise PlacementError("resume needs a logdir")
+      raise PlacementError("resume needs a logdir: give --logdir DIR (the "
+                           "option logdir), the folder of the search to "
+                           "continue")
+    if self.logdir and os.path.exists(self.logdir) and not os.path.isdir(
+        self.logdir):
+      raise PlacementError(f"logdir {self.logdir} is a file: give a folder "
+                           "for the search's checkpoints, curves and best "
+                           "placement")
 
 
 LearnedOptions.__doc__ = ("Options of a learned placer.\n\n  Attributes:" +

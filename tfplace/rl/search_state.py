@@ -111,7 +111,8 @@ def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
     raise PlacementError(
         f"the checkpoint in {logdir} is for another problem ("
         f"{_differences(old or {}, signature)}); use another --logdir, or "
-        f"restart to discard it")
+        f"discard it with the option restart=true (--placer_options "
+        f"restart=true)")
   if restart and (exists or old is not None) and (not same or not resume):
     logging.warning("discarding the checkpoint in %s (restart)", logdir)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
@@ -124,7 +125,8 @@ def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
     if not restart:
       raise PlacementError(
           f"cannot read the checkpoint in {ckpt_dir} ({type(e).__name__}: "
-          f"{str(e).splitlines()[0][:200]}); restart to discard it") from None
+          f"{str(e).splitlines()[0][:200]}); discard it with the option "
+          f"restart=true (--placer_options restart=true)") from None
     logging.warning("discarding the unreadable checkpoint in %s", ckpt_dir)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
     checkpointer = common.Checkpointer(ckpt_dir, max_to_keep=2, **objects)
