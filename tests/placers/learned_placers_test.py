@@ -4,10 +4,12 @@ import tfplace  # noqa: F401  (before TensorFlow)
 
 import json
 import os
+import signal
 
 import pytest
 import search_testlib as lib
 
+from tfplace import interrupts
 from tfplace.errors import PlacementError
 from tfplace.pipeline import run_placer
 from tfplace.placers.base import PlacerKind
@@ -143,3 +145,30 @@ def test_bad_sample_options_and_a_logdir_that_is_a_file_are_named(tmp_path):
   with pytest.raises(PlacementError, match="logdir .*p.json is a file"):
     get_placer("gdp", {"logdir": str(a_file)})
   assert a_file.read_text() == "{}"
+
+
+def test_gdp_stopped_by_ctrl_c_returns_its_best_and_saves_its_network(
+    tmp_path):
+  # Saving the network after a Ctrl-C raised Interrupted: `tfplace place`
+  # wrote no placement at all, and the logdir kept weights without the
+  # sizes.json that `pretrained=` needs.
+  problem = lib.chain_problem()
+  simulate = problem.simulate_groups
+
+  def interrupting(devices):
+    if len(devices) > 1:  # A batch of the search, not the start.
+      os.kill(os.getpid(), signal.SIGINT)
+    return simulate(devices)
+
+  problem.simulate_groups = interrupting
+  logdir = str(tmp_path / "gdp")
+  try:
+    run = run_placer(problem, get_placer("gdp", {
+        "budget_s": 600, "max_samples": 10_000, "hidden": 8, "heads": 2,
+        "init": "m_etf", "logdir": logdir, "progress": False}), seed=0)
+    assert interrupts.interrupted()
+  finally:
+    interrupts.clear()
+  search = run.placement.metadata.extra["search"]
+  assert search["interrupted"] and run.feasible
+  assert os.path.exists(os.path.join(logdir, "network", "sizes.json"))

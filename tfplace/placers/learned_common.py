@@ -19,6 +19,7 @@ from typing import Optional
 import numpy as np
 from absl import logging
 
+from tfplace import interrupts
 from tfplace.errors import PlacementError
 from tfplace.placement import Placement
 from tfplace.placers.base import Placer, PlacerKind
@@ -158,7 +159,8 @@ class LearnedPlacer(Placer):
     before = self.before_search(setup, seed)
     result = run_search(setup, self.agent_config(),
                         search_config(self.options), seed)
-    self.after_search(setup)
+    with interrupts.writes_allowed():  # A search stopped by Ctrl-C too.
+      self.after_search(setup)
     placement = problem.placement(result.best_devices, placer=self.name)
     summary = {**result.summary(start), **(before or {})}
     return placement.with_metadata(extra={"search": summary})
