@@ -152,6 +152,20 @@ def test_resume_with_another_network_width_is_refused_by_name(two_groups,
         budget_s=600, max_samples=64, logdir=logdir, resume=True, **EAGER))
 
 
+def test_resume_with_another_agent_is_refused_by_name(two_groups, tmp_path):
+  # A REINFORCE checkpoint resumed by PPO restored in part, with TF's
+  # "Value in checkpoint could not be found" warnings, and went on.
+  logdir = str(tmp_path / "run")
+  search(two_groups, logdir, 32)
+  with pytest.raises(PlacementError, match="another problem.*agent: "
+                     "checkpoint 'reinforce', now 'ppo'"):
+    run_search(two_group_setup(two_groups, "ppo"),
+               AgentConfig(kind="ppo", lr=0.1),
+               SearchConfig(budget_s=600, max_samples=64, logdir=logdir,
+                            resume=True, **EAGER), seed=0)
+  assert search(two_groups, logdir, 64, resume=True).samples == 64
+
+
 def test_checkpoint_written_before_the_width_was_recorded_resumes(
     two_groups, tmp_path):
   import json
@@ -160,12 +174,13 @@ def test_checkpoint_written_before_the_width_was_recorded_resumes(
   path = os.path.join(logdir, "search.json")
   with open(path) as f:
     old = json.load(f)
-  del old["hidden"]
+  del old["hidden"], old["agent"]
   with open(path, "w") as f:
     json.dump(old, f)
   assert search(two_groups, logdir, 64, resume=True).samples == 64
   with open(path) as f:
-    assert json.load(f)["hidden"] == ENV.hidden
+    saved = json.load(f)
+  assert saved["hidden"] == ENV.hidden and saved["agent"] == "reinforce"
 
 
 def test_existing_checkpoint_needs_resume(two_groups, tmp_path):

@@ -59,7 +59,7 @@ def _read_signature(path: str) -> Optional[Dict[str, object]]:
 
 # Signature keys added after checkpoints were first written: a checkpoint
 # without one is taken to match (its reader still refuses other shapes).
-ADDED_KEYS = ("hidden",)
+ADDED_KEYS = ("hidden", "agent")
 
 
 def _same_problem(old: Optional[Dict[str, object]],
