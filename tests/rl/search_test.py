@@ -141,6 +141,22 @@ def test_resumed_search_continues_its_step_counter(two_groups, tmp_path):
   assert tf.io.gfile.glob(os.path.join(logdir, "summaries", "*"))
 
 
+def test_resuming_a_finished_search_keeps_its_checkpoint_whole(two_groups,
+                                                              tmp_path):
+  # A resume whose budget was spent saved the checkpoint again without the
+  # agent's optimizer state (never built: no train step), so the next
+  # resume started Adam afresh.
+  logdir = str(tmp_path / "run")
+  search(two_groups, logdir, 64)
+  ckpt_dir = os.path.join(logdir, "checkpoints")
+  before = tf.train.list_variables(tf.train.latest_checkpoint(ckpt_dir))
+  again = search(two_groups, logdir, 64, resume=True)
+  assert again.resumed and again.samples == 64 and again.train_steps == 2
+  after = tf.train.list_variables(tf.train.latest_checkpoint(ckpt_dir))
+  assert after == before
+  assert search(two_groups, logdir, 128, resume=True).train_steps == 4
+
+
 def test_resume_with_another_network_width_is_refused_by_name(two_groups,
                                                               tmp_path):
   logdir = str(tmp_path / "run")
