@@ -34,7 +34,6 @@ from tfplace.experiments.compare_placers import (BASELINE_PLACERS,
                                                   require_best)
 from tfplace.graph.graph_io import write_graph_file
 from tfplace.io_utils import atomic_write
-from tfplace.models.registry import build_model, list_models
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", "inception_v3",
@@ -51,6 +50,8 @@ flags.DEFINE_string("out_dir", "out", "where to write the results")
 
 def run(model: str, cluster_name: str, placers, out_dir: str,
         searches=(), budget_s: float = 60.0) -> None:
+  # TensorFlow loads here, inside run_app's quiet stderr (its start-up lines).
+  from tfplace.models.registry import build_model, list_models
   if model not in list_models():
     raise TfplaceError(f"unknown model {model!r}; choose from {list_models()}")
   if os.path.exists(out_dir) and not os.path.isdir(out_dir):
