@@ -42,8 +42,8 @@ flags.DEFINE_string("cluster", "k80x4", "cluster preset name or JSON path")
 flags.DEFINE_list("placers", list(BASELINE_PLACERS),
                   "placer names (default: every one-pass baseline)")
 flags.DEFINE_list("searches", list(SEARCH_PLACERS),
-                  "search (or learned: colocrl, hierarchical) placers, "
-                  "started from the best of --placers")
+                  "search (or learned: colocrl, hierarchical, placeto, gdp, "
+                  "mars) placers, started from the best of --placers")
 flags.DEFINE_float("budget_s", 60.0, "seconds each search may take")
 flags.DEFINE_string("out_dir", "out", "where to write the results")
 

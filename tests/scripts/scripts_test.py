@@ -58,6 +58,14 @@ def test_main_job_refuses_an_out_dir_that_is_a_file_before_any_work(
   assert out.read_text() == "keep"
 
 
+def test_main_job_help_names_every_learned_placer_it_runs(tmp_path):
+  # --searches runs placeto, gdp and mars too; its help named two.
+  run = _run([os.path.join(SCRIPTS, "place_model.py"), "--helpshort"],
+             cwd=tmp_path)
+  help_text = " ".join((run.stdout + run.stderr).split())
+  assert "colocrl, hierarchical, placeto, gdp, mars" in help_text, help_text
+
+
 def test_main_job_rejects_an_unknown_model(tmp_path):
   run = _run([os.path.join(SCRIPTS, "place_model.py"), "--model", "nosuch",
               "--out_dir", str(tmp_path / "out")], cwd=tmp_path)
