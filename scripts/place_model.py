@@ -42,8 +42,8 @@ flags.DEFINE_string("cluster", "k80x4", "cluster preset name or JSON path")
 flags.DEFINE_list("placers", list(BASELINE_PLACERS),
                   "placer names (default: every one-pass baseline)")
 flags.DEFINE_list("searches", list(SEARCH_PLACERS),
-                  "search (or learned: colocrl, hierarchical) placers, "
-                  "started from the best of --placers")
+                  "search (or learned: colocrl, hierarchical, placeto, gdp, "
+                  "mars) placers, started from the best of --placers")
 flags.DEFINE_float("budget_s", 60.0, "seconds each search may take")
 flags.DEFINE_string("out_dir", "out", "where to write the results")
 
@@ -52,6 +52,10 @@ def run(model: str, cluster_name: str, placers, out_dir: str,
         searches=(), budget_s: float = 60.0) -> None:
   if model not in list_models():
     raise TfplaceError(f"unknown model {model!r}; choose from {list_models()}")
+  if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+    raise TfplaceError(f"--out_dir {out_dir} is a file: give a folder for "
+                       "best_placement.json, placed_graph.pb and "
+                       "comparison.json")
   cluster = load_cluster(cluster_name)
   placers = list(placers) or list(BASELINE_PLACERS)
   logging.info("building %s", model)
@@ -71,8 +75,8 @@ def run(model: str, cluster_name: str, placers, out_dir: str,
                    best.placement.to_graph_def(graph))
   atomic_write(os.path.join(out_dir, "comparison.json"),
                json.dumps(comparison.to_dict(), indent=1))
-  print(f"best: {best.placer}, {best.step_time_s * 1e3:.1f} ms per step "
-        f"(lower bound {comparison.lower_bound_s * 1e3:.1f} ms); wrote "
+  print(f"best: {best.placer}, {best.step_time_s * 1e3:.4g} ms per step "
+        f"(lower bound {comparison.lower_bound_s * 1e3:.4g} ms); wrote "
         f"{out_dir}/best_placement.json and {out_dir}/placed_graph.pb")
 
 

@@ -93,8 +93,11 @@ def test_malformed_device_string_is_rejected():
 def test_bad_files_are_rejected(tmp_path, text, message):
   path = tmp_path / "p.json"
   path.write_text(text)
-  with pytest.raises(PlacementError, match=message):
+  with pytest.raises(PlacementError, match=message) as e:
     Placement.load(str(path))
+  # The file is named: "placement JSON must be an object ..." did not say
+  # which (a cluster JSON given as --placement).
+  assert str(path) in str(e.value)
   with pytest.raises(PlacementError, match="no such placement file"):
     Placement.load(str(tmp_path / "missing.json"))
 

@@ -199,7 +199,11 @@ class Placement:
 
   @classmethod
   def load(cls, path: str) -> "Placement":
-    return cls.from_dict(read_json(path, "placement", PlacementError))
+    data = read_json(path, "placement", PlacementError)
+    try:
+      return cls.from_dict(data)
+    except PlacementError as e:  # Which file (a cluster JSON given instead?).
+      raise PlacementError(f"{path}: {e}") from None
 
   def device_counts(self) -> Dict[str, int]:
     counts: Dict[str, int] = {}

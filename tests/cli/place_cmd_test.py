@@ -132,3 +132,13 @@ def test_seed_on_a_deterministic_placer_is_a_warning(tmp_path):
              "--out", str(tmp_path / "h.json"))
   assert proc.returncode == 0, proc.stderr
   assert "--seed has no effect" not in proc.stderr
+
+
+def test_a_negative_seed_is_one_error_line(tmp_path):
+  # numpy refused it deep in the search with a ValueError traceback.
+  out = tmp_path / "p.json"
+  proc = run(GRAPH, "--cluster", "k80x2", "--placer", "local_search",
+             "--budget_s", "1", "--seed", "-1", "--out", str(out))
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr and "--seed=-1" in proc.stderr
+  assert not out.exists()

@@ -153,3 +153,17 @@ def test_the_search_line_names_each_stage():
                        "colocation groups (400): 100.000 ms after 20 "
                        "evaluations")
   assert "units" not in _search_line(dict(search, stages=[]))
+
+
+def test_the_search_line_says_when_the_start_was_written():
+  # cp_sat printed "start 35.870 ms (critical_path ...), best 35.893 ms" and
+  # wrote the start: the line read as if a slower placement was written.
+  from tfplace.cli.place_cmd import _search_line
+  search = {"start_step_time_s": 0.03587, "start": "critical_path",
+            "step_time_s": 0.035893, "evaluations": 45, "seconds": 0.9,
+            "evaluations_per_s": 50.0, "returned_start": True}
+  line = _search_line(search)
+  assert "best 35.893 ms" in line
+  assert "no faster than the start, so the start was written" in line
+  assert "start was written" not in _search_line(
+      dict(search, step_time_s=0.03, returned_start=False))

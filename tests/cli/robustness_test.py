@@ -193,6 +193,17 @@ def test_only_tensorflows_pre_init_noise_is_filtered():
   assert not f.keep("Starting to trace for 1148 ms. Remaining attempt(s): 0\n")
   assert f.keep("Starting to trace for a while\n")
   assert f.keep("tfplace place: error: unknown placer\n")
+  # The gym package's notice, printed when tf-agents imports it (every
+  # learned placer's run began with it).
+  for line in ("Gym has been unmaintained since 2022 and does not support "
+               "NumPy 2.0 amongst other critical functionality.",
+               "Please upgrade to Gymnasium, the maintained drop-in "
+               "replacement of Gym, or contact the authors of your software "
+               "and request that they upgrade.",
+               "See the migration guide at https://gymnasium.farama.org/"
+               "introduction/migration_guide/ for additional information."):
+    assert not f.keep(line + "\n")
+  assert f.keep("Gym has been great\n")
 
 
 def test_a_reader_that_stops_reading_ends_the_run_quietly():

@@ -85,8 +85,9 @@ def test_benchmark_spread_round_trips_and_old_files_have_none(tmp_path):
 def test_malformed_calibration_raises(tmp_path, data):
   path = tmp_path / "cal.json"
   path.write_text(json.dumps(data))
-  with pytest.raises(ClusterError):
+  with pytest.raises(ClusterError) as e:
     Calibration.load(str(path))
+  assert str(path) in str(e.value)  # Which file (--calibration cluster.json).
 
 
 def test_calibration_overheads_round_trip_and_apply(tmp_path):

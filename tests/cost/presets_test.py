@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 
 import numpy as np
 import pytest
@@ -131,3 +132,17 @@ def test_a_device_without_its_figures_names_the_missing_keys(tmp_path):
   with pytest.raises(ClusterError, match="lacks the keys \\['peak_flops', "
                      "'memory_bandwidth', 'memory_bytes'\\]"):
     presets.load_cluster(_write(tmp_path, data))
+
+
+@pytest.mark.parametrize("devices, words", [
+    # The type was dropped silently: a "GPU" named CPU:0 was costed as a CPU.
+    ([_device(type="GPU")], "type 'GPU' does not match its name, a CPU"),
+    ([_device(type="TPU")], "type 'TPU' does not match its name, a CPU"),
+    ([_device(), _device()], "lists a device twice: "
+     "/job:localhost/replica:0/task:0/device:CPU:0")])
+def test_a_device_type_against_its_name_and_a_repeated_device_are_named(
+    tmp_path, devices, words):
+  with pytest.raises(ClusterError, match=re.escape(words)):
+    presets.load_cluster(_write(tmp_path, {"devices": devices}))
+  assert presets.load_cluster(_write(tmp_path, {"devices": [
+      _device(type="cpu")]})).devices[0].type == "CPU"

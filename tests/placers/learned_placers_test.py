@@ -4,10 +4,12 @@ import tfplace  # noqa: F401  (before TensorFlow)
 
 import json
 import os
+import signal
 
 import pytest
 import search_testlib as lib
 
+from tfplace import interrupts
 from tfplace.errors import PlacementError
 from tfplace.pipeline import run_placer
 from tfplace.placers.base import PlacerKind
@@ -24,7 +26,8 @@ def test_registered_as_learned_with_options():
     get_placer("colocrl", "agent=dqn")
   with pytest.raises(PlacementError, match="no option num_groups"):
     get_placer("colocrl", "num_groups=3")
-  with pytest.raises(PlacementError, match="resume needs a logdir"):
+  with pytest.raises(PlacementError, match="resume needs a logdir: give "
+                     "--logdir DIR"):
     get_placer("hierarchical", "resume=true")
   assert get_placer("colocrl", "reexplore_after=7").options.reexplore_after == 7
   with pytest.raises(PlacementError, match="reexplore_after must be >= 0"):
@@ -108,3 +111,64 @@ def test_mars_reports_its_pretraining_and_can_skip_it(tmp_path):
   run = run_placer(problem, get_placer("mars", {**options,
                                                 "pretrain_steps": 0}), seed=0)
   assert "pretrain" not in run.placement.metadata.extra["search"]
+
+
+def test_mars_resume_without_a_checkpoint_still_pretrains(tmp_path):
+  # `resume` on a logdir with no checkpoint (a new one, or a search stopped
+  # during pre-training) starts fresh: it pre-trains, as a fresh search does.
+  # It skipped pre-training, and the encoder never learned.
+  problem = lib.chain_problem()
+  options = {"agent": "reinforce", "max_samples": 32, "batch_size": 32,
+             "hidden": 8, "progress": False, "pretrain_steps": 20,
+             "pretrain_patience": 20, "resume": True,
+             "logdir": str(tmp_path / "fresh")}
+  run = run_placer(problem, get_placer("mars", options), seed=0)
+  assert run.placement.metadata.extra["search"]["pretrain"]["steps"] == 20
+  # With its checkpoint, a resumed search restores the encoder instead.
+  run = run_placer(problem, get_placer("mars", {**options,
+                                                "max_samples": 64}), seed=0)
+  assert "pretrain" not in run.placement.metadata.extra["search"]
+
+
+def test_bad_sample_options_and_a_logdir_that_is_a_file_are_named(tmp_path):
+  # "max_samples and batch_size must be >= 1" named neither the bad one nor
+  # its value; a logdir that is a file failed with "cannot write
+  # .../search.json: File exists".
+  with pytest.raises(PlacementError, match="option batch_size must be >= 1, "
+                     "got 0"):
+    get_placer("colocrl", "batch_size=0")
+  with pytest.raises(PlacementError, match="option max_samples must be >= 1, "
+                     "got -2"):
+    get_placer("mars", "max_samples=-2")
+  a_file = tmp_path / "p.json"
+  a_file.write_text("{}")
+  with pytest.raises(PlacementError, match="logdir .*p.json is a file"):
+    get_placer("gdp", {"logdir": str(a_file)})
+  assert a_file.read_text() == "{}"
+
+
+def test_gdp_stopped_by_ctrl_c_returns_its_best_and_saves_its_network(
+    tmp_path):
+  # Saving the network after a Ctrl-C raised Interrupted: `tfplace place`
+  # wrote no placement at all, and the logdir kept weights without the
+  # sizes.json that `pretrained=` needs.
+  problem = lib.chain_problem()
+  simulate = problem.simulate_groups
+
+  def interrupting(devices):
+    if len(devices) > 1:  # A batch of the search, not the start.
+      os.kill(os.getpid(), signal.SIGINT)
+    return simulate(devices)
+
+  problem.simulate_groups = interrupting
+  logdir = str(tmp_path / "gdp")
+  try:
+    run = run_placer(problem, get_placer("gdp", {
+        "budget_s": 600, "max_samples": 10_000, "hidden": 8, "heads": 2,
+        "init": "m_etf", "logdir": logdir, "progress": False}), seed=0)
+    assert interrupts.interrupted()
+  finally:
+    interrupts.clear()
+  search = run.placement.metadata.extra["search"]
+  assert search["interrupted"] and run.feasible
+  assert os.path.exists(os.path.join(logdir, "network", "sizes.json"))

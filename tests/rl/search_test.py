@@ -141,6 +141,22 @@ def test_resumed_search_continues_its_step_counter(two_groups, tmp_path):
   assert tf.io.gfile.glob(os.path.join(logdir, "summaries", "*"))
 
 
+def test_resuming_a_finished_search_keeps_its_checkpoint_whole(two_groups,
+                                                              tmp_path):
+  # A resume whose budget was spent saved the checkpoint again without the
+  # agent's optimizer state (never built: no train step), so the next
+  # resume started Adam afresh.
+  logdir = str(tmp_path / "run")
+  search(two_groups, logdir, 64)
+  ckpt_dir = os.path.join(logdir, "checkpoints")
+  before = tf.train.list_variables(tf.train.latest_checkpoint(ckpt_dir))
+  again = search(two_groups, logdir, 64, resume=True)
+  assert again.resumed and again.samples == 64 and again.train_steps == 2
+  after = tf.train.list_variables(tf.train.latest_checkpoint(ckpt_dir))
+  assert after == before
+  assert search(two_groups, logdir, 128, resume=True).train_steps == 4
+
+
 def test_resume_with_another_network_width_is_refused_by_name(two_groups,
                                                               tmp_path):
   logdir = str(tmp_path / "run")
@@ -152,6 +168,20 @@ def test_resume_with_another_network_width_is_refused_by_name(two_groups,
         budget_s=600, max_samples=64, logdir=logdir, resume=True, **EAGER))
 
 
+def test_resume_with_another_agent_is_refused_by_name(two_groups, tmp_path):
+  # A REINFORCE checkpoint resumed by PPO restored in part, with TF's
+  # "Value in checkpoint could not be found" warnings, and went on.
+  logdir = str(tmp_path / "run")
+  search(two_groups, logdir, 32)
+  with pytest.raises(PlacementError, match="another problem.*agent: "
+                     "checkpoint 'reinforce', now 'ppo'"):
+    run_search(two_group_setup(two_groups, "ppo"),
+               AgentConfig(kind="ppo", lr=0.1),
+               SearchConfig(budget_s=600, max_samples=64, logdir=logdir,
+                            resume=True, **EAGER), seed=0)
+  assert search(two_groups, logdir, 64, resume=True).samples == 64
+
+
 def test_checkpoint_written_before_the_width_was_recorded_resumes(
     two_groups, tmp_path):
   import json
@@ -160,12 +190,13 @@ def test_checkpoint_written_before_the_width_was_recorded_resumes(
   path = os.path.join(logdir, "search.json")
   with open(path) as f:
     old = json.load(f)
-  del old["hidden"]
+  del old["hidden"], old["agent"]
   with open(path, "w") as f:
     json.dump(old, f)
   assert search(two_groups, logdir, 64, resume=True).samples == 64
   with open(path) as f:
-    assert json.load(f)["hidden"] == ENV.hidden
+    saved = json.load(f)
+  assert saved["hidden"] == ENV.hidden and saved["agent"] == "reinforce"
 
 
 def test_existing_checkpoint_needs_resume(two_groups, tmp_path):
@@ -181,9 +212,11 @@ def test_checkpoint_of_another_problem_is_refused(two_groups, chains,
   search(two_groups, logdir, 32)
   start = np.zeros(chains.groups.num_groups, np.int32)
   setup = builders.colocrl_setup(chains, start, 100.0, ENV)
-  with pytest.raises(PlacementError, match="another problem.*graph"):
+  with pytest.raises(PlacementError, match="another problem.*graph") as e:
     run_search(setup, AgentConfig(), SearchConfig(
         budget_s=10, max_samples=32, logdir=logdir, resume=True, **EAGER))
+  # How to discard it, in words a CLI user can type ("restart" alone was not).
+  assert "--placer_options restart=true" in str(e.value)
 
 
 def test_corrupted_checkpoint_is_an_error_unless_restart(two_groups,
@@ -194,8 +227,9 @@ def test_corrupted_checkpoint_is_an_error_unless_restart(two_groups,
                                             "ckpt-*.data*")):
     with open(path, "wb") as f:
       f.write(b"not a checkpoint")
-  with pytest.raises(PlacementError, match="cannot read the checkpoint"):
+  with pytest.raises(PlacementError, match="cannot read the checkpoint") as e:
     search(two_groups, logdir, 64, resume=True)
+  assert "--placer_options restart=true" in str(e.value)
   fresh = search(two_groups, logdir, 64, resume=True, restart=True)
   assert not fresh.resumed and fresh.samples == 64
 

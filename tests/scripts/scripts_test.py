@@ -36,7 +36,35 @@ def test_main_job_writes_the_best_placement(tmp_path):
   assert best["metadata"]["placer"] == comparison["best_placer"]
   assert (out / "placed_graph.pb").stat().st_size > 0
   assert "best: " + comparison["best_placer"] in run.stdout
-  assert "0000 00:00" not in run.stderr, run.stderr[-2000:]  # TF start-up.
+  # TensorFlow's start-up lines stay off a plain run (they came before
+  # run_app's filter, from a module-level import).
+  assert "0000 00:00" not in run.stderr, run.stderr[-2000:]
+  assert "absl::InitializeLog" not in run.stderr, run.stderr[-2000:]
+  # Four significant digits: a 0.23 ms step was "0.2 ms (lower bound 0.2 ms)".
+  best_ms = f"{times[comparison['best_placer']] * 1e3:.4g} ms per step"
+  assert best_ms in run.stdout, run.stdout
+
+
+def test_main_job_refuses_an_out_dir_that_is_a_file_before_any_work(
+    tmp_path):
+  # It placed with every placer, then died on os.makedirs with a traceback.
+  out = tmp_path / "out"
+  out.write_text("keep")
+  run = _run([os.path.join(SCRIPTS, "place_model.py"), "--model", "mlp_towers",
+              "--cluster", "k80x2", "--placers", "m_etf", "--searches=",
+              "--out_dir", str(out)], cwd=tmp_path)
+  assert run.returncode == 2, run.stderr[-2000:]
+  assert "Traceback" not in run.stderr and "--out_dir" in run.stderr
+  assert "is a file" in run.stderr and "best:" not in run.stdout
+  assert out.read_text() == "keep"
+
+
+def test_main_job_help_names_every_learned_placer_it_runs(tmp_path):
+  # --searches runs placeto, gdp and mars too; its help named two.
+  run = _run([os.path.join(SCRIPTS, "place_model.py"), "--helpshort"],
+             cwd=tmp_path)
+  help_text = " ".join((run.stdout + run.stderr).split())
+  assert "colocrl, hierarchical, placeto, gdp, mars" in help_text, help_text
 
 
 def test_main_job_rejects_an_unknown_model(tmp_path):

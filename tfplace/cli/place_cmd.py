@@ -83,7 +83,7 @@ _INIT = flags.DEFINE_string(
     "init)")
 _SEED = flags.DEFINE_integer(
     "seed", None, "random seed for the placer (hash, min-cut, searches and "
-    "learned placers; the others are deterministic)")
+    "learned placers; the others are deterministic)", lower_bound=0)
 _COST_MODEL = flags.DEFINE_string(
     "cost_model", None, "op cost model: analytical, grappler or calibrated "
     "(default: analytical, or calibrated when --calibration is given)")
@@ -240,6 +240,8 @@ def _search_line(search: dict) -> str:
           f"({search.get('start')}), best {ms(search.get('step_time_s'))} "
           f"after {search.get('evaluations')} evaluations in "
           f"{search.get('seconds')} s ({search.get('evaluations_per_s')}/s)")
+  if search.get("returned_start"):
+    line += " - no faster than the start, so the start was written"
   if search.get("gap") is not None:
     line += f"; CP-SAT gap {search['gap']:.1%} ({search.get('solver_status')})"
   stages = search.get("stages") or ()

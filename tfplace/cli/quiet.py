@@ -14,7 +14,10 @@ lines stamped "0000 00:00" (before logging was set up), and the cuInit
 failure only after TensorFlow said it found no CUDA driver (so a real GPU
 error still shows), and the profiler client's "Starting to trace for N ms.
 Remaining attempt(s): K" before each remote capture (a measurement's
-progress bar says the same). Everything else passes unchanged;
+progress bar says the same), and the three-line notice the `gym` package
+prints when tf-agents imports it ("Gym has been unmaintained since 2022 ...
+contact the authors of your software": tfplace uses no gym environment).
+Everything else passes unchanged;
 `--verbosity 0` (or `-v 0`, or higher) turns the filter off.
 """
 
@@ -29,6 +32,11 @@ _BANNER = "WARNING: All log messages before absl::InitializeLog() is called"
 _NO_DRIVER = "Could not find cuda drivers on your machine"
 _PROFILER_START = re.compile(r"^Starting to trace for \d+ ms\. Remaining "
                              r"attempt\(s\): \d+$")
+_GYM_NOTICE = ("Gym has been unmaintained since 2022 and does not support "
+               "NumPy 2.0",
+               "Please upgrade to Gymnasium, the maintained drop-in "
+               "replacement of Gym, or contact the authors of your software",
+               "See the migration guide at https://gymnasium.farama.org/")
 _CUINIT = re.compile(r"^E0000 00:00:\S+\s+\d+ cuda_\w+\.cc:\d+\] failed call "
                      r"to cuInit")
 
@@ -43,7 +51,8 @@ class _LineFilter:
     if _NO_DRIVER in line:
       self.no_driver = True
     if (line.startswith(_BANNER) or _PRE_INIT.match(line)
-        or _PROFILER_START.match(line.rstrip("\n"))):
+        or _PROFILER_START.match(line.rstrip("\n"))
+        or line.startswith(_GYM_NOTICE)):
       return False
     return not (self.no_driver and _CUINIT.match(line))
 

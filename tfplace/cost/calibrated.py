@@ -383,7 +383,11 @@ class Calibration:
   @classmethod
   def load(cls, path: str) -> "Calibration":
     """Reads the JSON form; logs `unsteady_warning` when it has one."""
-    calibration = cls.from_dict(read_json(path, "calibration", ClusterError))
+    data = read_json(path, "calibration", ClusterError)
+    try:
+      calibration = cls.from_dict(data)
+    except ClusterError as e:  # Which file (a cluster JSON given instead?).
+      raise ClusterError(f"{path}: {e}") from None
     warning = calibration.unsteady_warning(path)
     if warning:
       logging.warning("%s", warning)

@@ -236,7 +236,9 @@ class Cluster:
           f"cluster {self.name!r}: rendezvous_transfers")
     names = [d.name for d in self.devices]
     if len(set(names)) != len(names):
-      raise ClusterError(f"cluster {self.name!r} lists a device twice")
+      twice = sorted({n for n in names if names.count(n) > 1})
+      raise ClusterError(f"cluster {self.name!r} lists a device twice: "
+                         f"{', '.join(twice)}")
     for link in self.links:
       for end in (link.src, link.dst):
         if end not in names:
@@ -332,7 +334,7 @@ class Cluster:
                          "non-empty list")
     return cls(
         name=str(data.get("name", name or "cluster")),
-        devices=tuple(_build(Device, d, "device") for d in devices),
+        devices=tuple(_build_device(d) for d in devices),
         links=tuple(_build(Link, l, "link") for l in data.get("links", [])),
         default_link=_build(LinkSpec, data.get(
             "default_link", {"latency_s": 1e-5, "bandwidth": 8e9}),
@@ -362,6 +364,17 @@ def _flag(value, what: str) -> bool:
   if not isinstance(value, bool):
     raise ClusterError(f"{what} must be true or false, got {value!r}")
   return value
+
+
+def _build_device(fields) -> Device:
+  """A device of the JSON form; its "type" must be its name's."""
+  device = _build(Device, fields, "device")
+  given = fields["type"]
+  if not isinstance(given, str) or given.upper() != device.type:
+    raise ClusterError(
+        f"device {device.name}: type {given!r} does not match its name, a "
+        f"{device.type}; the name decides the type: fix the name or the type")
+  return device
 
 
 def _build(kind, fields, what: str):

@@ -19,6 +19,7 @@ from typing import Optional
 import numpy as np
 from absl import logging
 
+from tfplace import interrupts
 from tfplace.errors import PlacementError
 from tfplace.placement import Placement
 from tfplace.placers.base import Placer, PlacerKind
@@ -97,13 +98,22 @@ class LearnedOptions:
         raise PlacementError(f"option {name} must be one of {list(valid)}, "
                              f"got {getattr(self, name)!r}")
     Budget(seconds=self.budget_s)  # Raises on a bad budget.
-    if self.max_samples < 1 or self.batch_size < 1:
-      raise PlacementError("max_samples and batch_size must be >= 1")
+    for name in ("max_samples", "batch_size"):
+      if getattr(self, name) < 1:
+        raise PlacementError(
+            f"option {name} must be >= 1, got {getattr(self, name)}")
     if self.reexplore_after < 0:
       raise PlacementError(
           f"option reexplore_after must be >= 0, got {self.reexplore_after}")
     if self.resume and not self.logdir:
-      raise PlacementError("resume needs a logdir")
+      raise PlacementError("resume needs a logdir: give --logdir DIR (the "
+                           "option logdir), the folder of the search to "
+                           "continue")
+    if self.logdir and os.path.exists(self.logdir) and not os.path.isdir(
+        self.logdir):
+      raise PlacementError(f"logdir {self.logdir} is a file: give a folder "
+                           "for the search's checkpoints, curves and best "
+                           "placement")
 
 
 LearnedOptions.__doc__ = ("Options of a learned placer.\n\n  Attributes:" +
@@ -149,7 +159,8 @@ class LearnedPlacer(Placer):
     before = self.before_search(setup, seed)
     result = run_search(setup, self.agent_config(),
                         search_config(self.options), seed)
-    self.after_search(setup)
+    with interrupts.writes_allowed():  # A search stopped by Ctrl-C too.
+      self.after_search(setup)
     placement = problem.placement(result.best_devices, placer=self.name)
     summary = {**result.summary(start), **(before or {})}
     return placement.with_metadata(extra={"search": summary})

@@ -40,7 +40,8 @@ MarsOptions.__doc__ = (
     "\n    segment_length: units per segment of the placer (each segment's"
     "\n      encoder starts from the previous segment's final decoder state)."
     "\n    pretrain_steps: the most Deep Graph Infomax steps before the search"
-    "\n      (0: no pre-training, the paper's ablation; not run on resume)."
+    "\n      (0: no pre-training, the paper's ablation; not run when resuming a"
+    "\n      checkpoint)."
     "\n    pretrain_lr: Adam's learning rate in pre-training."
     "\n    pretrain_patience: pre-training stops after this many steps without"
     "\n      a lower loss (the encoder keeps the lowest loss's weights).\n  ")
@@ -72,10 +73,12 @@ class MarsPlacer(common.LearnedPlacer):
                       {"pretrain_steps": options.pretrain_steps})
 
   def before_search(self, setup, seed):
-    options = self.options
-    if not options.pretrain_steps or options.resume:
-      return None  # (A resumed search restores the trained encoder.)
     from tfplace.rl.contrastive import pretrain
+    from tfplace.rl.search_state import has_checkpoint
+    options = self.options
+    if not options.pretrain_steps or (options.resume and
+                                      has_checkpoint(options.logdir)):
+      return None  # (A resumed search restores the trained encoder.)
     network = setup.actor_net
     report = pretrain(network.encoder, network.node_features, options.hidden,
                       options.pretrain_steps, options.pretrain_lr,

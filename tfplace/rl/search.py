@@ -246,7 +246,11 @@ def _run(loop: SearchLoop, devices: np.ndarray, step_time_s: float,
         stopped = _loop(loop, run, curve, before_s, t0)
       finally:
         env.evaluator.simulate = simulate
-  loop.save(before_s + time.time() - t0)
+  if curve or not loop.resumed:
+    # A resumed search whose budget was already spent keeps its checkpoint
+    # as it was: the agent's optimizer state is restored only when a train
+    # step builds it, so saving again would drop it.
+    loop.save(before_s + time.time() - t0)
   return learned_result(loop, stopped, curve)
 
 

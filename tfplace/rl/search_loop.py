@@ -67,8 +67,10 @@ class SearchLoop:
     self.state = SearchState(self.env.codec.num_groups)
     self.checkpointer = None
     if config.logdir:
+      # The agent joins the signature: another one's variables do not fit.
+      signature = {**setup.signature, "agent": agent_config.kind}
       self.checkpointer = open_checkpointer(
-          config.logdir, setup.signature, config.resume, config.restart,
+          config.logdir, signature, config.resume, config.restart,
           agent=self.agent, reward_stats=self.stats, search_state=self.state)
     self.resumed = int(self.state.samples.numpy()) > 0
     # What the budgets count: the whole search, or (fine_tune) this run.

@@ -59,7 +59,7 @@ def _read_signature(path: str) -> Optional[Dict[str, object]]:
 
 # Signature keys added after checkpoints were first written: a checkpoint
 # without one is taken to match (its reader still refuses other shapes).
-ADDED_KEYS = ("hidden",)
+ADDED_KEYS = ("hidden", "agent")
 
 
 def _same_problem(old: Optional[Dict[str, object]],
@@ -74,6 +74,12 @@ def _differences(old: Dict[str, object], new: Dict[str, object]) -> str:
   keys = sorted(set(old) | set(new))
   return "; ".join(f"{k}: checkpoint {old.get(k)!r}, now {new.get(k)!r}"
                    for k in keys if old.get(k) != new.get(k))
+
+
+def has_checkpoint(logdir: Optional[str]) -> bool:
+  """Whether `logdir` holds a search checkpoint (what `resume` restores)."""
+  return bool(logdir) and tf.train.latest_checkpoint(
+      os.path.join(logdir, CHECKPOINT_DIR)) is not None
 
 
 def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
@@ -92,7 +98,7 @@ def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
       is for another problem or cannot be read (unless `restart`).
   """
   ckpt_dir = os.path.join(logdir, CHECKPOINT_DIR)
-  exists = tf.train.latest_checkpoint(ckpt_dir) is not None
+  exists = has_checkpoint(logdir)
   sig_path = os.path.join(logdir, SIGNATURE_FILE)
   signature = json.loads(json.dumps(signature))
   if exists and not resume and not restart:
@@ -105,7 +111,8 @@ def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
     raise PlacementError(
         f"the checkpoint in {logdir} is for another problem ("
         f"{_differences(old or {}, signature)}); use another --logdir, or "
-        f"restart to discard it")
+        f"discard it with the option restart=true (--placer_options "
+        f"restart=true)")
   if restart and (exists or old is not None) and (not same or not resume):
     logging.warning("discarding the checkpoint in %s (restart)", logdir)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
@@ -118,7 +125,8 @@ def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
     if not restart:
       raise PlacementError(
           f"cannot read the checkpoint in {ckpt_dir} ({type(e).__name__}: "
-          f"{str(e).splitlines()[0][:200]}); restart to discard it") from None
+          f"{str(e).splitlines()[0][:200]}); discard it with the option "
+          f"restart=true (--placer_options restart=true)") from None
     logging.warning("discarding the unreadable checkpoint in %s", ckpt_dir)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
     checkpointer = common.Checkpointer(ckpt_dir, max_to_keep=2, **objects)
