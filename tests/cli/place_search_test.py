@@ -167,3 +167,12 @@ def test_the_search_line_says_when_the_start_was_written():
   assert "no faster than the start, so the start was written" in line
   assert "start was written" not in _search_line(
       dict(search, step_time_s=0.03, returned_start=False))
+
+
+def test_the_search_line_says_when_the_search_was_resumed():
+  # A resumed search looked like a fresh one, its figures over every run.
+  from tfplace.cli.place_cmd import _search_line
+  search = {"start_step_time_s": 0.2, "start": "m_etf", "step_time_s": 0.1,
+            "evaluations": 30, "seconds": 1.0, "evaluations_per_s": 30.0}
+  assert "resumed" in _search_line(dict(search, resumed=True))
+  assert "resumed" not in _search_line(dict(search, resumed=False))

@@ -3,6 +3,7 @@
 import tfplace  # noqa: F401  (before TensorFlow)
 
 import dataclasses
+import logging
 import os
 import signal
 
@@ -155,6 +156,20 @@ def test_resuming_a_finished_search_keeps_its_checkpoint_whole(two_groups,
   after = tf.train.list_variables(tf.train.latest_checkpoint(ckpt_dir))
   assert after == before
   assert search(two_groups, logdir, 128, resume=True).train_steps == 4
+
+
+def test_resume_without_a_checkpoint_says_it_starts_fresh(two_groups,
+                                                          tmp_path, caplog):
+  # A mistyped --logdir with --resume started afresh without a word.
+  logdir = str(tmp_path / "typo")
+  with caplog.at_level(logging.WARNING):
+    result = search(two_groups, logdir, 32, resume=True)
+  assert not result.resumed
+  assert f"{logdir} holds no search checkpoint to resume" in caplog.text
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    assert search(two_groups, logdir, 64, resume=True).resumed
+  assert "no search checkpoint" not in caplog.text
 
 
 def test_resume_with_another_network_width_is_refused_by_name(two_groups,

@@ -249,6 +249,8 @@ def _search_line(search: dict) -> str:
     line += "; " + ", then ".join(
         f"{stage['stage']} ({stage['groups']}): {ms(stage['step_time_s'])} "
         f"after {stage['evaluations']} evaluations" for stage in stages)
+  if search.get("resumed"):
+    line += "; resumed (the figures count every run of the search)"
   if search.get("interrupted"):
     line += "; interrupted (best so far written)"
   return line

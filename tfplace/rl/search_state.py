@@ -105,6 +105,9 @@ def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
     raise PlacementError(
         f"{logdir} already holds a search checkpoint: resume it (--resume) "
         f"or choose another --logdir")
+  if resume and not exists:
+    logging.warning("%s holds no search checkpoint to resume: the search "
+                    "starts fresh", logdir)
   old = _read_signature(sig_path)
   same = _same_problem(old, signature)
   if exists and resume and not same and not restart:
