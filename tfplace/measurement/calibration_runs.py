@@ -181,15 +181,15 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
                   bounds: FitBounds = FitBounds(), notes: str = ""
                   ) -> Tuple[Calibration, int, str]:
   """(calibration, op records used, the transfer figures fitted in words):
-  the measured figures of `bench`, op
-  types fitted on the one-device runs' op records (multi-device runs are
-  left out: gRPC work shares the workers' cores and inflates their op
-  durations), and, on a cluster with the link model, the shares of the
-  per-message cost each end pays and of the time per byte the hosts spend,
-  chosen on the multi-device runs (`calibration_fit.fit_transfer_figures`;
-  with rendezvous transfers the measured costs are used as they are, with
-  the extra latency per message those runs show beyond them), and
-  the profiler's excess per op, from the short one-device runs
+  the measured figures of `bench`, op types fitted on the one-device runs'
+  op records (multi-device runs are left out: gRPC work shares the
+  workers' cores and inflates their op durations), and, on a cluster with
+  the link model, the shares of the per-message cost each end pays and of
+  the time per byte the hosts spend, chosen on the multi-device runs
+  (`calibration_fit.fit_transfer_figures`; with rendezvous transfers the
+  measured costs are used as they are, with the extra latency per message
+  those runs show beyond them), and the profiler's excess per op, from
+  the short one-device runs
   (`calibration_fit.fit_trace_excess`). On launch-bound devices (whose
   benchmark measured launch costs: GPUs) the op types are fitted on the
   kernel times, and the stall per step and the dispatch per op come from
