@@ -13,7 +13,7 @@
     TensorFlow swallowed the KeyboardInterrupt;
   * a plain run logs warnings and errors only and hides TensorFlow's C++
     start-up lines (`tfplace.cli.quiet`); `-v 0` (INFO) or more shows all;
-  * `--help` (or `--helpshort`, `--helpfull`) prints the flags and exits
+  * `--help` (or `-?`, `--helpshort`, `--helpfull`) prints the flags and exits
     with status 0 (absl's own exits with 1).
 
 A script calls `start_script` first, before its imports: from there on a
@@ -37,7 +37,7 @@ def fail(program: str, message: str) -> None:
   sys.exit(2)
 
 
-HELP_ARGS = ("-h", "--help", "--helpshort", "--helpfull")
+HELP_ARGS = ("-?", "--help", "--helpshort", "--helpfull")  # absl's help flags.
 _early_filter: List[contextlib.ExitStack] = []
 
 
