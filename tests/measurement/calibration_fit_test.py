@@ -8,7 +8,7 @@ import pytest
 
 import tfplace  # noqa: F401
 from tfplace.errors import MeasureError
-from tfplace.cost.calibrated import Calibration, OpTypeCost
+from tfplace.cost.calibrated import STRIDED, Calibration, OpTypeCost
 from tfplace.measurement import calibration_fit as fit
 from tfplace.measurement.calibration_fit import FitBounds, OpSample
 from tfplace.measurement.cluster_benchmark import (ClusterBenchmark,
@@ -123,15 +123,15 @@ def test_strided_convolutions_get_a_curve_of_their_own():
              [OpSample("Conv2DBackpropInput", "CPU", w, 5.0 * w, strided=True)
               for w in work[::2]])
   got = fit.fit_op_types(samples)["CPU"]["Conv2DBackpropInput"]
-  assert got.samples == 14 and got.strided.samples == 5
+  assert got.samples == 14 and got.variants[STRIDED].samples == 5
   middle = np.array([work[3]])
-  assert got.strided.seconds(middle) == pytest.approx(5.0 * middle)
+  assert got.variants[STRIDED].seconds(middle) == pytest.approx(5.0 * middle)
   assert 2.0 * middle[0] <= got.seconds(middle)[0] < 5.0 * middle[0]
   # Without strided executions, or with only strided ones, one curve.
   plain = fit.fit_op_types(samples[:9])["CPU"]["Conv2DBackpropInput"]
-  assert plain.strided is None and plain.curve_work_s
+  assert STRIDED not in plain.variants and plain.curve_work_s
   only = fit.fit_op_types(samples[9:])["CPU"]["Conv2DBackpropInput"]
-  assert only.strided is None
+  assert STRIDED not in only.variants
   assert only.seconds(middle) == pytest.approx(5.0 * middle)
 
 

@@ -279,12 +279,12 @@ def test_benchmark_spread_is_the_widest_pair_per_figure():
 
 
 def test_a_drift_adjusted_calibration_scales_each_part_by_its_ratio():
-  from tfplace.cost.calibrated import Calibration, OpTypeCost
+  from tfplace.cost.calibrated import STRIDED, Calibration, OpTypeCost
   from tfplace.measurement.machine_drift import MachineDrift, drift_adjusted
   conv = OpTypeCost(1e-6, 0.5, 10, (1e-5, 1e-4), (2e-5, 1e-4),
-                    strided=OpTypeCost(0.0, 1.0, 3, (1e-5, 1e-4),
-                                       (4e-5, 2e-4)),
-                    variants={"batched": OpTypeCost(2e-6, 3.0, 4)})
+                    variants={STRIDED: OpTypeCost(0.0, 1.0, 3, (1e-5, 1e-4),
+                                                  (4e-5, 2e-4)),
+                              "batched": OpTypeCost(2e-6, 3.0, 4)})
   cal = Calibration(
       compute_scale={"CPU": 2.0}, launch_overhead_s={"CPU": 1e-6},
       transfer_overhead_s={"CPU": 5e-5}, recv_issue_s={"CPU": 1.5e-5},
@@ -297,7 +297,8 @@ def test_a_drift_adjusted_calibration_scales_each_part_by_its_ratio():
   assert (cost.fixed_s, cost.scale) == pytest.approx((1.25e-6, 0.625))
   assert cost.curve_time_s == pytest.approx((2.5e-5, 1.25e-4))
   assert cost.curve_work_s == conv.curve_work_s
-  assert cost.strided.curve_time_s == pytest.approx((5e-5, 2.5e-4))
+  assert cost.variants[STRIDED].curve_time_s == pytest.approx(
+      (5e-5, 2.5e-4))
   assert (cost.variants["batched"].fixed_s,
           cost.variants["batched"].scale) == pytest.approx((2.5e-6, 3.75))
   assert got.compute_scale["CPU"] == pytest.approx(2.5)

@@ -104,6 +104,9 @@ FORMAT = "tfplace.calibration/1"
 # convolution lanes too, measured with them).
 DEVICE_RATES = ("matmul_flops", "conv_flops", "copy_bandwidth", "conv_lanes",
                 "random_uniform_rate", "random_normal_rate")
+# The `OpTypeCost.variants` key of the executions with a stride above 1 (no
+# `Op.variant` has this name).
+STRIDED = "strided"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,28 +125,26 @@ class OpTypeCost:
       time is interpolated in log-log; below the first knot it is the first
       knot's time (the op's fixed cost), above the last it grows in
       proportion to the roofline.
-    strided: the cost of the type's executions with a stride above 1
-      (`Op.stride`), where it was measured apart (convolutions); None: they
-      cost as the others.
-    variants: `Op.variant` -> the cost of the type's executions of that
-      variant ("batched" einsums, "channels_first" batch norms), where they
-      were measured apart from the plain ones; a variant not in it costs
-      as the plain executions.
+    variants: the costs of kinds of the type's executions that were
+      measured apart from the plain ones: `STRIDED` for those with a stride
+      above 1 (`Op.stride`: convolutions), and each `Op.variant` ("batched"
+      einsums, "channels_first" batch norms). A kind not in it costs as the
+      plain executions. (The JSON form keeps the strided cost under its own
+      key "strided", as files have since convolutions were fitted.)
   """
   fixed_s: float
   scale: float
   samples: int = 0
   curve_work_s: Tuple[float, ...] = ()
   curve_time_s: Tuple[float, ...] = ()
-  strided: Optional["OpTypeCost"] = None
   variants: Mapping[str, "OpTypeCost"] = dataclasses.field(
       default_factory=dict)
 
   def for_op(self, strided: bool, variant: str) -> "OpTypeCost":
     """The cost of the type's executions with a stride above 1 or of an
     `Op.variant`: their own where it was measured apart, else this one."""
-    if strided and self.strided is not None:
-      return self.strided
+    if strided and STRIDED in self.variants:
+      return self.variants[STRIDED]
     return self.variants.get(variant, self)
 
   def __post_init__(self):
@@ -402,20 +403,23 @@ def _op_type_dict(cost: OpTypeCost) -> dict:
   if cost.curve_work_s:
     out.update(curve_work_s=list(cost.curve_work_s),
                curve_time_s=list(cost.curve_time_s))
-  if cost.strided is not None:
-    out["strided"] = _op_type_dict(cost.strided)
-  if cost.variants:
-    out["variants"] = {k: _op_type_dict(v) for k, v in cost.variants.items()}
+  variants = dict(cost.variants)
+  if STRIDED in variants:
+    out[STRIDED] = _op_type_dict(variants.pop(STRIDED))
+  if variants:
+    out["variants"] = {k: _op_type_dict(v) for k, v in variants.items()}
   return out
 
 
 def _op_type_cost(v: dict) -> OpTypeCost:
+  variants = {str(k): _op_type_cost(c)
+              for k, c in v.get("variants", {}).items()}
+  if v.get(STRIDED) is not None:
+    variants[STRIDED] = _op_type_cost(v[STRIDED])
   return OpTypeCost(
       float(v["fixed_s"]), float(v["scale"]), int(v.get("samples", 0)),
       tuple(float(x) for x in v.get("curve_work_s", ())),
-      tuple(float(x) for x in v.get("curve_time_s", ())),
-      _op_type_cost(v["strided"]) if v.get("strided") is not None else None,
-      {str(k): _op_type_cost(c) for k, c in v.get("variants", {}).items()})
+      tuple(float(x) for x in v.get("curve_time_s", ())), variants)
 
 
 def _op_types(data: dict) -> Dict[str, Dict[str, OpTypeCost]]:

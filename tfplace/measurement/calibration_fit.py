@@ -38,8 +38,8 @@ no curve could be built. A convolution with a stride above 1 (`Op.stride`)
 is slower at the same roofline where it is small: a stride-2
 Conv2DBackpropInput of 10-90 us of work took 3-9x it, a stride-1 one
 1.5-3x. Where the suite measured strided executions of a type, they give
-that type a second curve, used for strided ops (`OpTypeCost.strided`); the
-type's own curve stays fitted on all executions (fitted on the stride-1
+that type a second curve, used for strided ops (`OpTypeCost.variants`
+under `STRIDED`); the type's own curve stays fitted on all executions (fitted on the stride-1
 ones alone, it moved resnet_like's one-worker prediction from 1.09x to
 1.20x over seventeen records).
 Two kinds of execution of a type cost far from its other executions at
@@ -106,7 +106,7 @@ from absl import logging
 import numpy as np
 
 from tfplace.cost.analytical import CONV_OP_TYPES, AnalyticalCostModel
-from tfplace.cost.calibrated import (DEVICE_RATES, Calibration,
+from tfplace.cost.calibrated import (DEVICE_RATES, STRIDED, Calibration,
                                      CalibratedCostModel, OpTypeCost,
                                      apply_calibration)
 from tfplace.cost.cluster import Cluster, LinkSpec
@@ -296,7 +296,7 @@ def _fit_one_type(op_type: str, samples: Sequence[OpSample],
   if strided and len(strided) < len(samples):
     strided_fit = _fit_conv(strided, bounds)
     if strided_fit.curve_work_s:
-      return dataclasses.replace(fit, strided=strided_fit)
+      return dataclasses.replace(fit, variants={STRIDED: strided_fit})
   return fit
 
 

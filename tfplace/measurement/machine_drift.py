@@ -137,8 +137,6 @@ def _scaled_cost(cost: OpTypeCost, factor: float) -> OpTypeCost:
   return dataclasses.replace(
       cost, fixed_s=cost.fixed_s * factor, scale=cost.scale * factor,
       curve_time_s=tuple(t * factor for t in cost.curve_time_s),
-      strided=(None if cost.strided is None
-               else _scaled_cost(cost.strided, factor)),
       variants={k: _scaled_cost(v, factor)
                 for k, v in cost.variants.items()})
 
