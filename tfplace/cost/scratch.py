@@ -20,7 +20,10 @@ never under the model, over it by 3.4x at most, on buffers under 400 KB):
 
 Left out: GPU convolutions' cuDNN workspaces (chosen by TF's autotuner; 91 KB
 on the one H200 record of small_cnn), oneDNN's CPU kernels (used where TF
-enables them: `TF_ENABLE_ONEDNN_OPTS`), depthwise gradients (up to ~100 KiB
+enables them: `TF_ENABLE_ONEDNN_OPTS`, on by default on CPUs with
+AVX512_VNNI or newer, where a one-core worker's traced convolution
+gradients show no scratch in the allocator's peaks: the model is then
+over by these buffers), depthwise gradients (up to ~100 KiB
 measured), the packing buffers of Eigen's multi-threaded contractions (a
 Conv2D with two threads took 40 MB once), and the copy TF makes of a
 variable that an update op writes while a read still holds it.
