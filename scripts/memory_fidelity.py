@@ -2,7 +2,9 @@
 
 Starts a local TF server cluster (--workers 2, --cores_per_worker 1; each
 worker's CPU memory comes from TF's BFC allocator, which keeps the
-statistics), places every graph of --graphs with every placer of --placers
+statistics) and benchmarks it (a few seconds: the measured cluster, which
+also knows whether the workers' convolution gradients take patch buffers
+from the allocator), places every graph of --graphs with every placer of --placers
 on it (analytical costs), simulates each placement and measures it (one
 traced step: `StepTiming.peak_memory_bytes`, the most bytes each worker's
 allocator held). Prints a row per device: simulated and measured peak and
@@ -106,7 +108,7 @@ def _devices():
     yield load_cluster("local"), ""
     return
   from tfplace.measurement.local_cluster import LocalCluster
-  with LocalCluster(_WORKERS.value, _CORES.value) as lc:
+  with LocalCluster(_WORKERS.value, _CORES.value, benchmark=True) as lc:
     yield lc.to_cluster(), lc.target
 
 

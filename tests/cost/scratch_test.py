@@ -1,11 +1,15 @@
 """Kernels' scratch memory: the CPU convolution gradients' patch buffers."""
 
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 
 import tfplace  # noqa: F401
 from tfplace.cost.analytical import AnalyticalCostModel
-from tfplace.cost.cluster import Device
+from tfplace.cost.cluster import Cluster, Device
+from tfplace.errors import ClusterError
 from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.presets import cpu_cluster, k80x2
 from tfplace.cost.scratch import (cpu_filter_gradient_scratch,
@@ -66,6 +70,27 @@ def test_no_scratch_modelled_on_a_gpu_or_for_other_ops():
   assert op_scratch_bytes("Conv2D", conv, cpu) == 0
   assert op_scratch_bytes("Conv2DBackpropInput", conv, cpu) == (
       cpu_input_gradient_scratch(conv, threads=2))
+
+
+def test_no_scratch_where_the_cpu_gradients_take_no_buffers():
+  # A CPU whose convolution gradients a benchmark found to take no patch
+  # buffers from TF's allocator (oneDNN's kernels) gets none; the JSON
+  # form keeps that, and leaves the default out.
+  conv = _geometry(8, 32, 3, 64, 5, 2, "VALID")
+  onednn = Device(CPU, "CPU", peak_flops=1e11, memory_bandwidth=1e10,
+                  memory_bytes=1e9, conv_grad_buffers=False)
+  assert op_scratch_bytes("Conv2DBackpropFilter", conv, onednn) == 0
+  assert op_scratch_bytes("Conv2DBackpropInput", conv, onednn) == 0
+  own = dataclasses.replace(onednn, conv_grad_buffers=True)
+  assert op_scratch_bytes("Conv2DBackpropFilter", conv, own) > 0
+  cluster = Cluster("c", (onednn, dataclasses.replace(
+      own, name=CPU.replace("task:0", "task:1"))))
+  data = cluster.to_dict()
+  assert data["devices"][0]["conv_grad_buffers"] is False
+  assert "conv_grad_buffers" not in data["devices"][1]
+  assert Cluster.from_dict(json.loads(json.dumps(data))) == cluster
+  with pytest.raises(ClusterError, match="conv_grad_buffers"):
+    dataclasses.replace(onednn, conv_grad_buffers="no")
 
 
 def test_geometry_is_read_for_nhwc_undilated_gradients_only():

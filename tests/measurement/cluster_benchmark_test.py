@@ -92,6 +92,7 @@ def test_local_cluster_measures_its_workers_and_keeps_the_figures(tmp_path):
     assert d.launch_overhead_s == m.op_overhead_s
     assert d.conv_lanes == m.conv_lanes > 0
     assert d.random_normal_rate == m.random_normal_rate > 0
+    assert d.conv_grad_buffers is m.conv_grad_buffers is not None
   assert measured.overlap_latency and len(measured.links) == 2
   # The state file of `tfplace cluster up` holds the measured cluster, and
   # --cluster STATE reads it back.
@@ -562,3 +563,27 @@ def test_a_negative_launch_cost_is_refused():
   data["devices"][0]["launch_s"] = {"conv": "fast"}
   with pytest.raises(MeasureError, match="malformed"):
     ClusterBenchmark.from_dict(data)
+
+
+def test_the_benchmark_finds_whether_cpu_gradients_take_patch_buffers(
+    monkeypatch):
+  # With TF's own kernels (oneDNN off in the workers) the probe's filter
+  # gradient takes its 32 MiB buffer from the allocator; a benchmark of
+  # none leaves the device's figure as it was.
+  from tfplace.measurement.cluster_benchmark import benchmark_cluster
+  monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+  with LocalCluster(num_workers=1) as lc:
+    plain = lc.to_cluster()
+    bench = benchmark_cluster(plain, MeasureConfig(target=lc.target,
+                                                   steps=2, warmup=1),
+                              SMALL, progress=False)
+  assert [d.conv_grad_buffers for d in bench.devices] == [True]
+  off = dataclasses.replace(bench, devices=tuple(
+      dataclasses.replace(d, conv_grad_buffers=False) for d in bench.devices))
+  assert not off.apply(plain).devices[0].conv_grad_buffers
+  assert "no patch buffers" in off.describe()
+  unknown = dataclasses.replace(bench, devices=tuple(
+      dataclasses.replace(d, conv_grad_buffers=None) for d in bench.devices))
+  assert unknown.apply(dataclasses.replace(
+      plain, devices=off.apply(plain).devices)).devices[0].conv_grad_buffers \
+      is False

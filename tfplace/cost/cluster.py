@@ -30,6 +30,8 @@ as are `random_uniform_rate` and `random_normal_rate` (values per second);
 so are `conv_lanes`, `run_overhead_s`, `transfer_byte_s` and
 `recv_issue_s` (per device, default 0), and the datasheet's `half_flops`
 (tensor cores; 0: half precision runs at the float32 rate).
+`conv_grad_buffers` (default true, written only when false) says whether a
+CPU's convolution gradients take patch buffers from TF's allocator.
 """
 
 import dataclasses
@@ -126,6 +128,11 @@ class Device:
     half_flops: peak FLOP/s of float16 / bfloat16 matrix work (dense, on
       tensor cores: `tfplace.cost.analytical.TENSOR_CORE_OP_TYPES`), from
       the datasheet; 0: such work runs at the float32 rate (K80s, CPUs).
+    conv_grad_buffers: a CPU's convolution gradients take their patch
+      buffers from TF's allocator (TF's own kernels:
+      `tfplace.cost.scratch`); False where a probe found they do not (TF
+      runs oneDNN's kernels there by default: CPUs with AVX512_VNNI or
+      newer; `tfplace.measurement.cluster_benchmark`).
   """
   name: str
   type: str
@@ -145,6 +152,7 @@ class Device:
   random_uniform_rate: float = 0.0
   random_normal_rate: float = 0.0
   half_flops: float = 0.0
+  conv_grad_buffers: bool = True
 
   def __post_init__(self):
     full = canonical_device(self.name)
@@ -161,6 +169,9 @@ class Device:
                                                     f"{full}: {field}"))
     if int(self.slots) != self.slots or self.slots < 1:
       raise ClusterError(f"{full}: slots must be a positive integer")
+    if not isinstance(self.conv_grad_buffers, bool):
+      raise ClusterError(f"{full}: conv_grad_buffers must be true or false, "
+                         f"got {self.conv_grad_buffers!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -357,6 +368,8 @@ def _device_dict(device: Device) -> dict:
   for field in _OMITTED_WHEN_ZERO:
     if not out[field]:
       del out[field]
+  if out["conv_grad_buffers"]:
+    del out["conv_grad_buffers"]
   return out
 
 

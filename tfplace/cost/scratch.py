@@ -22,8 +22,9 @@ Left out: GPU convolutions' cuDNN workspaces (chosen by TF's autotuner; 91 KB
 on the one H200 record of small_cnn), oneDNN's CPU kernels (used where TF
 enables them: `TF_ENABLE_ONEDNN_OPTS`, on by default on CPUs with
 AVX512_VNNI or newer, where a one-core worker's traced convolution
-gradients show no scratch in the allocator's peaks: the model is then
-over by these buffers), depthwise gradients (up to ~100 KiB
+gradients show no scratch in the allocator's peaks: a device whose
+`conv_grad_buffers` a cluster benchmark found false gets none), depthwise
+gradients (up to ~100 KiB
 measured), the packing buffers of Eigen's multi-threaded contractions (a
 Conv2D with two threads took 40 MB once), and the copy TF makes of a
 variable that an update op writes while a read still holds it.
@@ -76,7 +77,8 @@ def op_scratch_bytes(op_type: str, conv: ConvGeometry, device: Device) -> int:
   A CPU device's intra-op threads are taken to be its `slots` (the cores a
   tfplace worker gives both of TF's thread pools).
   """
-  if conv is None or conv.dtype_bytes <= 0 or device.type != "CPU":
+  if (conv is None or conv.dtype_bytes <= 0 or device.type != "CPU"
+      or not device.conv_grad_buffers):
     return 0
   if op_type == "Conv2DBackpropFilter":
     return cpu_filter_gradient_scratch(conv)

@@ -24,6 +24,10 @@ figure's median over several benchmarks. Per device:
   channels takes as long for 2 as for a full vector of them, so lanes =
   64 x their time / the full convolutions' time (~16 here: AVX-512,
   float32);
+* on CPUs, whether convolution gradients take patch buffers from TF's
+  allocator: one traced filter gradient's peak beyond its output (TF's own
+  kernel takes 32 MiB for it; oneDNN's, which TF runs by default on CPUs
+  with AVX512_VNNI or newer, none that the allocator shows);
 * the per-op overhead: a chain of tiny scalar ops, (its step time - an
   empty step's) / ops; and the tracer's cost per op (the tiny ops' traced
   duration), which the per-op fit subtracts from traced durations;
@@ -60,7 +64,7 @@ many RecvTensor calls in flight).
 import dataclasses
 import statistics
 import time
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
@@ -145,6 +149,11 @@ class DeviceBenchmark:
     random_uniform_rate, random_normal_rate: float32 values per second of a
       uniform and a normal random op (traced); 0: not measured (files
       written before they were).
+    conv_grad_buffers: on a CPU, whether a traced convolution filter
+      gradient took at least half the patch buffer TF's own kernel takes
+      from the allocator (`cluster_benchmark_graphs.CONV_GRAD_PROBE`;
+      false where TF runs oneDNN's kernels); None: not measured
+      (accelerators, files written before it was).
   """
   device: str
   matmul_flops: float
@@ -158,6 +167,7 @@ class DeviceBenchmark:
   launch_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
   random_uniform_rate: float = 0.0
   random_normal_rate: float = 0.0
+  conv_grad_buffers: Optional[bool] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -275,6 +285,8 @@ class ClusterBenchmark:
           conv_lanes=m.conv_lanes, recv_issue_s=m.recv_issue_s,
           random_uniform_rate=m.random_uniform_rate,
           random_normal_rate=m.random_normal_rate,
+          conv_grad_buffers=(d.conv_grad_buffers if m.conv_grad_buffers
+                             is None else m.conv_grad_buffers),
           transfer_overhead_s=per_device.get(d.name, d.transfer_overhead_s),
           transfer_byte_s=per_byte.get(d.name, d.transfer_byte_s)))
     names, kinds = set(cluster.device_names), link_kinds(cluster)
@@ -301,6 +313,9 @@ class ClusterBenchmark:
              if d.random_uniform_rate else "")
           + (f", Recv issue {format_seconds(d.recv_issue_s)}"
              if d.recv_issue_s else "")
+          + (", convolution gradients take no patch buffers from TF's "
+             "allocator (oneDNN's kernels)" if d.conv_grad_buffers is False
+             else "")
           + ("".join(f"\n  launch {kind}: {format_seconds(s)} per op"
                      for kind, s in d.launch_s.items())))
     for l in self.links:
@@ -557,6 +572,19 @@ class BenchmarkRunner:
       deltas.append(a - b)
     return statistics.median(deltas)
 
+  def peak_above_outputs(self, fetch: Sequence[str], op: str) -> int:
+    """Bytes `op` held at its peak beyond its outputs, in a FULL_TRACE run
+    (the allocator's `peak_bytes` of its node)."""
+    self._run(fetch)
+    _, metadata = self._run(fetch, trace=True)
+    for dev in metadata.step_stats.dev_stats:
+      for node in dev.node_stats:
+        if node.node_name == op:
+          outputs = sum(o.tensor_description.allocation_description
+                        .allocated_bytes for o in node.output)
+          return int(sum(m.peak_bytes for m in node.memory) - outputs)
+    raise MeasureError(f"the traced run recorded no {op}")
+
   def durations(self, fetch: Sequence[str], ops: Sequence[str],
                 runs: int = 3) -> List[List[float]]:
     """Traced durations (seconds) of `ops`, one list per FULL_TRACE run."""
@@ -598,6 +626,10 @@ def _benchmark_device(runner: "BenchmarkRunner", name: str,
   copy = _median_of_runs(runner.durations(g.copy, g.copy_ops))
   uniform = _median_of_runs(runner.durations(g.uniform, g.uniform_ops))
   normal = _median_of_runs(runner.durations(g.normal, g.normal_ops))
+  buffers = None
+  if g.conv_grad:
+    buffers = (runner.peak_above_outputs(g.conv_grad, g.conv_grad_op)
+               >= g.conv_grad_buffer / 2)
   launch = {}
   if g.launch:
     launch[ELEMENTWISE] = max(0.0, per_op)
@@ -612,7 +644,8 @@ def _benchmark_device(runner: "BenchmarkRunner", name: str,
       traced_op_s=traced_tiny, empty_step_s=empty,
       conv_lanes=lanes, launch_s=launch,
       random_uniform_rate=g.random_values / _tick(uniform),
-      random_normal_rate=g.random_values / _tick(normal))
+      random_normal_rate=g.random_values / _tick(normal),
+      conv_grad_buffers=buffers)
 
 
 def _median_of_runs(runs: List[List[float]]) -> float:

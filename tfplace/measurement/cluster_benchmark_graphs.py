@@ -40,6 +40,10 @@ class DeviceGraphs:
       each.
     launch: on an accelerator, launch kind -> (fetch, ops) of its chain of
       small ops; empty on CPUs.
+    conv_grad, conv_grad_op, conv_grad_buffer: on a CPU, one convolution's
+      filter gradient (`CONV_GRAD_PROBE`), its op, and the patch buffer TF's
+      own kernel takes for it (`tfplace.cost.scratch`); empty on
+      accelerators.
   """
   empty: Tuple[str, ...]
   tiny: Tuple[str, ...]
@@ -64,6 +68,9 @@ class DeviceGraphs:
   random_values: int = 0
   launch: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = (
       dataclasses.field(default_factory=dict))
+  conv_grad: Tuple[str, ...] = ()
+  conv_grad_op: str = ""
+  conv_grad_buffer: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +183,31 @@ def _device_part(bench, accelerator: bool) -> DeviceGraphs:
       normal=(normal_all.name,),
       normal_ops=tuple(_random_op(x).name for x in normal),
       random_values=values,
-      launch=_launch_chains(bench.launch_ops) if accelerator else {})
+      launch=_launch_chains(bench.launch_ops) if accelerator else {},
+      **({} if accelerator else _conv_grad_probe()))
+
+
+# (batch, height = width, channels in = out) of the probe's 3x3 convolution:
+# TF's own CPU kernel takes a 32 MiB patch buffer for its filter gradient.
+CONV_GRAD_PROBE = (8, 32, 16)
+
+
+def _conv_grad_probe() -> dict:
+  """`DeviceGraphs`' conv_grad fields: a filter gradient of
+  `CONV_GRAD_PROBE` and the buffer the model gives it."""
+  import tensorflow as tf
+  from tfplace.cost.scratch import cpu_filter_gradient_scratch
+  from tfplace.graph.conv_geometry import ConvGeometry
+  b, size, c = CONV_GRAD_PROBE
+  x = tf.random.stateless_normal([b, size, size, c], seed=[1, 7])
+  dy = tf.random.stateless_normal([b, size, size, c], seed=[1, 8])
+  grad = tf.raw_ops.Conv2DBackpropFilter(
+      input=x, filter_sizes=[3, 3, c, c], out_backprop=dy,
+      strides=[1, 1, 1, 1], padding="SAME", name="conv_grad_probe")
+  geometry = ConvGeometry(batch=b, out_pixels=size * size, window=9 * c,
+                          out_channels=c, dtype_bytes=4)
+  return {"conv_grad": (grad.op.name,), "conv_grad_op": grad.op.name,
+          "conv_grad_buffer": cpu_filter_gradient_scratch(geometry)}
 
 
 def _random_op(tensor):
