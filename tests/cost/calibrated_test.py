@@ -393,3 +393,36 @@ def test_bad_launch_costs_raise(launch, match):
     Calibration(launch_s={"GPU": launch})
   with pytest.raises(ClusterError, match="stall_s"):
     Calibration(stall_s={"GPU": float("nan")})
+
+
+def test_a_loop_body_costs_its_ops_as_fitted_where_their_types_were_seen():
+  # A While whose body runs 10 MatMuls (fitted: 2 us + 1.5x roofline) and
+  # 30 Merges (unseen: analytical, the launch overhead) per run: it costs
+  # its launch plus each execution as that, and the coverage counts only
+  # the Merges' share as unseen.
+  from tfplace.cost.calibrated import calibration_coverage
+  from tfplace.graph.op_graph import BodyOp, ControlFlowCost
+  cal = dataclasses.replace(_new_calibration(), trace_excess_s={"CPU": 1e-6})
+  cluster = apply_calibration(_cpu_cluster(), cal)
+  body = ControlFlowCost((BodyOp("while/MatMul", "MatMul", 4e6, 0, 10.0),
+                          BodyOp("while/Merge", "Merge", 0.0, 0, 30.0)),
+                         trip_count=10)
+  graph = OpGraph([Op("loop", "While", output_bytes=(0,), flops=body.flops,
+                      body=body)], [], graph_def=None)
+  costs = CalibratedCostModel(cal, UNIT).op_costs(graph, cluster)
+  launch = 1e-6
+  matmul = launch + 2e-6 + 1.5 * (4e6 / 4e9) - 1e-6  # less the excess
+  # The While itself then loses the excess once, as every op does.
+  expected = launch + 10 * matmul + 30 * launch - 1e-6
+  assert costs.compute_s[0, 0] == pytest.approx(expected)
+  cov = calibration_coverage(graph, cluster, cal, costs, np.array([0]))
+  merges = 30 * launch / (10 * matmul + 30 * launch)
+  assert cov.uncalibrated_share == pytest.approx(merges)
+  assert list(cov.unseen) == ["Merge"]
+  # A calibration that fitted none of its body's types: analytical, and
+  # the whole loop unseen under its own type.
+  none = dataclasses.replace(cal, op_types={"CPU": {}})
+  plain = CalibratedCostModel(none, UNIT).op_costs(graph, cluster)
+  assert plain.compute_s[0, 0] < costs.compute_s[0, 0]
+  assert list(calibration_coverage(graph, cluster, none, plain,
+                                   np.array([0])).unseen) == ["While"]

@@ -96,7 +96,7 @@ from tfplace.cost.cluster import Cluster, LinkSpec
 from tfplace.cost.launch_kinds import ELEMENTWISE, KINDS, NO_KERNEL, launch_kind
 from tfplace.cost.op_costs import CostModel, OpCosts
 from tfplace.errors import ClusterError
-from tfplace.graph.op_graph import OpGraph
+from tfplace.graph.op_graph import ControlFlowCost, OpGraph
 from tfplace.io_utils import atomic_write, read_json
 
 FORMAT = "tfplace.calibration/1"
@@ -504,7 +504,10 @@ class CalibratedCostModel(CostModel):
   `launch_overhead_s + OpTypeCost.seconds(roofline)`; any other op its
   analytical time times `compute_scale` and `op_type_scale`; then every op
   less the device type's `trace_excess_s`, not below the launch overhead
-  (an op already cheaper keeps its cost). On a launch-bound device type
+  (an op already cheaper keeps its cost). A control-flow op (While/If/Case)
+  whose bodies run seen types costs its launch plus each body op's
+  executions times the same (`body_seconds`: fitted less the excess where
+  seen, analytical where not). On a launch-bound device type
   (`Calibration.launch_s`) an op costs the longer of its kind's launch and
   its kernel time (the fit of its type, else its roofline; none for a
   kernel-free op); an op that launches control-flow bodies keeps its
@@ -562,6 +565,44 @@ class CalibratedCostModel(CostModel):
         elif fit is not None:
           seconds[rows, j] = device.launch_overhead_s + fit.seconds(
               work[rows, j])
+      if not launch:
+        self._fitted_bodies(graph, cluster, j, fits, seconds)
+
+  def _fitted_bodies(self, graph: OpGraph, cluster: Cluster, j: int,
+                     fits: Mapping[str, OpTypeCost],
+                     seconds: np.ndarray) -> None:
+    """Sets, in place, the cost on device `j` of each control-flow op
+    whose bodies run op types with fits: its launch plus each body op's
+    executions times its cost (`body_seconds`)."""
+    for i, op in enumerate(graph.ops):
+      body = op.body
+      if (body is None or not body.ops or not np.isfinite(seconds[i, j])
+          or not any(r.type in fits for r in body.ops)):
+        continue
+      executions = np.array([r.executions for r in body.ops])
+      seconds[i, j] = cluster.devices[j].launch_overhead_s + float(
+          executions @ self.body_seconds(body, cluster, j))
+
+  def body_seconds(self, body: ControlFlowCost, cluster: Cluster,
+                   j: int) -> np.ndarray:
+    """float64 [R]: one run of each of a control-flow op's body ops on
+    device `j`: as a top-level op of its type where the calibration
+    fitted the type (its fit, less the device type's trace excess, not
+    below the launch overhead), else its analytical time."""
+    device = cluster.devices[j]
+    fits = self.calibration.op_types.get(device.type, {})
+    excess = self.calibration.trace_excess_s.get(device.type, 0.0)
+    types = [r.type for r in body.ops]
+    flops = np.array([r.flops for r in body.ops], np.float64)
+    moved = np.array([r.bytes_moved for r in body.ops], np.float64)
+    one = dataclasses.replace(cluster, devices=(device,))
+    work = self.base._work(types, flops, moved, one)[:, 0]
+    plain = self.base._seconds(types, flops, moved, one)[:, 0]
+    launch = device.launch_overhead_s
+    return np.array([
+        max(launch, launch + float(fits[t].seconds(np.array([w]))[0])
+            - excess) if t in fits else p
+        for t, w, p in zip(types, work, plain)])
 
   @staticmethod
   def _launch_bound(graph: OpGraph, op_type: str,
@@ -639,9 +680,22 @@ def calibration_coverage(graph: OpGraph, cluster: Cluster,
   seconds = compute[np.arange(graph.num_ops), device_ids]
   seconds = np.where(np.isfinite(seconds), seconds, 0.0)
   unseen: Dict[str, float] = {}
+  model = CalibratedCostModel(calibration)
   for i, op_type in enumerate(graph.op_types):
-    dtype = cluster.devices[device_ids[i]].type
-    if seconds[i] > 0 and not calibration.seen(dtype, op_type):
+    j = int(device_ids[i])
+    dtype = cluster.devices[j].type
+    body = graph.ops[i].body
+    if seconds[i] <= 0:
+      continue
+    if (body is not None and body.ops and dtype not in calibration.launch_s
+        and any(calibration.seen(dtype, r.type) for r in body.ops)):
+      # Its bodies' ops were costed one by one: each unseen one's share.
+      runs = model.body_seconds(body, cluster, j) * np.array(
+          [r.executions for r in body.ops])
+      for row, t in zip(runs / max(runs.sum(), 1e-300), body.ops):
+        if not calibration.seen(dtype, t.type):
+          unseen[t.type] = unseen.get(t.type, 0.0) + float(seconds[i] * row)
+    elif not calibration.seen(dtype, op_type):
       unseen[op_type] = unseen.get(op_type, 0.0) + float(seconds[i])
   total = float(seconds.sum())
   share = sum(unseen.values()) / total if total > 0 else 0.0
