@@ -84,7 +84,8 @@ def main(argv):
     print("\n" + host_activity.format_host_activity(threads), end="")
   if comparison is not None:
     print(f"\ncompared with {_COMPARE.value}:")
-    print(compare_lib.format_comparison(comparison), end="")
+    print(compare_lib.format_comparison(comparison, max_moved=_TOP.value),
+          end="")
   for what, path in (("perfetto trace", _PERFETTO.value), ("gantt chart", _GANTT.value)):
     if path:
       print(f"wrote {what}: {path}")
