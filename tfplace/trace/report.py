@@ -65,9 +65,14 @@ def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:
   for g in summary.critical_path_segments:
     devices += [d for d in (g.src_device, g.dst_device) if d]
   names = short_device_names(devices)
+  n_devices = len(summary.devices)
   lines = [f"trace: {summary.source}",
-           f"{summary.n_events} events on {len(summary.devices)} devices, "
-           f"span {_ms(summary.span_s)} ms"]
+           f"{summary.n_events} events on {n_devices} "
+           f"device{'' if n_devices == 1 else 's'}, span {_ms(summary.span_s)} ms"]
+  if summary.max_op_runs > 1:
+    lines.append(f"note: ops ran up to {summary.max_op_runs} times: the trace "
+                 "holds several steps (or a loop); every figure below is over "
+                 "the whole trace, not one step")
   renamed = [f"{names[d]} = {d}" for d in sorted(set(devices))
              if names[d] != d]
   if renamed:
