@@ -249,3 +249,57 @@ def test_run_with_one_xplane_per_host_is_merged(tmp_path):
     for g, x in zip(got, expect):
       assert g[1:] == pytest.approx(x[1:], abs=1e-9)
   assert load_trace(str(run)).events == both.events
+
+
+def _plane(space, name, line_start_ns, events):
+  """Adds a plane of one line: (offset ns, duration ns, event name, stats)."""
+  plane = space.planes.add(name=name)
+  line = plane.lines.add(timestamp_ns=line_start_ns)
+  for k, (offset_ns, dur_ns, event, stats) in enumerate(events, start=1):
+    plane.event_metadata[k].id, plane.event_metadata[k].name = k, event
+    ev = line.events.add(metadata_id=k, offset_ps=offset_ns * 1000,
+                         duration_ps=dur_ns * 1000)
+    for j, (stat, value) in enumerate(stats.items(), start=100 * k):
+      plane.stat_metadata[j].id, plane.stat_metadata[j].name = j, stat
+      ev.stats.add(metadata_id=j, str_value=value)
+
+
+def test_one_process_transfers_end_on_its_planes(tmp_path):
+  # tf.profiler in one process with a GPU: ops on "/host:CPU" and
+  # "/device:GPU:0", but the _Send keys name
+  # "/job:localhost/replica:0/task:0/device:{CPU,GPU}:0": the report listed
+  # "task:0/GPU:0" beside "GPU:0", and the critical path never crossed.
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  gpu = "/job:localhost/replica:0/task:0/device:GPU:0"
+  space = xplane_pb2.XSpace()
+  _plane(space, "/host:CPU", 10**18, [
+      (0, 10, "x:RandomUniform", {}),
+      (10, 5, "x/_0:_Send", {"key": f"{L0};1;{gpu};edge_1_x;0:0"}),
+      (40, 5, "_send_y_0:_Send", {"key": f"{gpu};1;{gpu};y:0;0:0"})])
+  _plane(space, "/device:GPU:0", 10**18, [
+      (20, 15, "matmul_kernel", {"tf_op": "y:MatMul"})])
+  path = tmp_path / "vm.xplane.pb"
+  path.write_bytes(space.SerializeToString())
+  t = load_trace(str(path))
+  assert t.devices() == ("/device:GPU:0", "/host:CPU")
+  ends = sorted((e.name, e.src_device, e.dst_device) for e in t.transfers())
+  assert ends == [("_send_y_0", "/device:GPU:0", "client"),
+                  ("x/_0", "/host:CPU", "/device:GPU:0")]
+  from tfplace.trace.summary import summarize
+  path_names = [s.name for s in summarize(t).critical_path]
+  assert path_names == ["x", "x/_0", "y", "_send_y_0"]
+
+
+def test_one_cpu_process_sends_from_its_host_plane(tmp_path):
+  # A Keras fit traced on a CPU: ops on "/host:CPU", its fetch sent from
+  # "/device:CPU:0", which the report showed as a second device.
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  space = xplane_pb2.XSpace()
+  _plane(space, "/host:CPU", 10**18, [
+      (0, 10, "range:Range", {}),
+      (10, 2, "_send_range_0:_Send",
+       {"key": "/device:CPU:0;1;/device:CPU:0;range:0;0:0"})])
+  path = tmp_path / "vm.xplane.pb"
+  path.write_bytes(space.SerializeToString())
+  send = load_trace(str(path)).transfers()[0]
+  assert (send.src_device, send.dst_device) == ("/host:CPU", "client")

@@ -16,6 +16,13 @@ host plane ("/host:CPU": the profiler records threads, not logical CPUs)
 becomes its CPU device, "/job:worker/replica:0/task:0/device:CPU:0", when
 its transfers name one CPU device (as for `tfplace`'s workers), else
 "<task>/host:CPU", with the transfers of its CPU devices renamed to match.
+
+One file alone (a single process traced with `tf.profiler`) keeps its plane
+names ("/host:CPU", "/device:GPU:0"); its transfers' ends are renamed to
+them ("/job:localhost/replica:0/task:0/device:GPU:0" -> "/device:GPU:0";
+the one CPU device its transfers name -> "/host:CPU"), so a transfer joins
+the timelines its ops are on. Two or more CPU devices keep their names: the
+host plane does not say which of them an op ran on.
 """
 
 import collections
@@ -32,6 +39,8 @@ from tfplace.trace.trace import (OP, TRANSFER, Trace, TraceEvent,
 # "name:Type": node names hold no ":"; a type starts with a letter or "_".
 _TF_OP = re.compile(r"^([^:\s][^:]*):([A-Za-z_][\w>]*)$")
 _TASK = re.compile(r"^(/job:[^/]+/replica:\d+/task:\d+)(/|$)")
+# ".../device:GPU:0" -> "device:GPU:0" (a device's name without its task).
+_DEVICE_SUFFIX = re.compile(r"(?:^|/)(device:[A-Za-z_]+:\d+)$")
 # Raw event: (device, name, op type, start ns, duration ps, stats).
 _Raw = Tuple[str, str, str, int, int, Dict[str, str]]
 
@@ -135,7 +144,39 @@ def read_xplanes(files: Sequence[str], source: str, transfer_fields) -> Trace:
   events = [_to_event(r, t0_ns, transfer_fields) for r in raw]
   if merged:
     events = _by_task(events, task_names(files, events))
+  else:
+    events = _ends_on_planes(events)
   return make_trace(events, source)
+
+
+def _plane_of(device: Optional[str], planes: Dict[str, str],
+              host_cpu: Optional[str]) -> Optional[str]:
+  """The plane a transfer end names, or the end itself."""
+  if not device:
+    return device
+  m = _DEVICE_SUFFIX.search(device)
+  if m is None:
+    return device
+  if m.group(1) == host_cpu:
+    return "/host:CPU"
+  return planes.get(m.group(1), device)
+
+
+def _ends_on_planes(events: Sequence[TraceEvent]) -> List[TraceEvent]:
+  """One process's events, transfer ends named as its planes (see the
+  module docstring)."""
+  planes = {p[1:]: p for p in {e.device for e in events}
+            if p.startswith("/device:")}
+  cpus = {m.group(1) for e in events if e.kind == TRANSFER
+          for end in (e.src_device, e.dst_device)
+          for m in [_DEVICE_SUFFIX.search(end or "")]
+          if m and m.group(1).startswith("device:CPU:")}
+  host_cpu = (next(iter(cpus)) if len(cpus) == 1 and
+              any(e.device == "/host:CPU" for e in events) else None)
+  return [dataclasses.replace(
+      e, src_device=_plane_of(e.src_device, planes, host_cpu),
+      dst_device=_plane_of(e.dst_device, planes, host_cpu))
+          if e.kind == TRANSFER else e for e in events]
 
 
 def task_names(files: Sequence[str], events: Sequence[TraceEvent]
