@@ -99,12 +99,17 @@ def _transfers(summary: TraceSummary, names: Dict[str, str],
   if not summary.transfers:
     return ["transfers: none"]
   rows = sorted(summary.transfers, key=lambda t: -t.time_s)[:top]
-  return ["transfers between devices:"] + _table(
-      ["from -> to", "count", "bytes", "time ms"],
+  lines = ["transfers between devices (summed ms: durations added up, so "
+           "overlapping ones can exceed the span):"] + _table(
+      ["from -> to", "count", "bytes", "summed ms"],
       [[f"{names[t.src_device]} -> {names[t.dst_device]}", t.count,
         format_bytes(t.nbytes) if t.nbytes else "?", _ms(t.time_s)]
        for t in rows]) + _more(len(rows), len(summary.transfers),
                                "device pairs")
+  if any(not t.nbytes for t in rows):
+    lines.append("  (bytes ?: the trace does not record them; the step "
+                 "stats of `tfplace measure --trace_dir` do)")
+  return lines
 
 
 def _top_ops(summary: TraceSummary, names: Dict[str, str],
