@@ -79,3 +79,19 @@ def test_perfetto_onto_an_input_is_refused_and_the_input_kept(tmp_path, flag):
   rc, _, err = _run(*args)
   assert rc == 2 and "is also an input of this command" in err, err
   assert mine.read_bytes() == before
+
+
+def test_perfetto_over_another_json_is_refused_and_a_previous_export_replaced(
+    tmp_path):
+  # `tfplace trace trace --perfetto p.json` replaced the placement p.json
+  # (not an input of this command) with a trace export.
+  placement = tmp_path / "p.json"
+  placement.write_text('{"placement": {"a": "/device:CPU:0"}}')
+  rc, _, err = _run(JSON_TRACE, "--perfetto", str(placement))
+  assert rc == 2 and "is not a trace tfplace exported" in err, err
+  assert placement.read_text() == '{"placement": {"a": "/device:CPU:0"}}'
+  export = tmp_path / "t.json.gz"
+  for _ in range(2):  # the second run replaces the first one's export
+    rc, out, err = _run(JSON_TRACE, "--perfetto", str(export))
+    assert rc == 0, err
+  assert f"wrote perfetto trace: {export}" in out

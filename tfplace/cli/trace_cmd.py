@@ -13,7 +13,8 @@ differs from PATH; with --threads (a TF profiler log directory or
 .xplane.pb), where each worker's host threads spent the step: ops, sends,
 Recv issues and completions, executor (`tfplace.trace.host_activity`).
 Bad input exits with status 2 and writes nothing (an output is never
-written over an input).
+written over an input, and --perfetto replaces only a trace tfplace
+exported before).
 """
 
 import json
@@ -53,6 +54,7 @@ def main(argv):
   if _PERFETTO.value:
     export.check_perfetto_path(_PERFETTO.value)
     check_out_path(_PERFETTO.value, "--perfetto", inputs=inputs)
+    export.check_replaceable(_PERFETTO.value)
   if _GANTT.value:
     plot.check_gantt_path(_GANTT.value)
     check_out_path(_GANTT.value, "--gantt", inputs=inputs)
