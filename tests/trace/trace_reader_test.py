@@ -148,6 +148,18 @@ def test_newest_run_is_read(tmp_path):
     load_trace(str(tmp_path))
 
 
+def test_keras_tensorboard_log_dir(tmp_path):
+  # TensorBoard(log_dir="logs", profile_batch=...) writes the profile under
+  # logs/train/plugins/profile/<run>/; `tfplace trace logs` found no run.
+  src = os.path.join(DATA, "profile_2cpu", "plugins", "profile")
+  run = os.listdir(src)[0]
+  shutil.copytree(os.path.join(src, run),
+                  tmp_path / "train" / "plugins" / "profile" / run)
+  (tmp_path / "validation").mkdir()
+  assert load_trace(str(tmp_path)).events == load_trace(
+      _path("profile_2cpu")).events
+
+
 def test_gzip_json(tmp_path):
   doc = {"traceEvents": [{"ph": "X", "pid": 1, "tid": 0, "ts": 5, "dur": 2, "name": "A"}]}
   t = load_trace(_write(tmp_path, "t.json.gz", gzip.compress(json.dumps(doc).encode())))
