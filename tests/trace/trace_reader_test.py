@@ -127,6 +127,20 @@ def test_bad_input(tmp_path, name, data, match):
     load_trace(_write(tmp_path, name, data))
 
 
+def test_a_graph_file_is_named_as_such(tmp_path):
+  # `tfplace trace model.meta` blamed a UTF-8 decoding error of the text
+  # StepStats parser.
+  from tensorflow.core.protobuf import meta_graph_pb2
+  meta = meta_graph_pb2.MetaGraphDef()
+  meta.graph_def.node.add(name="w", op="VarHandleOp")
+  meta.meta_info_def.tags.append("\x80 not text")
+  path = _write(tmp_path, "model.meta", meta.SerializeToString() + b"\x80")
+  with pytest.raises(TraceError) as info:
+    load_trace(path)
+  assert "a model or graph file?" in str(info.value)
+  assert "utf-8" not in str(info.value)
+
+
 def test_missing_path():
   with pytest.raises(TraceError, match="no such file"):
     load_trace("/nonexistent/trace.json")

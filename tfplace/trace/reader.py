@@ -281,7 +281,18 @@ def _parse_step_stats(data: bytes, source: str):
       if _looks_like_step_stats(get(proto)):
         return get(proto)
   raise TraceError(f"{source}: not a Chrome-trace JSON, StepStats or "
-                   f"RunMetadata proto with step stats ({errors[-1] if errors else 'empty'})")
+                   f"RunMetadata proto with step stats ({_why_not(data, errors)})")
+
+
+def _why_not(data: bytes, errors: List[str]) -> str:
+  """Why bytes are not step stats, in words a user can act on."""
+  try:
+    data.decode("utf-8")
+  except UnicodeDecodeError:
+    return ("binary, with no step stats in it: a model or graph file? "
+            "Trace a step with `tfplace measure --trace_dir DIR` or "
+            "tf.profiler, then give DIR")
+  return errors[-1] if errors else "empty"
 
 
 def _base_device(device: str) -> str:
