@@ -26,6 +26,7 @@ def test_report_says_the_trace_holds_several_steps():
   text = str(summary)
   assert "6 events on 1 device, span 23.000 ms\n" in text
   assert "ops ran up to 3 times: the trace holds several steps" in text
+  assert "host:CPU = /host:CPU" not in text  # no line to drop a slash
 
 
 def test_one_step_has_no_note():

@@ -74,7 +74,7 @@ def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:
                  "holds several steps (or a loop); every figure below is over "
                  "the whole trace, not one step")
   renamed = [f"{names[d]} = {d}" for d in sorted(set(devices))
-             if names[d] != d]
+             if names[d] not in (d, d.lstrip("/"))]
   if renamed:
     lines.append("devices: " + "; ".join(renamed))
   for part in (_devices, _transfers, _top_ops, _critical_path):
