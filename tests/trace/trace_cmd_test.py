@@ -95,3 +95,11 @@ def test_perfetto_over_another_json_is_refused_and_a_previous_export_replaced(
     rc, out, err = _run(JSON_TRACE, "--perfetto", str(export))
     assert rc == 0, err
   assert f"wrote perfetto trace: {export}" in out
+
+
+def test_placement_without_gantt_is_a_usage_error(tmp_path):
+  # --placement alone was loaded, then silently ignored.
+  placement = tmp_path / "p.json"
+  placement.write_text('{"placement": {"mm0": "/job:worker/replica:0/task:0/device:CPU:0"}}')
+  rc, _, err = _run(JSON_TRACE, "--placement", str(placement))
+  assert rc == 2 and "--placement only titles the Gantt chart" in err, err

@@ -50,6 +50,9 @@ def main(argv):
   if len(argv) != 2:
     raise TraceError("expected exactly one trace PATH "
                      f"(got {len(argv) - 1}; see tfplace trace --help)")
+  if _PLACEMENT.value and not _GANTT.value:
+    raise TraceError("--placement only titles the Gantt chart: add "
+                     "--gantt OUT.png, or leave --placement out")
   inputs = [argv[1], _COMPARE.value, _PLACEMENT.value]
   if _PERFETTO.value:
     export.check_perfetto_path(_PERFETTO.value)
