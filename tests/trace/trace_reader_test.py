@@ -174,6 +174,12 @@ def test_keras_tensorboard_log_dir(tmp_path):
       _path("profile_2cpu")).events
 
 
+def test_plugins_folder_of_a_log_dir():
+  # `tfplace trace logdir/plugins` found no run.
+  assert load_trace(_path("profile_2cpu/plugins")).events == load_trace(
+      _path("profile_2cpu")).events
+
+
 def test_gzip_json(tmp_path):
   doc = {"traceEvents": [{"ph": "X", "pid": 1, "tid": 0, "ts": 5, "dur": 2, "name": "A"}]}
   t = load_trace(_write(tmp_path, "t.json.gz", gzip.compress(json.dumps(doc).encode())))

@@ -110,12 +110,14 @@ def _parse_json(data: bytes, source: str) -> Any:
 
 def _xplane_files(directory: str) -> List[str]:
   """The `.xplane.pb` files of the newest run under a profile directory:
-  the directory itself, its `plugins/profile`, or (the Keras TensorBoard
+  the directory itself, its `plugins/profile` (or `profile`, given
+  `plugins`), or (the Keras TensorBoard
   callback's `log_dir`) a subfolder's `plugins/profile`, e.g. `train/`."""
   files = glob.glob(os.path.join(directory, "*.xplane.pb"))
   if files:
     return sorted(files)
-  for roots in ([os.path.join(directory, "plugins", "profile")], [directory],
+  for roots in ([os.path.join(directory, "plugins", "profile")],
+                [os.path.join(directory, "profile")], [directory],
                 glob.glob(os.path.join(directory, "*", "plugins", "profile"))):
     runs = [d for root in roots for d in glob.glob(os.path.join(root, "*"))
             if glob.glob(os.path.join(d, "*.xplane.pb"))]
