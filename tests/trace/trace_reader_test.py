@@ -335,3 +335,22 @@ def test_one_cpu_process_sends_from_its_host_plane(tmp_path):
   path.write_bytes(space.SerializeToString())
   send = load_trace(str(path)).transfers()[0]
   assert (send.src_device, send.dst_device) == ("/host:CPU", "client")
+
+
+def test_a_profile_of_eager_ops_says_so(tmp_path):
+  # Eager ops have no names; the profile read as "no TF op events" alone.
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  space = xplane_pb2.XSpace()
+  _plane(space, "/host:CPU", 10**18, [
+      (0, 10, "EagerLocalExecute: MatMul", {}),
+      (20, 5, "EagerExecute", {"eager_op": "Relu"}),
+      (21, 3, "EagerLocalExecute: Relu", {})])
+  path = tmp_path / "vm.xplane.pb"
+  path.write_bytes(space.SerializeToString())
+  with pytest.raises(TraceError, match="only 2 eager op runs.*tf.function"):
+    load_trace(str(path))
+  empty = xplane_pb2.XSpace()
+  _plane(empty, "/host:CPU", 10**18, [(0, 10, "TFE_Py_FastPathExecute_C", {})])
+  path.write_bytes(empty.SerializeToString())
+  with pytest.raises(TraceError, match="run anything between"):
+    load_trace(str(path))

@@ -112,6 +112,21 @@ def xplane_events(path: str, host: str = "") -> List[_Raw]:
   return out
 
 
+def _why_no_ops(files: Sequence[str]) -> str:
+  """What a profile without TF op events holds instead, in words."""
+  eager = 0
+  for path in files:
+    for plane in parse_space(path).planes:
+      names = {k: m.name for k, m in plane.event_metadata.items()}
+      eager += sum(names.get(ev.metadata_id, "").startswith(
+          "EagerLocalExecute") for line in plane.lines for ev in line.events)
+  if eager:
+    return (f"only {eager} eager op runs, which have no op names: trace "
+            "a tf.function (or a Keras fit) to see its ops")
+  return ("did TensorFlow run anything between tf.profiler.experimental."
+          "start and stop?")
+
+
 def _to_event(raw: _Raw, t0_ns: int, transfer_fields) -> TraceEvent:
   device, name, op_type, start_ns, dur_ps, stats = raw
   start_s, duration_s = (start_ns - t0_ns) * 1e-9, max(dur_ps, 0) * 1e-12
@@ -139,7 +154,8 @@ def read_xplanes(files: Sequence[str], source: str, transfer_fields) -> Trace:
   for path in files:
     raw.extend(xplane_events(path, xplane_host(path) if merged else ""))
   if not raw:
-    raise TraceError(f"{source}: the profile has no TF op events")
+    raise TraceError(f"{source}: the profile has no TF op events "
+                     f"({_why_no_ops(files)})")
   t0_ns = min(r[3] for r in raw)
   events = [_to_event(r, t0_ns, transfer_fields) for r in raw]
   if merged:
