@@ -65,10 +65,10 @@ def main(argv):
   if _PLACEMENT.value:
     from tfplace.placement import Placement  # pylint: disable=import-outside-toplevel
     placement = Placement.load(_PLACEMENT.value)
+  trace = reader.load_trace(argv[1])  # its errors say most about PATH
   threads = None
   if _THREADS.value:
     threads = host_activity.host_activity(reader.xplane_files(argv[1]))
-  trace = reader.load_trace(argv[1])
   if placement is not None and _GANTT.value:
     plot.check_placement_matches(trace, placement)
   other = reader.load_trace(_COMPARE.value) if _COMPARE.value else None
