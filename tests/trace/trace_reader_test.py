@@ -354,3 +354,17 @@ def test_a_profile_of_eager_ops_says_so(tmp_path):
   path.write_bytes(empty.SerializeToString())
   with pytest.raises(TraceError, match="run anything between"):
     load_trace(str(path))
+
+
+def test_a_cluster_clients_transfers_keep_their_names(tmp_path):
+  # One file whose transfers name two tasks (a client of a cluster): a
+  # worker's CPU:0 is not this host's CPU.
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  space = xplane_pb2.XSpace()
+  _plane(space, "/host:CPU", 10**18, [
+      (0, 10, "x:RandomUniform", {}),
+      (10, 5, "x/_0:_Send", {"key": f"{L0};1;{W0};edge_1_x;0:0"})])
+  path = tmp_path / "vm.xplane.pb"
+  path.write_bytes(space.SerializeToString())
+  send = load_trace(str(path)).transfers()[0]
+  assert (send.src_device, send.dst_device) == (L0, W0)

@@ -21,8 +21,9 @@ One file alone (a single process traced with `tf.profiler`) keeps its plane
 names ("/host:CPU", "/device:GPU:0"); its transfers' ends are renamed to
 them ("/job:localhost/replica:0/task:0/device:GPU:0" -> "/device:GPU:0";
 the one CPU device its transfers name -> "/host:CPU"), so a transfer joins
-the timelines its ops are on. Two or more CPU devices keep their names: the
-host plane does not say which of them an op ran on.
+the timelines its ops are on. Two or more CPU devices keep their names (the
+host plane does not say which of them an op ran on), and so do all ends of
+a file whose transfers name several tasks (a cluster's client).
 """
 
 import collections
@@ -165,33 +166,35 @@ def read_xplanes(files: Sequence[str], source: str, transfer_fields) -> Trace:
   return make_trace(events, source)
 
 
-def _plane_of(device: Optional[str], planes: Dict[str, str],
-              host_cpu: Optional[str]) -> Optional[str]:
-  """The plane a transfer end names, or the end itself."""
-  if not device:
-    return device
-  m = _DEVICE_SUFFIX.search(device)
-  if m is None:
-    return device
-  if m.group(1) == host_cpu:
-    return "/host:CPU"
-  return planes.get(m.group(1), device)
+def _plane_names(events: Sequence[TraceEvent]) -> Dict[str, str]:
+  """{transfer end: plane} for one process (see the module docstring);
+  empty when its transfers name devices of several tasks (a client of a
+  cluster: their "device:CPU:0"s are not this host's)."""
+  ends = {d for e in events if e.kind == TRANSFER
+          for d in (e.src_device, e.dst_device) if d}
+  if len({_task_of(d) for d in ends if _task_of(d)}) > 1:
+    return {}
+  planes = {e.device for e in events}
+  rename = {}
+  for end in ends:
+    m = _DEVICE_SUFFIX.search(end)
+    if m and "/" + m.group(1) in planes:
+      rename[end] = "/" + m.group(1)
+  cpus = [d for d in ends if _DEVICE_SUFFIX.search(d) and
+          _DEVICE_SUFFIX.search(d).group(1).startswith("device:CPU:")]
+  if len(cpus) == 1 and "/host:CPU" in planes:
+    rename[cpus[0]] = "/host:CPU"
+  return rename
 
 
 def _ends_on_planes(events: Sequence[TraceEvent]) -> List[TraceEvent]:
-  """One process's events, transfer ends named as its planes (see the
-  module docstring)."""
-  planes = {p[1:]: p for p in {e.device for e in events}
-            if p.startswith("/device:")}
-  cpus = {m.group(1) for e in events if e.kind == TRANSFER
-          for end in (e.src_device, e.dst_device)
-          for m in [_DEVICE_SUFFIX.search(end or "")]
-          if m and m.group(1).startswith("device:CPU:")}
-  host_cpu = (next(iter(cpus)) if len(cpus) == 1 and
-              any(e.device == "/host:CPU" for e in events) else None)
+  """One process's events, transfer ends named as its planes."""
+  rename = _plane_names(events)
+  if not rename:
+    return list(events)
   return [dataclasses.replace(
-      e, src_device=_plane_of(e.src_device, planes, host_cpu),
-      dst_device=_plane_of(e.dst_device, planes, host_cpu))
+      e, src_device=rename.get(e.src_device, e.src_device),
+      dst_device=rename.get(e.dst_device, e.dst_device))
           if e.kind == TRANSFER else e for e in events]
 
 
