@@ -33,3 +33,16 @@ def test_top_limits_every_list_and_titles_the_chart(tmp_path):
   assert "longest 1 of " in out
   assert len(out.splitlines()) < 35
   assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_compare_follows_top_and_short_names():
+  # --compare listed 20 moved ops by full device name whatever --top said.
+  proc = subprocess.run(
+      [sys.executable, "-m", "tfplace", "trace",
+       os.path.join(DATA, "profile_2workers"), "--top", "1", "--compare",
+       os.path.join(DATA, "profile_2cpu")],
+      capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr
+  compared = proc.stdout.split("compared with")[1]
+  assert "/job:worker" not in compared
+  assert "ops on another device: 5\n  add: task:0/CPU:0 -> host:CPU\n  ... and 4 more\n" in compared

@@ -79,3 +79,44 @@ def test_perfetto_onto_an_input_is_refused_and_the_input_kept(tmp_path, flag):
   rc, _, err = _run(*args)
   assert rc == 2 and "is also an input of this command" in err, err
   assert mine.read_bytes() == before
+
+
+def test_perfetto_over_another_json_is_refused_and_a_previous_export_replaced(
+    tmp_path):
+  # `tfplace trace trace --perfetto p.json` replaced the placement p.json
+  # (not an input of this command) with a trace export.
+  placement = tmp_path / "p.json"
+  placement.write_text('{"placement": {"a": "/device:CPU:0"}}')
+  rc, _, err = _run(JSON_TRACE, "--perfetto", str(placement))
+  assert rc == 2 and "is not a trace tfplace exported" in err, err
+  assert placement.read_text() == '{"placement": {"a": "/device:CPU:0"}}'
+  export = tmp_path / "t.json.gz"
+  for _ in range(2):  # the second run replaces the first one's export
+    rc, out, err = _run(JSON_TRACE, "--perfetto", str(export))
+    assert rc == 0, err
+  assert f"wrote perfetto trace: {export}" in out
+
+
+def test_placement_without_gantt_is_a_usage_error(tmp_path):
+  # --placement alone was loaded, then silently ignored.
+  placement = tmp_path / "p.json"
+  placement.write_text('{"placement": {"mm0": "/job:worker/replica:0/task:0/device:CPU:0"}}')
+  rc, _, err = _run(JSON_TRACE, "--placement", str(placement))
+  assert rc == 2 and "--placement only titles the Gantt chart" in err, err
+
+
+def test_threads_of_an_eager_profile_say_why_there_is_nothing(tmp_path):
+  # --threads answered "the profile has no TF op events on a host thread",
+  # with no path and no hint that eager ops have no names.
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  space = xplane_pb2.XSpace()
+  plane = space.planes.add(name="/host:CPU")
+  line = plane.lines.add(timestamp_ns=10**18, name="python")
+  plane.event_metadata[1].id = 1
+  plane.event_metadata[1].name = "EagerLocalExecute: MatMul"
+  line.events.add(metadata_id=1, offset_ps=0, duration_ps=10**6)
+  run = tmp_path / "plugins" / "profile" / "2026_01_01_00_00_00"
+  run.mkdir(parents=True)
+  (run / "vm.xplane.pb").write_bytes(space.SerializeToString())
+  rc, _, err = _run(str(tmp_path), "--threads")
+  assert rc == 2 and str(tmp_path) in err and "tf.function" in err, err

@@ -33,3 +33,29 @@ def test_zero_span_ratio_is_none_in_json():
   zero = make_trace([TraceEvent(A, "x", "NoOp", 0.0, 0.0)], "zero")
   c = compare(zero, zero)
   assert c.span_ratio == float("inf") and c.to_dict()["span_ratio"] is None
+
+
+def test_report_uses_short_names_top_and_readable_bytes():
+  # The comparison printed full device names, raw byte counts ("33872 B")
+  # and 20 moved ops whatever --top said.
+  before = make_trace([TraceEvent(A, f"op{i}", "Relu", i, 1.0)
+                       for i in range(5)] +
+                      [TraceEvent(B, "t", "_Recv", 0.0, 1.0, TRANSFER, 3 * 1024,
+                                  A, B)], "before")
+  after = make_trace([TraceEvent(B, f"op{i}", "Relu", i, 1.0)
+                      for i in range(5)], "after")
+  text = format_comparison(compare(before, after), max_moved=2)
+  assert "/job:localhost" not in text
+  assert "  op0: CPU:0 -> CPU:1\n  op1: CPU:0 -> CPU:1\n  ... and 3 more\n" in text
+  assert "transfers: 1 (3.0 KiB, 1000.000 ms summed) -> 0\n" in text
+  assert "ops in both traces: 5 of 5 (before) and 5 (after)\n" in text
+  assert "same model" not in text
+
+
+def test_traces_of_different_models_are_flagged():
+  before = make_trace([TraceEvent(A, "x", "MatMul", 0.0, 4.0)], "a model")
+  after = make_trace([TraceEvent(A, "y", "MatMul", 0.0, 2.0)], "another")
+  c = compare(before, after)
+  assert (c.ops_before, c.ops_after, c.shared_ops) == (1, 1, 0)
+  assert "are these traces of the same model?" in format_comparison(c)
+  assert c.to_dict()["shared_ops"] == 0

@@ -34,3 +34,12 @@ def test_transfer_op_types():
   assert is_transfer_op("_Send") and is_transfer_op("_Recv")
   assert is_transfer_op("RecvTensor") and is_transfer_op("MEMCPYHtoD")
   assert not is_transfer_op("MatMul") and not is_transfer_op("Send")
+
+
+def test_a_trace_prints_as_one_line():
+  # print(tfplace.load_trace(...)) dumped every event of the trace.
+  from tfplace.trace.trace import TraceEvent, make_trace
+  trace = make_trace([TraceEvent("/d:0", f"op{k}", "Relu", k * 1e-3, 1e-3)
+                      for k in range(500)], "t.json")
+  assert str(trace) == repr(trace) == (
+      "Trace(500 events on 1 device(s), span 500.000 ms, source='t.json')")

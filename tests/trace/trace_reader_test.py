@@ -127,6 +127,20 @@ def test_bad_input(tmp_path, name, data, match):
     load_trace(_write(tmp_path, name, data))
 
 
+def test_a_graph_file_is_named_as_such(tmp_path):
+  # `tfplace trace model.meta` blamed a UTF-8 decoding error of the text
+  # StepStats parser.
+  from tensorflow.core.protobuf import meta_graph_pb2
+  meta = meta_graph_pb2.MetaGraphDef()
+  meta.graph_def.node.add(name="w", op="VarHandleOp")
+  meta.meta_info_def.tags.append("\x80 not text")
+  path = _write(tmp_path, "model.meta", meta.SerializeToString() + b"\x80")
+  with pytest.raises(TraceError) as info:
+    load_trace(path)
+  assert "a model or graph file?" in str(info.value)
+  assert "utf-8" not in str(info.value)
+
+
 def test_missing_path():
   with pytest.raises(TraceError, match="no such file"):
     load_trace("/nonexistent/trace.json")
@@ -146,6 +160,24 @@ def test_newest_run_is_read(tmp_path):
   (tmp_path / "plugins" / "profile" / "2099_01_01_00_00_00" / "host.xplane.pb").write_bytes(b"")
   with pytest.raises(TraceError, match="2099.*empty"):
     load_trace(str(tmp_path))
+
+
+def test_keras_tensorboard_log_dir(tmp_path):
+  # TensorBoard(log_dir="logs", profile_batch=...) writes the profile under
+  # logs/train/plugins/profile/<run>/; `tfplace trace logs` found no run.
+  src = os.path.join(DATA, "profile_2cpu", "plugins", "profile")
+  run = os.listdir(src)[0]
+  shutil.copytree(os.path.join(src, run),
+                  tmp_path / "train" / "plugins" / "profile" / run)
+  (tmp_path / "validation").mkdir()
+  assert load_trace(str(tmp_path)).events == load_trace(
+      _path("profile_2cpu")).events
+
+
+def test_plugins_folder_of_a_log_dir():
+  # `tfplace trace logdir/plugins` found no run.
+  assert load_trace(_path("profile_2cpu/plugins")).events == load_trace(
+      _path("profile_2cpu")).events
 
 
 def test_gzip_json(tmp_path):
@@ -249,3 +281,90 @@ def test_run_with_one_xplane_per_host_is_merged(tmp_path):
     for g, x in zip(got, expect):
       assert g[1:] == pytest.approx(x[1:], abs=1e-9)
   assert load_trace(str(run)).events == both.events
+
+
+def _plane(space, name, line_start_ns, events):
+  """Adds a plane of one line: (offset ns, duration ns, event name, stats)."""
+  plane = space.planes.add(name=name)
+  line = plane.lines.add(timestamp_ns=line_start_ns)
+  for k, (offset_ns, dur_ns, event, stats) in enumerate(events, start=1):
+    plane.event_metadata[k].id, plane.event_metadata[k].name = k, event
+    ev = line.events.add(metadata_id=k, offset_ps=offset_ns * 1000,
+                         duration_ps=dur_ns * 1000)
+    for j, (stat, value) in enumerate(stats.items(), start=100 * k):
+      plane.stat_metadata[j].id, plane.stat_metadata[j].name = j, stat
+      ev.stats.add(metadata_id=j, str_value=value)
+
+
+def test_one_process_transfers_end_on_its_planes(tmp_path):
+  # tf.profiler in one process with a GPU: ops on "/host:CPU" and
+  # "/device:GPU:0", but the _Send keys name
+  # "/job:localhost/replica:0/task:0/device:{CPU,GPU}:0": the report listed
+  # "task:0/GPU:0" beside "GPU:0", and the critical path never crossed.
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  gpu = "/job:localhost/replica:0/task:0/device:GPU:0"
+  space = xplane_pb2.XSpace()
+  _plane(space, "/host:CPU", 10**18, [
+      (0, 10, "x:RandomUniform", {}),
+      (10, 5, "x/_0:_Send", {"key": f"{L0};1;{gpu};edge_1_x;0:0"}),
+      (40, 5, "_send_y_0:_Send", {"key": f"{gpu};1;{gpu};y:0;0:0"})])
+  _plane(space, "/device:GPU:0", 10**18, [
+      (20, 15, "matmul_kernel", {"tf_op": "y:MatMul"})])
+  path = tmp_path / "vm.xplane.pb"
+  path.write_bytes(space.SerializeToString())
+  t = load_trace(str(path))
+  assert t.devices() == ("/device:GPU:0", "/host:CPU")
+  ends = sorted((e.name, e.src_device, e.dst_device) for e in t.transfers())
+  assert ends == [("_send_y_0", "/device:GPU:0", "client"),
+                  ("x/_0", "/host:CPU", "/device:GPU:0")]
+  from tfplace.trace.summary import summarize
+  path_names = [s.name for s in summarize(t).critical_path]
+  assert path_names == ["x", "x/_0", "y", "_send_y_0"]
+
+
+def test_one_cpu_process_sends_from_its_host_plane(tmp_path):
+  # A Keras fit traced on a CPU: ops on "/host:CPU", its fetch sent from
+  # "/device:CPU:0", which the report showed as a second device.
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  space = xplane_pb2.XSpace()
+  _plane(space, "/host:CPU", 10**18, [
+      (0, 10, "range:Range", {}),
+      (10, 2, "_send_range_0:_Send",
+       {"key": "/device:CPU:0;1;/device:CPU:0;range:0;0:0"})])
+  path = tmp_path / "vm.xplane.pb"
+  path.write_bytes(space.SerializeToString())
+  send = load_trace(str(path)).transfers()[0]
+  assert (send.src_device, send.dst_device) == ("/host:CPU", "client")
+
+
+def test_a_profile_of_eager_ops_says_so(tmp_path):
+  # Eager ops have no names; the profile read as "no TF op events" alone.
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  space = xplane_pb2.XSpace()
+  _plane(space, "/host:CPU", 10**18, [
+      (0, 10, "EagerLocalExecute: MatMul", {}),
+      (20, 5, "EagerExecute", {"eager_op": "Relu"}),
+      (21, 3, "EagerLocalExecute: Relu", {})])
+  path = tmp_path / "vm.xplane.pb"
+  path.write_bytes(space.SerializeToString())
+  with pytest.raises(TraceError, match="only 2 eager op runs.*tf.function"):
+    load_trace(str(path))
+  empty = xplane_pb2.XSpace()
+  _plane(empty, "/host:CPU", 10**18, [(0, 10, "TFE_Py_FastPathExecute_C", {})])
+  path.write_bytes(empty.SerializeToString())
+  with pytest.raises(TraceError, match="run anything between"):
+    load_trace(str(path))
+
+
+def test_a_cluster_clients_transfers_keep_their_names(tmp_path):
+  # One file whose transfers name two tasks (a client of a cluster): a
+  # worker's CPU:0 is not this host's CPU.
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  space = xplane_pb2.XSpace()
+  _plane(space, "/host:CPU", 10**18, [
+      (0, 10, "x:RandomUniform", {}),
+      (10, 5, "x/_0:_Send", {"key": f"{L0};1;{W0};edge_1_x;0:0"})])
+  path = tmp_path / "vm.xplane.pb"
+  path.write_bytes(space.SerializeToString())
+  send = load_trace(str(path)).transfers()[0]
+  assert (send.src_device, send.dst_device) == (L0, W0)

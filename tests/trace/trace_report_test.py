@@ -170,3 +170,15 @@ def test_a_placement_that_did_not_run_is_refused_for_the_chart():
     check_placement_matches(trace, Placement({"other": W0}))
   # One op of two elsewhere (a TF placer's choice, say) still draws.
   check_placement_matches(trace, Placement({"mm0": W0, "mm1": W0}))
+
+
+def test_transfer_time_is_called_summed_and_unknown_bytes_explained():
+  # "time ms" of 25 overlapping transfers read 7.4 ms in a 5.4 ms step, and
+  # a profiler trace's bytes printed as a bare "?".
+  trace = make_trace([
+      TraceEvent(W1, f"r{k}", "_Recv", 0.0, 1e-3, TRANSFER, 0, W0, W1)
+      for k in range(3)] + [TraceEvent(W0, "a", "MatMul", 0.0, 2e-3)], "hand")
+  text = str(summarize(trace))
+  assert "summed ms" in text and "time ms" not in text
+  assert "task:0/CPU:0 -> task:1/CPU:0      3  ?          3.000" in text
+  assert "(bytes ?: the trace does not record them" in text

@@ -13,7 +13,8 @@ differs from PATH; with --threads (a TF profiler log directory or
 .xplane.pb), where each worker's host threads spent the step: ops, sends,
 Recv issues and completions, executor (`tfplace.trace.host_activity`).
 Bad input exits with status 2 and writes nothing (an output is never
-written over an input).
+written over an input, and --perfetto replaces only a trace tfplace
+exported before).
 """
 
 import json
@@ -49,10 +50,14 @@ def main(argv):
   if len(argv) != 2:
     raise TraceError("expected exactly one trace PATH "
                      f"(got {len(argv) - 1}; see tfplace trace --help)")
+  if _PLACEMENT.value and not _GANTT.value:
+    raise TraceError("--placement only titles the Gantt chart: add "
+                     "--gantt OUT.png, or leave --placement out")
   inputs = [argv[1], _COMPARE.value, _PLACEMENT.value]
   if _PERFETTO.value:
     export.check_perfetto_path(_PERFETTO.value)
     check_out_path(_PERFETTO.value, "--perfetto", inputs=inputs)
+    export.check_replaceable(_PERFETTO.value)
   if _GANTT.value:
     plot.check_gantt_path(_GANTT.value)
     check_out_path(_GANTT.value, "--gantt", inputs=inputs)
@@ -60,10 +65,10 @@ def main(argv):
   if _PLACEMENT.value:
     from tfplace.placement import Placement  # pylint: disable=import-outside-toplevel
     placement = Placement.load(_PLACEMENT.value)
+  trace = reader.load_trace(argv[1])  # its errors say most about PATH
   threads = None
   if _THREADS.value:
     threads = host_activity.host_activity(reader.xplane_files(argv[1]))
-  trace = reader.load_trace(argv[1])
   if placement is not None and _GANTT.value:
     plot.check_placement_matches(trace, placement)
   other = reader.load_trace(_COMPARE.value) if _COMPARE.value else None
@@ -84,7 +89,8 @@ def main(argv):
     print("\n" + host_activity.format_host_activity(threads), end="")
   if comparison is not None:
     print(f"\ncompared with {_COMPARE.value}:")
-    print(compare_lib.format_comparison(comparison), end="")
+    print(compare_lib.format_comparison(comparison, max_moved=_TOP.value),
+          end="")
   for what, path in (("perfetto trace", _PERFETTO.value), ("gantt chart", _GANTT.value)):
     if path:
       print(f"wrote {what}: {path}")

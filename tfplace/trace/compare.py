@@ -5,7 +5,8 @@ import math
 from typing import Dict, Tuple
 
 from tfplace.trace.summary import device_usage
-from tfplace.trace.trace import Trace
+from tfplace.trace.trace import Trace, short_device_names
+from tfplace.units import format_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +46,9 @@ class TraceComparison:
     transfers_before: transfer totals of the first trace.
     transfers_after: transfer totals of the second trace.
     moved_ops: ops (by name, in both traces) whose device changed, by name.
+    ops_before: distinct op names in the first trace.
+    ops_after: distinct op names in the second trace.
+    shared_ops: op names in both (few: the traces are of different models).
   """
   span_before_s: float
   span_after_s: float
@@ -53,6 +57,9 @@ class TraceComparison:
   transfers_before: TransferTotals
   transfers_after: TransferTotals
   moved_ops: Tuple[MovedOp, ...]
+  ops_before: int = 0
+  ops_after: int = 0
+  shared_ops: int = 0
 
   def to_dict(self) -> dict:
     """A JSON-ready dict (for `--json`); an infinite ratio becomes None."""
@@ -92,23 +99,53 @@ def compare(before: Trace, after: Trace) -> TraceComparison:
   span_before, span_after = before.span_s(), after.span_s()
   ratio = span_after / span_before if span_before > 0 else float("inf")
   return TraceComparison(span_before, span_after, ratio, deltas,
-                         _transfer_totals(before), _transfer_totals(after), moved)
+                         _transfer_totals(before), _transfer_totals(after),
+                         moved, len(old), len(new), len(set(old) & set(new)))
+
+
+def _ms(seconds: float) -> str:
+  return f"{seconds * 1e3:.3f}"
+
+
+def _transfer_text(t: TransferTotals) -> str:
+  if not t.count:
+    return "0"
+  size = format_bytes(t.nbytes) if t.nbytes else "? bytes"
+  return f"{t.count} ({size}, {_ms(t.time_s)} ms summed)"
+
+
+def _shared_text(c: TraceComparison) -> str:
+  """How many op names the traces share; a warning when it is few."""
+  text = (f"ops in both traces: {c.shared_ops} of {c.ops_before} (before) "
+          f"and {c.ops_after} (after)")
+  if c.shared_ops * 2 < min(c.ops_before, c.ops_after):
+    text += (" -- fewer than half: are these traces of the same model? "
+             "(the numbers below compare whatever ran)")
+  return text
 
 
 def format_comparison(c: TraceComparison, max_moved: int = 20) -> str:
-  """A readable text report of `c` (times in milliseconds)."""
-  ms = lambda s: f"{s * 1e3:.3f}"
-  lines = [f"span: {ms(c.span_before_s)} ms -> {ms(c.span_after_s)} ms "
+  """A readable text report of `c` (times in milliseconds).
+
+  Args:
+    c: the comparison.
+    max_moved: how many moved ops to list (`tfplace trace --top`).
+  """
+  names = short_device_names(
+      [d.device for d in c.devices] +
+      [d for m in c.moved_ops for d in (m.device_before, m.device_after)])
+  lines = [_shared_text(c),
+           f"span: {_ms(c.span_before_s)} ms -> {_ms(c.span_after_s)} ms "
            f"(x{c.span_ratio:.3f})", "", "busy ms per device (before -> after):"]
-  width = max((len(d.device) for d in c.devices), default=0)
-  lines += [f"  {d.device:<{width}}  {ms(d.busy_before_s):>10} -> {ms(d.busy_after_s):>10}"
-            for d in c.devices]
-  tb, ta = c.transfers_before, c.transfers_after
-  lines += ["", f"transfers: {tb.count} ({tb.nbytes} B, {ms(tb.time_s)} ms) -> "
-            f"{ta.count} ({ta.nbytes} B, {ms(ta.time_s)} ms)", "",
+  width = max((len(names[d.device]) for d in c.devices), default=0)
+  lines += [f"  {names[d.device]:<{width}}  {_ms(d.busy_before_s):>10} -> "
+            f"{_ms(d.busy_after_s):>10}" for d in c.devices]
+  lines += ["", f"transfers: {_transfer_text(c.transfers_before)} -> "
+            f"{_transfer_text(c.transfers_after)}", "",
             f"ops on another device: {len(c.moved_ops)}"]
-  lines += [f"  {m.name}: {m.device_before} -> {m.device_after}"
-            for m in c.moved_ops[:max_moved]]
-  if len(c.moved_ops) > max_moved:
-    lines.append(f"  ... and {len(c.moved_ops) - max_moved} more")
+  shown = c.moved_ops[:max(max_moved, 0)]
+  lines += [f"  {m.name}: {names[m.device_before]} -> {names[m.device_after]}"
+            for m in shown]
+  if len(c.moved_ops) > len(shown):
+    lines.append(f"  ... and {len(c.moved_ops) - len(shown)} more")
   return "\n".join(lines) + "\n"

@@ -9,6 +9,7 @@ same events. The output opens in https://ui.perfetto.dev and chrome://tracing.
 
 import gzip
 import json
+import os
 from typing import Any, Dict, List, Optional
 
 from tfplace.errors import TraceError
@@ -16,6 +17,7 @@ from tfplace.io_utils import atomic_write
 from tfplace.trace.trace import OP, Trace, TraceEvent
 
 TRANSFERS_PROCESS = "transfers"
+PRODUCER = "tfplace"
 
 
 def _meta(name: str, pid: int, args: Dict[str, Any],
@@ -63,7 +65,7 @@ def to_chrome_trace(trace: Trace) -> Dict[str, Any]:
       tid = tids[(e.src_device or "?", e.dst_device or "?")]
       events.append(_complete(e, transfer_pid, tid))
   return {"traceEvents": events, "displayTimeUnit": "ms",
-          "otherData": {"source": trace.source, "producer": "tfplace"}}
+          "otherData": {"source": trace.source, "producer": PRODUCER}}
 
 
 def write_perfetto(trace: Trace, path: str) -> None:
@@ -89,3 +91,26 @@ def check_perfetto_path(path: str) -> None:
   """Raises TraceError unless `path` ends in `.json` or `.json.gz`."""
   if not path.endswith((".json", ".json.gz")):
     raise TraceError(f"{path}: a Perfetto/Chrome trace must end in .json or .json.gz")
+
+
+def check_replaceable(path: str, flag: str = "--perfetto") -> None:
+  """Raises TraceError if `path` holds a file that is not a trace tfplace
+  exported (a placement, a cluster JSON, the user's own Chrome trace):
+  writing the export over it would lose it. A previous export is replaced.
+  """
+  if not os.path.isfile(path) or os.path.getsize(path) == 0:
+    return
+  try:
+    with open(path, "rb") as f:
+      data = f.read()
+    if path.endswith(".gz"):
+      data = gzip.decompress(data)
+    doc = json.loads(data)
+    ours = (isinstance(doc, dict) and isinstance(doc.get("otherData"), dict)
+            and doc["otherData"].get("producer") == PRODUCER)
+  except (OSError, EOFError, ValueError, UnicodeDecodeError):
+    ours = False
+  if not ours:
+    raise TraceError(f"{flag} {path} exists and is not a trace tfplace "
+                     "exported: remove it or write to another file (it "
+                     "would be lost)")

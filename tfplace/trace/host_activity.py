@@ -26,6 +26,7 @@ answering sends (WORKSPACE_NOTES.md, issue 13).
 
 import collections
 import dataclasses
+import os
 import re
 from typing import Dict, List, Sequence, Tuple
 
@@ -168,7 +169,9 @@ def host_activity(files: Sequence[str]) -> HostActivity:
   """
   raw = list(_lines(files))
   if not raw:
-    raise TraceError("the profile has no host thread events")
+    where = os.path.dirname(files[0]) if files else "the profile"
+    raise TraceError(f"{where}: the profile has no host thread events (did "
+                     "TensorFlow run anything while the profiler was on?)")
   # Times in ns from the earliest line: absolute ns (~1.8e18) as floats
   # would round to 256 ns.
   base = min(start for _, _, start, _ in raw)

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Tuple
 from tfplace.units import format_bytes
 from tfplace.errors import TfplaceError
 from tfplace.io_utils import atomic_write
+from tfplace.trace.summary import max_op_runs
 from tfplace.trace.trace import OP, Trace, TraceEvent, short_device_names
 
 _MAX_LEGEND = 12
@@ -91,19 +92,29 @@ def check_placement_matches(trace: Trace, placement) -> None:
 
 
 def gantt_title(trace: Trace, placement=None) -> str:
-  """"<placer> placement on N devices: step time X ms" (see `gantt`)."""
-  step = f"step time {trace.span_s() * 1e3:.3f} ms"
+  """"<placer> placement on N devices: step time X ms" (see `gantt`); a
+  trace whose ops ran several times (several steps) gives its span, not a
+  step time."""
+  runs = max_op_runs(trace)
+  step = (f"step time {trace.span_s() * 1e3:.3f} ms" if runs <= 1 else
+          f"span {trace.span_s() * 1e3:.3f} ms (ops ran up to {runs} times: "
+          "several steps)")
   devices = trace.devices()
   if placement is None:
     names = short_device_names(devices)
-    return f"{step} on {len(devices)} devices ({', '.join(names.values())})"
+    return (f"{step} on {_count(len(devices), 'device')} "
+            f"({', '.join(names.values())})")
   meta = placement.metadata
   used = sorted(set(placement.devices.values()))
-  text = (f"{meta.placer or 'given'} placement on {len(used)} devices: "
-          f"{step}")
+  text = (f"{meta.placer or 'given'} placement on "
+          f"{_count(len(used), 'device')}: {step}")
   if meta.predicted_step_time_s:
     text += f" (predicted {meta.predicted_step_time_s * 1e3:.3f} ms)"
   return text
+
+
+def _count(n: int, noun: str) -> str:
+  return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def gantt_layout(trace: Trace, placement=None,
@@ -160,6 +171,12 @@ def _draw_transfers(ax, layout: GanttLayout) -> None:
                                     alpha=0.35, linewidth=0.6))
 
 
+def figure_height(n_rows: int, n_legend: int) -> float:
+  """Inches: 0.6 per row, and tall enough for the op-type legend beside
+  the rows (one device and a dozen op types clipped the legend)."""
+  return max(1.2 + 0.6 * n_rows, 1.0 + 0.25 * n_legend)
+
+
 def gantt(trace: Trace, path: str, title: Optional[str] = None,
           placement=None) -> None:
   """Draws `trace` as a Gantt chart and writes it to `path` (PNG, atomic).
@@ -180,9 +197,12 @@ def gantt(trace: Trace, path: str, title: Optional[str] = None,
   labels = [r[0] for r in layout.device_rows] + [
       lane[0] for lane in layout.transfer_lanes]
   cmap = plt.get_cmap("tab20")
-  fig, ax = plt.subplots(figsize=(12, 1.2 + 0.6 * len(labels)), dpi=100)
+  palette = _palette(trace, cmap)
+  op_types = {e.op_type for e in trace.ops()}
+  top = [t for t in palette if t in op_types][:_MAX_LEGEND]
+  fig, ax = plt.subplots(figsize=(12, figure_height(len(labels), len(top))),
+                         dpi=100)
   try:
-    palette = _palette(trace, cmap)
     for y, (_, events) in enumerate(layout.device_rows):
       ax.broken_barh([(e.start_s * 1e3, max(e.duration_s * 1e3, 1e-6))
                       for e in events], (y - 0.35, 0.7),
@@ -196,8 +216,6 @@ def gantt(trace: Trace, path: str, title: Optional[str] = None,
     ax.set_xlabel("time (ms)")
     ax.set_title(layout.title)
     ax.grid(axis="x", linestyle=":", linewidth=0.5)
-    top = [t for t in palette if any(e.op_type == t for e in trace.ops())]
-    top = top[:_MAX_LEGEND]
     handles = [plt.Rectangle((0, 0), 1, 1, color=palette[t]) for t in top]
     ax.legend(handles, top, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               fontsize="small", title="op type")

@@ -3,8 +3,9 @@
 `load_trace(path)` accepts:
   * a TF profiler log directory, as written by
     `tf.profiler.experimental.start(logdir)` / `stop()`
-    (`<logdir>/plugins/profile/<run>/*.xplane.pb`; the newest run is read), a
-    run directory, or one `.xplane.pb` file, read by `tfplace.trace.xplane`.
+    (`<logdir>/plugins/profile/<run>/*.xplane.pb`; the newest run is read;
+    also `<log_dir>/train/plugins/profile/<run>/`, as Keras's TensorBoard
+    callback writes it), a run directory, or one `.xplane.pb` file, read by `tfplace.trace.xplane`.
     A run with one file per host (`<host>.xplane.pb`, as
     `tf.profiler.experimental.client.trace` writes for the workers of a TF
     server cluster) is merged; each device is then prefixed with the file's
@@ -108,18 +109,26 @@ def _parse_json(data: bytes, source: str) -> Any:
 
 
 def _xplane_files(directory: str) -> List[str]:
-  """The `.xplane.pb` files of the newest run under a profile directory."""
+  """The `.xplane.pb` files of the newest run under a profile directory:
+  the directory itself, its `plugins/profile` (or `profile`, given
+  `plugins`), or (the Keras TensorBoard
+  callback's `log_dir`) a subfolder's `plugins/profile`, e.g. `train/`."""
   files = glob.glob(os.path.join(directory, "*.xplane.pb"))
   if files:
     return sorted(files)
-  for runs_root in (os.path.join(directory, "plugins", "profile"), directory):
-    runs = sorted(d for d in glob.glob(os.path.join(runs_root, "*"))
-                  if glob.glob(os.path.join(d, "*.xplane.pb")))
-    if runs:
-      return sorted(glob.glob(os.path.join(runs[-1], "*.xplane.pb")))
+  for roots in ([os.path.join(directory, "plugins", "profile")],
+                [os.path.join(directory, "profile")], [directory],
+                glob.glob(os.path.join(directory, "*", "plugins", "profile"))):
+    runs = [d for root in roots for d in glob.glob(os.path.join(root, "*"))
+            if glob.glob(os.path.join(d, "*.xplane.pb"))]
+    if runs:  # run folders are named by their start time
+      newest = max(runs, key=lambda d: (os.path.basename(d), d))
+      return sorted(glob.glob(os.path.join(newest, "*.xplane.pb")))
   raise TraceError(f"{directory}: no profile run found (expected "
                    "plugins/profile/<run>/*.xplane.pb, as written by "
-                   "tf.profiler.experimental.start/stop)")
+                   "tf.profiler.experimental.start/stop, or "
+                   "<log_dir>/train/plugins/profile/<run>/ by Keras's "
+                   "TensorBoard callback with profile_batch)")
 
 
 def _load_xplanes(files: List[str], source: str) -> Trace:
@@ -274,7 +283,18 @@ def _parse_step_stats(data: bytes, source: str):
       if _looks_like_step_stats(get(proto)):
         return get(proto)
   raise TraceError(f"{source}: not a Chrome-trace JSON, StepStats or "
-                   f"RunMetadata proto with step stats ({errors[-1] if errors else 'empty'})")
+                   f"RunMetadata proto with step stats ({_why_not(data, errors)})")
+
+
+def _why_not(data: bytes, errors: List[str]) -> str:
+  """Why bytes are not step stats, in words a user can act on."""
+  try:
+    data.decode("utf-8")
+  except UnicodeDecodeError:
+    return ("binary, with no step stats in it: a model or graph file? "
+            "Trace a step with `tfplace measure --trace_dir DIR` or "
+            "tf.profiler, then give DIR")
+  return errors[-1] if errors else "empty"
 
 
 def _base_device(device: str) -> str:

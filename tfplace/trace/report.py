@@ -65,11 +65,16 @@ def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:
   for g in summary.critical_path_segments:
     devices += [d for d in (g.src_device, g.dst_device) if d]
   names = short_device_names(devices)
+  n_devices = len(summary.devices)
   lines = [f"trace: {summary.source}",
-           f"{summary.n_events} events on {len(summary.devices)} devices, "
-           f"span {_ms(summary.span_s)} ms"]
+           f"{summary.n_events} events on {n_devices} "
+           f"device{'' if n_devices == 1 else 's'}, span {_ms(summary.span_s)} ms"]
+  if summary.max_op_runs > 1:
+    lines.append(f"note: ops ran up to {summary.max_op_runs} times: the trace "
+                 "holds several steps (or a loop); every figure below is over "
+                 "the whole trace, not one step")
   renamed = [f"{names[d]} = {d}" for d in sorted(set(devices))
-             if names[d] != d]
+             if names[d] not in (d, d.lstrip("/"))]
   if renamed:
     lines.append("devices: " + "; ".join(renamed))
   for part in (_devices, _transfers, _top_ops, _critical_path):
@@ -94,12 +99,17 @@ def _transfers(summary: TraceSummary, names: Dict[str, str],
   if not summary.transfers:
     return ["transfers: none"]
   rows = sorted(summary.transfers, key=lambda t: -t.time_s)[:top]
-  return ["transfers between devices:"] + _table(
-      ["from -> to", "count", "bytes", "time ms"],
+  lines = ["transfers between devices (summed ms: durations added up, so "
+           "overlapping ones can exceed the span):"] + _table(
+      ["from -> to", "count", "bytes", "summed ms"],
       [[f"{names[t.src_device]} -> {names[t.dst_device]}", t.count,
         format_bytes(t.nbytes) if t.nbytes else "?", _ms(t.time_s)]
        for t in rows]) + _more(len(rows), len(summary.transfers),
                                "device pairs")
+  if any(not t.nbytes for t in rows):
+    lines.append("  (bytes ?: the trace does not record them; the step "
+                 "stats of `tfplace measure --trace_dir` do)")
+  return lines
 
 
 def _top_ops(summary: TraceSummary, names: Dict[str, str],

@@ -127,6 +127,8 @@ class TraceSummary:
     critical_path_segments: the critical path as runs of events on one
       device, in time order.
     top_k: how many rows each list shows when printed.
+    max_op_runs: the most times one op ran on one device; above 1 the trace
+      holds several steps (or a loop), and every figure is over all of them.
   """
   source: str
   n_events: int
@@ -138,6 +140,7 @@ class TraceSummary:
   critical_path_busy_s: float
   critical_path_segments: Tuple[PathSegment, ...] = ()
   top_k: int = 10
+  max_op_runs: int = 1
 
   def to_dict(self) -> dict:
     """A JSON-ready dict (for `--json`)."""
@@ -195,6 +198,12 @@ def top_ops(trace: Trace, k: int = 10) -> Tuple[OpTime, ...]:
           for (name, device), (op_type, count, total) in acc.items()]
   rows.sort(key=lambda r: (-r.total_s, r.name, r.device))
   return tuple(rows[:max(k, 0)])
+
+
+def max_op_runs(trace: Trace) -> int:
+  """The most times one op (by name) ran on one device (0: no ops)."""
+  runs = collections.Counter((e.name, e.device) for e in trace.ops())
+  return max(runs.values(), default=0)
 
 
 def _arrival_index(trace: Trace) -> Dict[str, Tuple[List[float], List[int]]]:
@@ -289,7 +298,8 @@ def summarize(trace: Trace, top_k: int = 10) -> TraceSummary:
       transfers=transfer_stats(trace), top_ops=top_ops(trace, top_k),
       critical_path=path,
       critical_path_busy_s=sum(s.duration_s for s in path),
-      critical_path_segments=path_segments(path), top_k=max(top_k, 0))
+      critical_path_segments=path_segments(path), top_k=max(top_k, 0),
+      max_op_runs=max_op_runs(trace))
 
 
 def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:

@@ -70,7 +70,7 @@ class TraceEvent:
     return self.start_s + self.duration_s
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class Trace:
   """A set of events, sorted by start time, from one profile.
 
@@ -80,6 +80,12 @@ class Trace:
   """
   events: Tuple[TraceEvent, ...]
   source: str = ""
+
+  def __repr__(self) -> str:
+    # Not every event: a trace has thousands (tfplace.summarize reads it).
+    return (f"Trace({len(self.events)} events on {len(self.devices())} "
+            f"device(s), span {self.span_s() * 1e3:.3f} ms, "
+            f"source={self.source!r})")
 
   def devices(self) -> Tuple[str, ...]:
     """Sorted names of the devices that have events."""

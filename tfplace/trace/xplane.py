@@ -16,6 +16,14 @@ host plane ("/host:CPU": the profiler records threads, not logical CPUs)
 becomes its CPU device, "/job:worker/replica:0/task:0/device:CPU:0", when
 its transfers name one CPU device (as for `tfplace`'s workers), else
 "<task>/host:CPU", with the transfers of its CPU devices renamed to match.
+
+One file alone (a single process traced with `tf.profiler`) keeps its plane
+names ("/host:CPU", "/device:GPU:0"); its transfers' ends are renamed to
+them ("/job:localhost/replica:0/task:0/device:GPU:0" -> "/device:GPU:0";
+the one CPU device its transfers name -> "/host:CPU"), so a transfer joins
+the timelines its ops are on. Two or more CPU devices keep their names (the
+host plane does not say which of them an op ran on), and so do all ends of
+a file whose transfers name several tasks (a cluster's client).
 """
 
 import collections
@@ -32,6 +40,8 @@ from tfplace.trace.trace import (OP, TRANSFER, Trace, TraceEvent,
 # "name:Type": node names hold no ":"; a type starts with a letter or "_".
 _TF_OP = re.compile(r"^([^:\s][^:]*):([A-Za-z_][\w>]*)$")
 _TASK = re.compile(r"^(/job:[^/]+/replica:\d+/task:\d+)(/|$)")
+# ".../device:GPU:0" -> "device:GPU:0" (a device's name without its task).
+_DEVICE_SUFFIX = re.compile(r"(?:^|/)(device:[A-Za-z_]+:\d+)$")
 # Raw event: (device, name, op type, start ns, duration ps, stats).
 _Raw = Tuple[str, str, str, int, int, Dict[str, str]]
 
@@ -103,6 +113,21 @@ def xplane_events(path: str, host: str = "") -> List[_Raw]:
   return out
 
 
+def _why_no_ops(files: Sequence[str]) -> str:
+  """What a profile without TF op events holds instead, in words."""
+  eager = 0
+  for path in files:
+    for plane in parse_space(path).planes:
+      names = {k: m.name for k, m in plane.event_metadata.items()}
+      eager += sum(names.get(ev.metadata_id, "").startswith(
+          "EagerLocalExecute") for line in plane.lines for ev in line.events)
+  if eager:
+    return (f"only {eager} eager op runs, which have no op names: trace "
+            "a tf.function (or a Keras fit) to see its ops")
+  return ("did TensorFlow run anything between tf.profiler.experimental."
+          "start and stop?")
+
+
 def _to_event(raw: _Raw, t0_ns: int, transfer_fields) -> TraceEvent:
   device, name, op_type, start_ns, dur_ps, stats = raw
   start_s, duration_s = (start_ns - t0_ns) * 1e-9, max(dur_ps, 0) * 1e-12
@@ -130,12 +155,47 @@ def read_xplanes(files: Sequence[str], source: str, transfer_fields) -> Trace:
   for path in files:
     raw.extend(xplane_events(path, xplane_host(path) if merged else ""))
   if not raw:
-    raise TraceError(f"{source}: the profile has no TF op events")
+    raise TraceError(f"{source}: the profile has no TF op events "
+                     f"({_why_no_ops(files)})")
   t0_ns = min(r[3] for r in raw)
   events = [_to_event(r, t0_ns, transfer_fields) for r in raw]
   if merged:
     events = _by_task(events, task_names(files, events))
+  else:
+    events = _ends_on_planes(events)
   return make_trace(events, source)
+
+
+def _plane_names(events: Sequence[TraceEvent]) -> Dict[str, str]:
+  """{transfer end: plane} for one process (see the module docstring);
+  empty when its transfers name devices of several tasks (a client of a
+  cluster: their "device:CPU:0"s are not this host's)."""
+  ends = {d for e in events if e.kind == TRANSFER
+          for d in (e.src_device, e.dst_device) if d}
+  if len({_task_of(d) for d in ends if _task_of(d)}) > 1:
+    return {}
+  planes = {e.device for e in events}
+  rename = {}
+  for end in ends:
+    m = _DEVICE_SUFFIX.search(end)
+    if m and "/" + m.group(1) in planes:
+      rename[end] = "/" + m.group(1)
+  cpus = [d for d in ends if _DEVICE_SUFFIX.search(d) and
+          _DEVICE_SUFFIX.search(d).group(1).startswith("device:CPU:")]
+  if len(cpus) == 1 and "/host:CPU" in planes:
+    rename[cpus[0]] = "/host:CPU"
+  return rename
+
+
+def _ends_on_planes(events: Sequence[TraceEvent]) -> List[TraceEvent]:
+  """One process's events, transfer ends named as its planes."""
+  rename = _plane_names(events)
+  if not rename:
+    return list(events)
+  return [dataclasses.replace(
+      e, src_device=rename.get(e.src_device, e.src_device),
+      dst_device=rename.get(e.dst_device, e.dst_device))
+          if e.kind == TRANSFER else e for e in events]
 
 
 def task_names(files: Sequence[str], events: Sequence[TraceEvent]
