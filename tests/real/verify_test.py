@@ -132,3 +132,32 @@ def test_a_worker_killed_during_the_rounds_stops_them_with_the_best_kept(
   assert len(calls) == 3  # the rounds stopped at the first failure
   measured = [i for i, c in enumerate(report.candidates) if c.measured_s]
   assert report.chosen in measured and len(measured) == 2
+
+
+def test_ctrl_c_during_the_rounds_keeps_what_was_measured(graph, monkeypatch):
+  # Ctrl-C during the rounds lost the search and every measurement: `tfplace
+  # place --verify_top_k` wrote nothing, though a search's best so far is
+  # written on Ctrl-C everywhere else.
+  from tfplace import interrupts
+  real_measure_batch = interleaved.measure_batch
+  calls = []
+
+  def interrupt_the_third(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 3:
+      raise KeyboardInterrupt
+    return real_measure_batch(*args, **kwargs)
+
+  monkeypatch.setattr(interleaved, "measure_batch", interrupt_the_third)
+  try:
+    result = verify_top_k(graph, "local", "round_robin", top_k=3,
+                          cluster=cpu_cluster(2), settings=FAST)
+    assert interrupts.interrupted()
+  finally:
+    interrupts.clear()
+  report = result.report
+  assert "interrupted (Ctrl-C) in round 1" in report.stopped
+  measured = [i for i, c in enumerate(report.candidates) if c.measured_s]
+  assert len(calls) == 3 and len(measured) == 2
+  assert report.chosen in measured
+  assert result.placement.metadata.extra["verify"]["stopped"] == report.stopped
