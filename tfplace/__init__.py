@@ -39,6 +39,7 @@ _API = {
     "FeedOptions": "tfplace.measurement.feeds",
     "measure_batch": "tfplace.measurement.batch",
     "LocalCluster": "tfplace.measurement.local_cluster",
+    "RemoteCluster": "tfplace.measurement.local_cluster",
     "get_cost_model": "tfplace.cost.cost_models",
     "lower_bound": "tfplace.simulator.lower_bound",
     "load_trace": "tfplace.trace.reader",

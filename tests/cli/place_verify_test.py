@@ -65,6 +65,18 @@ def test_an_unreachable_target_exits_2_before_the_search(tmp_path, two_cpus):
   assert proc.returncode == 2 and "need --target" in proc.stderr
 
 
+def test_a_target_of_no_known_form_is_named_as_the_target(tmp_path,
+                                                         two_cpus):
+  # It said "--cluster 'k80x2' is neither ..." of a good --cluster.
+  out = tmp_path / "p.json"
+  proc = run("--cluster", two_cpus, "--verify_top_k", "2", "--target",
+             "k80x2", "--out", str(out))
+  assert proc.returncode == 2, proc.stderr
+  assert "--target 'k80x2' is neither" in proc.stderr
+  assert "grpc://host:port or local" in proc.stderr
+  assert "--cluster" not in proc.stderr and not out.exists()
+
+
 @pytest.mark.parametrize("verify", [
     ("--verify_top_k", "2", "--target", "local"), ()])
 def test_a_calibration_for_another_cluster_exits_2_and_overwrites_nothing(

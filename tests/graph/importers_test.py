@@ -285,3 +285,37 @@ def test_windowed_ops_keep_their_largest_stride():
   strides = {op.type: op.stride for op in g.ops
              if op.name.startswith("gradients/down")}
   assert strides["Conv2DBackpropFilter"] == 2
+
+
+@pytest.mark.parametrize("resource", [True, False])
+@pytest.mark.parametrize("suffix", [".meta", ".pbtxt"])
+def test_a_tf1_graph_without_an_init_op_initializes_its_variables(
+    tmp_path, resource, suffix):
+  # A TF1 step exported without global_variables_initializer() imported with
+  # no init op: `tfplace measure` then failed with TF's "Could not find
+  # variable h/kernel ... uninitialized".
+  graph = tf.Graph()
+  with graph.as_default():
+    x = tf.constant(np.ones((4, 3), np.float32), name="x")
+    w = tf.compat.v1.get_variable("w", initializer=tf.ones((3, 2)),
+                                  use_resource=resource)
+    loss = tf.reduce_mean(tf.matmul(x, w), name="loss")
+    tf.compat.v1.train.GradientDescentOptimizer(0.5).minimize(loss,
+                                                              name="train")
+    path = str(tmp_path / ("step" + suffix))
+    if suffix == ".meta":
+      tf.compat.v1.train.export_meta_graph(path, graph=graph)
+    else:
+      tf.io.write_graph(graph.as_graph_def(), str(tmp_path), "step.pbtxt")
+  g = import_graph(path)
+  assert g.fetches.init_ops == ("w/Assign",)
+  assert g.fetches.train_ops == ("train",)
+  # mean(x @ w) with w all ones: 3 before the step, 2.25 after (a ref
+  # variable may be read after its update).
+  loss = run_training_step(g.graph_def, g.fetches).loss
+  assert loss in (pytest.approx(3.0), pytest.approx(2.25))
+
+
+def test_a_graph_with_an_init_op_keeps_it():
+  g = from_tf_graph(_mlp_graph(), ["train"], "loss", None, name="mlp")
+  assert g.fetches.init_ops == ("init",)

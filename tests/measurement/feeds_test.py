@@ -215,3 +215,20 @@ def test_npz_files_and_option_strings(tmp_path):
   assert feeds.parse_index_ranges(["labels=10"]) == {"labels": 10}
   with pytest.raises(FeedError, match="--index_ranges"):
     feeds.parse_index_ranges(["labels=0"])
+
+
+def test_feeding_a_tf_function_argument_says_to_give_it_at_import():
+  # "'x' is a Const op, not a placeholder" left a tf.function user with no
+  # way forward: its arguments are constants of the imported step.
+  import tensorflow as tf
+  w = tf.Variable(tf.ones([3, 2]))
+
+  @tf.function(input_signature=[tf.TensorSpec([4, 3], tf.float32)])
+  def step(x):
+    w.assign_sub(0.1 * tf.ones([3, 2]))
+    return tf.reduce_sum(x @ w)
+
+  g = tfplace.import_graph(step)
+  with pytest.raises(FeedError, match=r"'x' is a Const op, not a placeholder;"
+                     r" .*import_graph\(fn, args=\.\.\.\)"):
+    resolve_inputs(g, {"x": np.zeros((4, 3), np.float32)})

@@ -128,6 +128,44 @@ def test_worker_killed_mid_measurement_is_named_and_steps_kept(task):
   shutil.rmtree(lc.log_dir)
 
 
+_CLIENT_KILLED = """
+import os, sys
+import tfplace
+from tfplace.measurement.local_cluster import LocalCluster
+lc = LocalCluster(num_workers=1).start()
+print(lc.pids[0], lc.log_dir, flush=True)
+os.kill(os.getpid(), 9)  # killed: no stop(), no atexit
+"""
+
+
+def test_workers_of_a_killed_client_exit():
+  # `tfplace measure --local_workers 2` killed with SIGKILL (or aborted by
+  # a fatal error) left both TF servers running for good.
+  import subprocess
+  import sys
+  out = subprocess.run([sys.executable, "-c", _CLIENT_KILLED],
+                       capture_output=True, text=True, timeout=180)
+  assert out.returncode == -9, out.stderr[-2000:]
+  pid, log_dir = out.stdout.split()
+  pid = int(pid)
+  deadline = time.monotonic() + 60
+  while not _gone(pid) and time.monotonic() < deadline:
+    time.sleep(0.2)
+  gone = _gone(pid)
+  if not gone:
+    os.kill(pid, 9)
+  shutil.rmtree(log_dir, ignore_errors=True)
+  assert gone, "the worker outlived the client that started it"
+
+
+def test_cluster_up_workers_are_not_tied_to_the_client():
+  lc = LocalCluster(num_workers=1, detached=True)
+  assert "--parent_pid" not in lc._worker_command(0, [0], "{}", "ready")
+  attached = LocalCluster(num_workers=1)
+  command = attached._worker_command(0, [0], "{}", "ready")
+  assert command[-2:] == ["--parent_pid", str(os.getpid())]
+
+
 def test_base_port_in_use_is_a_clear_error():
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))

@@ -77,7 +77,7 @@ def test_only_rendezvous_clusters_are_profiled():
   # cpu_cluster's devices run ops on several threads: no issue phase, and
   # nothing is measured (no session is opened).
   assert recv_issue.with_recv_issue(bench, cpu_cluster(2),
-                                    MeasureConfig(target="nowhere")) is bench
+                                    MeasureConfig(target="grpc://nowhere:1")) is bench
 
 
 def test_measures_each_workers_issue_cost_from_a_profile():

@@ -195,6 +195,22 @@ def test_remote_device_in_process_is_an_error(graph):
     runner.measure(graph, placement, MeasureConfig(steps=1))
 
 
+@pytest.mark.parametrize("device, named", [
+    ("/job:worker/replica:0/task:5/device:CPU:0", "task:5"),
+    ("/job:wrk/replica:0/task:0/device:CPU:0", "/job:wrk/")])
+def test_a_task_or_job_the_servers_lack_is_named_before_running(
+    graph, device, named):
+  # TF said it after opening a session on the servers, in a long "Cannot
+  # assign a device for operation h1/bias/IsInitialized/VarIsInitializedOp".
+  # Nothing answers on these ports: the check comes before any connection.
+  placement = Placement({op.name: device for op in graph.ops})
+  config = MeasureConfig(target="grpc://127.0.0.1:1",
+                         workers=("127.0.0.1:1", "127.0.0.1:2"), steps=1)
+  with pytest.raises(MeasureError, match=f"puts ops on .*{named}.* which the "
+                     "target grpc://127.0.0.1:1 lacks: its 2 worker"):
+    runner.measure(graph, placement, config)
+
+
 def test_a_gpu_this_machine_lacks_is_an_error(graph):
   from tfplace.measurement.local_devices import visible_gpus
   have = visible_gpus()

@@ -75,6 +75,25 @@ def test_bad_targets_fail_before_any_search(graph):
     verify_top_k(graph, "local", "m_etf", top_k=17, cluster=cpu_cluster(2))
 
 
+def test_a_cluster_spec_dict_is_a_target_of_its_servers(graph):
+  # A dict was taken for "this process": "real runs in this process need
+  # the cluster to place on (cluster=...)"; and RemoteCluster, the class
+  # the message named, was not in tfplace's API.
+  from tfplace.real.target import resolve_target, target_cluster
+  spec = {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}
+  with pytest.raises(MeasureError, match="127.0.0.1:1 is not reachable"):
+    verify_top_k(graph, spec, "m_etf", settings=FAST)
+  with pytest.raises(MeasureError, match="127.0.0.1:1 is not reachable"):
+    tfplace.place_on_target(graph, spec, "m_etf")
+  remote = tfplace.RemoteCluster(spec)
+  assert resolve_target(spec) == resolve_target(remote)
+  assert target_cluster(spec).device_names == [
+      "/job:worker/replica:0/task:0/device:CPU:0",
+      "/job:worker/replica:0/task:1/device:CPU:0"]
+  with pytest.raises(MeasureError, match="cluster spec must look like"):
+    verify_top_k(graph, {"ps": ["127.0.0.1:1"]}, "m_etf", settings=FAST)
+
+
 def test_a_calibration_for_another_cluster_is_refused(graph):
   from tfplace.cost.calibrated import Calibration, CalibratedCostModel
   other = Calibration(run_overhead_s={
@@ -113,3 +132,32 @@ def test_a_worker_killed_during_the_rounds_stops_them_with_the_best_kept(
   assert len(calls) == 3  # the rounds stopped at the first failure
   measured = [i for i, c in enumerate(report.candidates) if c.measured_s]
   assert report.chosen in measured and len(measured) == 2
+
+
+def test_ctrl_c_during_the_rounds_keeps_what_was_measured(graph, monkeypatch):
+  # Ctrl-C during the rounds lost the search and every measurement: `tfplace
+  # place --verify_top_k` wrote nothing, though a search's best so far is
+  # written on Ctrl-C everywhere else.
+  from tfplace import interrupts
+  real_measure_batch = interleaved.measure_batch
+  calls = []
+
+  def interrupt_the_third(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 3:
+      raise KeyboardInterrupt
+    return real_measure_batch(*args, **kwargs)
+
+  monkeypatch.setattr(interleaved, "measure_batch", interrupt_the_third)
+  try:
+    result = verify_top_k(graph, "local", "round_robin", top_k=3,
+                          cluster=cpu_cluster(2), settings=FAST)
+    assert interrupts.interrupted()
+  finally:
+    interrupts.clear()
+  report = result.report
+  assert "interrupted (Ctrl-C) in round 1" in report.stopped
+  measured = [i for i, c in enumerate(report.candidates) if c.measured_s]
+  assert len(calls) == 3 and len(measured) == 2
+  assert report.chosen in measured
+  assert result.placement.metadata.extra["verify"]["stopped"] == report.stopped

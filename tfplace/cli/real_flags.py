@@ -96,7 +96,8 @@ def target():
   if value == "local" or value.startswith("grpc://"):
     return value
   from tfplace.cli.run_helpers import servers_from_cluster_arg
-  remote, _ = servers_from_cluster_arg(value)
+  remote, _ = servers_from_cluster_arg(
+      value, "--target", ", grpc://host:port or local")
   return remote
 
 

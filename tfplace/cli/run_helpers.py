@@ -67,21 +67,24 @@ def load_graph_or_model(source: str, loop_trip_counts: Optional[str] = None,
                          f"name ({', '.join(registry.list_models())})")
 
 
-def servers_from_cluster_arg(value: str) -> Tuple[object, List[str]]:
+def servers_from_cluster_arg(value: str, flag: str = "--cluster",
+                             other_forms: str = ""
+                             ) -> Tuple[object, List[str]]:
   """(RemoteCluster, profiler addresses) of the servers --cluster names,
   each checked reachable (a stale state file, whose servers are gone, then
   says so instead of failing later as a worker that died mid-run).
 
   A `tfplace cluster up` state file lists each worker's profiler address; a
   plain cluster spec does not, so its workers' server ports are used.
+  `flag` and `other_forms` (what else the flag takes) are for the message.
   """
   from tfplace.cli.cluster_arg import read_server_spec
   from tfplace.measurement.local_cluster import check_reachable
   spec = read_server_spec(value)
   if spec is None:
-    raise TfplaceError(f"--cluster {value!r} is neither a `tfplace cluster "
+    raise TfplaceError(f"{flag} {value!r} is neither a `tfplace cluster "
                        "up` state file nor a cluster spec JSON "
-                       '({"worker": ["host:port", ...]})')
+                       '({"worker": ["host:port", ...]})' + other_forms)
   remote = spec.remote()
   check_reachable(remote.addresses)
   return remote, list(spec.profiler_addresses or remote.profiler_addresses)

@@ -17,7 +17,8 @@ from tfplace.errors import GraphImportError
 from tfplace.graph import colocation, control_flow, graph_io
 from tfplace.graph import importers_keras
 from tfplace.graph import input_shapes as input_shapes_lib
-from tfplace.graph.op_graph import Edge, Op, OpGraph, StepFetches
+from tfplace.graph.op_graph import (VARIABLE_OPS, Edge, Op, OpGraph,
+                                    StepFetches)
 from tfplace.graph.op_reader import read_op
 
 LoopTripCounts = Optional[Mapping[str, int]]
@@ -338,6 +339,8 @@ def _fetches(ops: Sequence[Op], edges: Sequence[Edge], train_ops, loss,
   if init_ops is None:
     init_ops = [op.name for op in ops
                 if op.name == "init" and op.type == "NoOp"]
+    if not init_ops:
+      init_ops = _variable_initializers(ops, name)
   if train_ops is None:
     train_ops = _detect_train_ops(ops, edges, set(init_ops))
   if loss is None:
@@ -351,6 +354,36 @@ def _fetches(ops: Sequence[Op], edges: Sequence[Edge], train_ops, loss,
     logging.warning("%s: no train op found; a step runs nothing", name)
   return StepFetches(train_ops=tuple(_op_name(t) for t in train_ops),
                      loss=loss, init_ops=tuple(init_ops))
+
+
+# The ops a variable's constructor names "VARIABLE/Assign" (its initializer).
+_ASSIGN_OPS = frozenset({"Assign", "AssignVariableOp"})
+
+
+def _variable_initializers(ops: Sequence[Op], name: str) -> List[str]:
+  """The "VARIABLE/Assign" op each variable's constructor made, for a TF1
+  graph exported without an "init" op (its variables would be read
+  uninitialized); a warning names the variables that have none."""
+  by_name = {op.name: op for op in ops}
+  found, missing = [], []
+  for op in ops:
+    if op.type not in VARIABLE_OPS:
+      continue
+    assign = by_name.get(f"{op.name}/Assign")
+    if assign is not None and assign.type in _ASSIGN_OPS:
+      found.append(assign.name)
+    else:
+      missing.append(op.name)
+  if found:
+    logging.info("%s: no init op; initializing its %d variable(s) with "
+                 "their own initializers", name, len(found))
+  if missing:
+    logging.warning(
+        "%s: no init op (e.g. tf.compat.v1.global_variables_initializer(), "
+        "named \"init\") and no initializer found for %d variable(s), e.g. "
+        "%s: a real run reads them uninitialized; pass init_ops=", name,
+        len(missing), missing[0])
+  return found
 
 
 def _detect_train_ops(ops: Sequence[Op], edges: Sequence[Edge],

@@ -11,6 +11,10 @@ from typing import Tuple
 
 from tfplace.errors import MeasureError
 
+# The longest deadline a config takes (a week): longer ones, and `inf`,
+# overflow TF's millisecond deadlines and Python's thread waits (an abort).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+
 
 @dataclasses.dataclass(frozen=True)
 class MeasureConfig:
@@ -65,8 +69,14 @@ class MeasureConfig:
       raise MeasureError(f"warmup must be an integer >= 0, got {self.warmup}")
     for name in ("timeout_s", "step_timeout_s", "health_interval_s"):
       value = getattr(self, name)
-      if not value > 0:
-        raise MeasureError(f"{name} must be > 0, got {value}")
+      if not 0 < value <= MAX_TIMEOUT_S:
+        raise MeasureError(f"{name} must be > 0 and at most "
+                           f"{MAX_TIMEOUT_S:.0f} s (a week), got {value}")
+    if self.target and not self.target.startswith("grpc://"):
+      hint = (f" (grpc://{self.target}?)"
+              if ":" in self.target and "://" not in self.target else "")
+      raise MeasureError(f"target {self.target!r} is not grpc://host:port"
+                         f"{hint}; leave it empty to run in this process")
 
   @property
   def remote(self) -> bool:

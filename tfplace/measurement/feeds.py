@@ -213,8 +213,11 @@ def feedable_spec(graph: OpGraph, key: str) -> PlaceholderSpec:
     raise FeedError(f"feed {key!r}: the graph has no op {name!r}")
   node = graph.graph_def.node[graph.index[name]]
   if node.op not in graph_inputs.FEEDABLE_OPS or index not in ("", "0"):
+    hint = ("; a tf.function's arguments are constants of its imported "
+            "step: give their values at import, import_graph(fn, args=...)"
+            if node.op == "Const" else "")
     raise FeedError(f"feed {key!r}: {name!r} is a {node.op} op, not a "
-                    "placeholder; only placeholders can be fed")
+                    f"placeholder; only placeholders can be fed{hint}")
   return PlaceholderSpec(name, tf.as_dtype(node.attr["dtype"].type).name,
                          declared_shape(node))
 

@@ -593,11 +593,8 @@ class LocalCluster:
       ready = self._ready_file(task)
       if os.path.exists(ready):
         os.remove(ready)
-      cmd = [sys.executable, "-m", "tfplace.measurement.worker_main",
-             "--task", str(task), "--spec", spec,
-             "--cores", ",".join(map(str, cores)),
-             "--profiler_port", str(self.profiler_ports[task] or 0),
-             "--ready_file", ready]
+      cmd = self._worker_command(task, cores, spec, ready,
+                                 self.profiler_ports[task] or 0)
       self.processes.append(subprocess.Popen(
           cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
           start_new_session=self.detached,
@@ -620,6 +617,19 @@ class LocalCluster:
         self.stop()
         raise
     return self
+
+  def _worker_command(self, task: int, cores: Sequence[int], spec: str,
+                      ready: str, profiler_port: int = 0) -> List[str]:
+    """The command line of worker `task` (`worker_main`). Workers that are
+    not detached exit once this process is gone, even when it is killed
+    before it can stop them."""
+    cmd = [sys.executable, "-m", "tfplace.measurement.worker_main",
+           "--task", str(task), "--spec", spec,
+           "--cores", ",".join(map(str, cores)),
+           "--profiler_port", str(profiler_port), "--ready_file", ready]
+    if not self.detached:
+      cmd += ["--parent_pid", str(os.getpid())]
+    return cmd
 
   def _choose_ports(self) -> Tuple[List[int], List[Optional[int]]]:
     """(server ports, profiler ports); a busy profiler port becomes None."""

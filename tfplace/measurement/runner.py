@@ -44,7 +44,7 @@ from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.feeds import FeedOptions, StepInputs, resolve_inputs
 from tfplace.measurement.graph_inputs import step_fetches
 from tfplace.measurement.health import DeadTask, HealthMonitor
-from tfplace.measurement.local_cluster import (check_reachable,
+from tfplace.measurement.local_cluster import (JOB, check_reachable,
                                                profiler_addresses_for,
                                                workers_for)
 from tfplace.measurement.local_devices import local_cpus_for
@@ -81,7 +81,27 @@ def _check_target(placement: Placement, config: MeasureConfig) -> int:
         f"the placement uses in-process devices (e.g. {local[0]}) but the "
         f"target {config.target} is a server cluster, whose devices are "
         "/job:worker/replica:0/task:I/device:CPU:0")
+  _check_tasks(placement, config)
   return 1
+
+
+def _check_tasks(placement: Placement, config: MeasureConfig) -> None:
+  """Raises MeasureError if the placement names a job or task the target's
+  known workers lack (TF said so only after the session had opened, in a
+  long "Cannot assign a device for operation ..." error)."""
+  workers = config.workers or tuple(workers_for(config.target)[0])
+  if not workers:
+    return  # A lone server: its cluster is not known here.
+  tasks = tuple(f"/job:{JOB}/replica:0/task:{i}/" for i in range(len(workers)))
+  outside = sorted(d for d in set(placement.devices.values())
+                   if not d.startswith(tasks))
+  if outside:
+    raise MeasureError(
+        f"the placement puts ops on {outside[0]}"
+        f"{f' (and {len(outside) - 1} other device(s))' if outside[1:] else ''}"
+        f", which the target {config.target} lacks: its {len(workers)} "
+        f"worker(s) are /job:{JOB}/replica:0/task:0 to task:"
+        f"{len(workers) - 1}; place on the target's own cluster")
 
 
 def _check_servers(monitor: HealthMonitor, config: MeasureConfig) -> None:

@@ -1,13 +1,16 @@
 """One TensorFlow server process of a local (or multi-host) cluster.
 
 Run as `python -m tfplace.measurement.worker_main --task I --spec JSON
-[--job worker] [--cores 0,1] [--profiler_port P] [--ready_file PATH]`. The
+[--job worker] [--cores 0,1] [--profiler_port P] [--ready_file PATH]
+[--parent_pid PID]`. The
 process pins itself to the given CPU cores (`os.sched_setaffinity`), sizes
 TensorFlow's intra- and inter-op thread pools to that many cores, starts a TF
 profiler server on port P (`tf.profiler.experimental.server.start`; skipped
 with a warning if P cannot be bound, which never stops the worker), starts a
 `tf.distribute.Server` for task I of the cluster spec, optionally writes
-`ready_file` once the server is up, and serves until killed. A client captures
+`ready_file` once the server is up, and serves until killed (or, with
+`--parent_pid`, until that process is gone: a client killed before it could
+stop its workers leaves none behind). A client captures
 this worker's op timeline with `tf.profiler.experimental.client.trace(
 "grpc://host:P", logdir, duration_ms)`.
 
@@ -21,6 +24,8 @@ import json
 import os
 import socket
 import sys
+import threading
+import time
 from typing import List, Optional
 
 
@@ -35,7 +40,28 @@ def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
   parser.add_argument("--profiler_port", type=int, default=0,
                       help="port of a TF profiler server (0: none)")
   parser.add_argument("--ready_file", default="")
+  parser.add_argument("--parent_pid", type=int, default=0,
+                      help="exit once this process (the one that started "
+                      "this worker) is gone (0: serve until killed)")
   return parser.parse_args(argv)
+
+
+def _exit_with_parent(pid: int, poll_s: float = 1.0) -> None:
+  """Ends this process once its parent `pid` is gone (it is then no longer
+  our parent: a killed client's workers are handed to init), checked every
+  `poll_s` seconds in a daemon thread. `pid` <= 0: never."""
+  if pid <= 0:
+    return
+
+  def watch():
+    while os.getppid() == pid:
+      time.sleep(poll_s)
+    sys.stderr.write(f"tfplace worker: process {pid}, which started this "
+                     "worker, is gone; exiting\n")
+    sys.stderr.flush()
+    os._exit(0)  # pylint: disable=protected-access  (no TF teardown)
+
+  threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
 def _pin(cores: str) -> int:
@@ -88,6 +114,7 @@ def _start_profiler(port: int) -> int:
 def main(argv: Optional[List[str]] = None) -> None:
   """Starts the server and blocks."""
   args = _parse(argv)
+  _exit_with_parent(args.parent_pid)
   num_cores = _pin(args.cores)
   import tfplace  # noqa: F401  (environment before TensorFlow)
   import tensorflow as tf

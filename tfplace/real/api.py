@@ -30,7 +30,8 @@ def place_on_target(graph: OpGraph, target, placer: str = "local_search",
 
   Args:
     graph: the training step.
-    target: a `LocalCluster`/`RemoteCluster`, "grpc://host:port" or "local".
+    target: a `LocalCluster`/`RemoteCluster`, the servers' cluster spec
+      (`{"worker": ["host:port", ...]}`), "grpc://host:port" or "local".
     placer, options, cost_model, seed: as `tfplace.place`.
     cluster: the cluster to place on (default: the target's).
     verify: measure the placer's `top_k` best and the best heuristic, keep

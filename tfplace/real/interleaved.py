@@ -12,6 +12,8 @@ A placement that fails in a round is a failed sample: its message is kept
 (`errors`) and the others go on. A dead worker (a `WorkerDiedError`, or any
 failure after which a worker is found dead) stops the measurement cleanly
 after naming it: what was measured before is kept (`stopped` says why).
+So does Ctrl-C (it is recorded: `tfplace.interrupts.interrupted()`), so that
+the caller can keep the best measured so far.
 """
 
 import dataclasses
@@ -22,6 +24,7 @@ import numpy as np
 from absl import logging
 from tqdm.auto import tqdm
 
+from tfplace import interrupts
 from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.batch import measure_batch, round_order
 from tfplace.measurement.config import MeasureConfig
@@ -91,13 +94,17 @@ def measure_interleaved(graph: OpGraph, placements: Sequence[Placement],
   errors = [[] for _ in placements]
   bar = tqdm(total=rounds * len(placements), desc=desc, unit="run",
              disable=not progress, leave=False)
-  stopped = None
+  stopped, r = None, 0
   try:
     for r in range(rounds):
       stopped = _one_round(graph, placements, config, inputs, target, r,
                            medians, errors, bar)
       if stopped:
         break
+  except KeyboardInterrupt:
+    interrupts.note_interrupt()
+    stopped = (f"interrupted (Ctrl-C) in round {r + 1}; measuring stopped, "
+               "what was measured is kept")
   finally:
     bar.close()
   return InterleavedTimes(medians, tuple(tuple(e) for e in errors), stopped)

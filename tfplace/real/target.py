@@ -3,7 +3,8 @@
 `resolve_target` accepts what a user has:
 
   * a `LocalCluster` or `RemoteCluster` (TF servers here or on other hosts;
-    anything with `target`, `addresses` and `to_cluster()`),
+    anything with `target`, `addresses` and `to_cluster()`), or the servers'
+    cluster spec as a dict, `{"worker": ["host:port", ...]}`,
   * "grpc://host:port", one TF server (its devices are listed from it),
   * "" or "local": this process, on logical CPU devices
     (`/job:localhost/replica:0/task:0/device:CPU:i`) and the GPUs here.
@@ -14,14 +15,16 @@ use was made for it. Each failure is one clear error; nothing is measured.
 """
 
 import dataclasses
-from typing import Optional, Tuple
+import json
+from typing import Mapping, Optional, Tuple
 
 from tfplace.cost import calibrated
 from tfplace.cost.cluster import Cluster
 from tfplace.errors import MeasureError, PlacementError
 from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.health import dead_tasks
-from tfplace.measurement.local_cluster import (check_reachable,
+from tfplace.measurement.local_cluster import (RemoteCluster,
+                                               check_reachable,
                                                cluster_from_target,
                                                workers_for)
 from tfplace.measurement.local_devices import local_cpus_for
@@ -70,6 +73,7 @@ def resolve_target(target) -> Target:
   Raises:
     MeasureError: an unknown form, or a lone server that does not answer.
   """
+  target = _servers_of_spec(target)
   if target is None or target in ("", "local"):
     return Target("", (), (), "this process (logical CPU devices)")
   if isinstance(target, Target):
@@ -87,7 +91,16 @@ def resolve_target(target) -> Target:
                   tuple(target.to_cluster().device_names),
                   f"{len(addresses)} TF server(s) ({target.target})")
   raise MeasureError(f"cannot run steps on {target!r}: pass a LocalCluster, "
-                     "a RemoteCluster, 'grpc://host:port' or 'local'")
+                     "a RemoteCluster, a cluster spec {'worker': "
+                     "['host:port', ...]}, 'grpc://host:port' or 'local'")
+
+
+def _servers_of_spec(target):
+  """A cluster spec dict as the `RemoteCluster` of its servers; any other
+  target as it is (MeasureError for a dict that is not a spec)."""
+  if not isinstance(target, Mapping):
+    return target
+  return RemoteCluster.from_json(json.dumps(dict(target)))
 
 
 def check_target(target: Target, cluster: Cluster,
@@ -136,6 +149,7 @@ def target_cluster(target) -> Cluster:
   Raises:
     PlacementError: in process ("local"), where a cluster must be given.
   """
+  target = _servers_of_spec(target)
   if hasattr(target, "to_cluster"):
     return target.to_cluster()
   if isinstance(target, str) and target.startswith("grpc://"):

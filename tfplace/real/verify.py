@@ -95,7 +95,8 @@ def verify_top_k(graph: OpGraph, target, placer: str = "local_search",
 
   Args:
     graph: the training step.
-    target: where to measure: a `LocalCluster`/`RemoteCluster`,
+    target: where to measure: a `LocalCluster`/`RemoteCluster`, the
+      servers' cluster spec (`{"worker": ["host:port", ...]}`),
       "grpc://host:port" or "local" (see `tfplace.real.target`).
     placer, options, cost_model, seed: as `tfplace.place`.
     top_k: candidates of the placer (overrides `settings.top_k`).
