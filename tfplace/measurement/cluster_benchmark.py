@@ -627,8 +627,8 @@ def _benchmark_device(runner: "BenchmarkRunner", name: str,
   uniform = _median_of_runs(runner.durations(g.uniform, g.uniform_ops))
   normal = _median_of_runs(runner.durations(g.normal, g.normal_ops))
   buffers = None
-  if g.conv_grad:
-    buffers = (runner.peak_above_outputs(g.conv_grad, g.conv_grad_op)
+  if g.conv_grad_op:
+    buffers = (runner.peak_above_outputs((g.conv_grad_op,), g.conv_grad_op)
                >= g.conv_grad_buffer / 2)
   launch = {}
   if g.launch:

@@ -40,9 +40,9 @@ class DeviceGraphs:
       each.
     launch: on an accelerator, launch kind -> (fetch, ops) of its chain of
       small ops; empty on CPUs.
-    conv_grad, conv_grad_op, conv_grad_buffer: on a CPU, one convolution's
-      filter gradient (`CONV_GRAD_PROBE`), its op, and the patch buffer TF's
-      own kernel takes for it (`tfplace.cost.scratch`); empty on
+    conv_grad_op, conv_grad_buffer: on a CPU, one convolution's filter
+      gradient (`CONV_GRAD_PROBE`; also its fetch) and the patch buffer
+      TF's own kernel takes for it (`tfplace.cost.scratch`); empty on
       accelerators.
   """
   empty: Tuple[str, ...]
@@ -68,7 +68,6 @@ class DeviceGraphs:
   random_values: int = 0
   launch: Dict[str, Tuple[Tuple[str, ...], Tuple[str, ...]]] = (
       dataclasses.field(default_factory=dict))
-  conv_grad: Tuple[str, ...] = ()
   conv_grad_op: str = ""
   conv_grad_buffer: int = 0
 
@@ -193,7 +192,7 @@ CONV_GRAD_PROBE = (8, 32, 16)
 
 
 def _conv_grad_probe() -> dict:
-  """`DeviceGraphs`' conv_grad fields: a filter gradient of
+  """`DeviceGraphs`' conv_grad_* fields: a filter gradient of
   `CONV_GRAD_PROBE` and the buffer the model gives it."""
   import tensorflow as tf
   from tfplace.cost.scratch import cpu_filter_gradient_scratch
@@ -206,7 +205,7 @@ def _conv_grad_probe() -> dict:
       strides=[1, 1, 1, 1], padding="SAME", name="conv_grad_probe")
   geometry = ConvGeometry(batch=b, out_pixels=size * size, window=9 * c,
                           out_channels=c, dtype_bytes=4)
-  return {"conv_grad": (grad.op.name,), "conv_grad_op": grad.op.name,
+  return {"conv_grad_op": grad.op.name,
           "conv_grad_buffer": cpu_filter_gradient_scratch(geometry)}
 
 

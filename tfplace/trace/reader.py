@@ -5,7 +5,8 @@
     `tf.profiler.experimental.start(logdir)` / `stop()`
     (`<logdir>/plugins/profile/<run>/*.xplane.pb`; the newest run is read;
     also `<log_dir>/train/plugins/profile/<run>/`, as Keras's TensorBoard
-    callback writes it), a run directory, or one `.xplane.pb` file, read by `tfplace.trace.xplane`.
+    callback writes it), a run directory, or one `.xplane.pb` file, read
+    by `tfplace.trace.xplane`.
     A run with one file per host (`<host>.xplane.pb`, as
     `tf.profiler.experimental.client.trace` writes for the workers of a TF
     server cluster) is merged; each device is then prefixed with the file's

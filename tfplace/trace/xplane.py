@@ -180,8 +180,8 @@ def _plane_names(events: Sequence[TraceEvent]) -> Dict[str, str]:
     m = _DEVICE_SUFFIX.search(end)
     if m and "/" + m.group(1) in planes:
       rename[end] = "/" + m.group(1)
-  cpus = [d for d in ends if _DEVICE_SUFFIX.search(d) and
-          _DEVICE_SUFFIX.search(d).group(1).startswith("device:CPU:")]
+  cpus = [d for d in ends if (m := _DEVICE_SUFFIX.search(d))
+          and m.group(1).startswith("device:CPU:")]
   if len(cpus) == 1 and "/host:CPU" in planes:
     rename[cpus[0]] = "/host:CPU"
   return rename
