@@ -59,7 +59,8 @@ def check_graph_names(names) -> None:
 
 
 def run_batch_training(setups: Mapping[str, LearnedSetup], agent_config,
-                       config: SearchConfig, seed: Optional[int] = None
+                       config: SearchConfig, seed: Optional[int] = None,
+                       started_at: Optional[float] = None
                        ) -> Dict[str, LearnedResult]:
   """Trains one policy on every graph of `setups` (see the module
   docstring).
@@ -70,6 +71,8 @@ def run_batch_training(setups: Mapping[str, LearnedSetup], agent_config,
     agent_config: a `tfplace.rl.agents.AgentConfig` (one for all graphs).
     config: budgets, warm start, logdir (the root of the graphs' logdirs).
     seed: seeds TensorFlow's and NumPy's random generators.
+    started_at: the `time.time()` at which the time budget started (before
+      the networks were built); None: now.
 
   Returns:
     graph name -> its `LearnedResult` (the whole training's wall time and
@@ -79,7 +82,7 @@ def run_batch_training(setups: Mapping[str, LearnedSetup], agent_config,
   if seed is not None:
     tf.random.set_seed(seed)
     np.random.seed(seed)
-  t0 = time.time()
+  t0 = time.time() if started_at is None else started_at
   with tf.device("/CPU:0"):
     optimizer = _shared_optimizer(setups.values(), agent_config)
     loops = {name: SearchLoop(setup, agent_config, dataclasses.replace(
@@ -118,7 +121,8 @@ def _train(loops: Dict[str, SearchLoop], starts, config: SearchConfig,
     last_save = time.time()
     while stopped is None:
       for name, loop in loops.items():
-        train_step(loop, curves[name], first[name], before_s, t0)
+        train_step(loop, curves[name], first[name], before_s, t0,
+                   share=1 / len(loops))
         if any(r.interrupted for r in runs.values()):
           stopped = "interrupted"
         elif any(r.stop_reason for r in runs.values()):
