@@ -135,7 +135,11 @@ def _train(loops: Dict[str, SearchLoop], starts, config: SearchConfig,
             config.checkpoint_every_s):
           _save(loops, before_s + time.time() - t0)
           last_save = time.time()
-  _save(loops, before_s + time.time() - t0)
+  if any(curves.values()) or not all(loop.resumed
+                                     for loop in loops.values()):
+    # A resumed training whose budget was already spent keeps its
+    # checkpoints as they were (as `tfplace.rl.search` does).
+    _save(loops, before_s + time.time() - t0)
   return {name: learned_result(loop, stopped, curves[name])
           for name, loop in loops.items()}
 
