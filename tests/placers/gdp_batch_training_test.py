@@ -3,6 +3,7 @@
 import tfplace  # noqa: F401  (before TensorFlow)
 
 import json
+import logging
 import os
 
 import pytest
@@ -65,7 +66,7 @@ def test_resumes_every_graph_and_only_with_the_same_graphs(tmp_path):
 
 
 def test_resuming_a_finished_training_keeps_its_checkpoints_as_they_were(
-    tmp_path):
+    tmp_path, caplog):
   # A resume whose budget was already spent saved every graph again: its
   # own wall time was added to the search's, though it drew nothing. (The
   # optimizer's state was kept: batch training builds the shared optimizer
@@ -87,8 +88,11 @@ def test_resuming_a_finished_training_keeps_its_checkpoints_as_they_were(
 
   before = checkpoints()
   assert any("optimizer" in key for key in before["long"])
-  again = get_placer("gdp", {**options, "resume": True}).train_on_graphs(
-      _problems(), seed=0)
+  with caplog.at_level(logging.WARNING):
+    again = get_placer("gdp", {**options, "resume": True}).train_on_graphs(
+        _problems(), seed=0)
+  assert "budget was already spent (64 of max_samples 64 samples)" in (
+      caplog.text)
   assert all(p.metadata.extra["search"]["samples"] == 64
              for p in again.values())
   assert checkpoints() == before

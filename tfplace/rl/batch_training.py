@@ -32,8 +32,8 @@ from tfplace.errors import PlacementError
 from tfplace.placers.search_support import Budget, SearchRun
 from tfplace.rl import agents as agents_lib
 from tfplace.rl.search import (CurvePoint, LearnedResult, LearnedSetup,
-                               SearchConfig, learned_result, stop_reason,
-                               train_step)
+                               SearchConfig, learned_result,
+                               note_spent_resume, stop_reason, train_step)
 from tfplace.rl.search_loop import SearchLoop
 
 GRAPHS_DIR = "graphs"
@@ -137,9 +137,10 @@ def _train(loops: Dict[str, SearchLoop], starts, config: SearchConfig,
           last_save = time.time()
   if any(curves.values()) or not all(loop.resumed
                                      for loop in loops.values()):
-    # A resumed training whose budget was already spent keeps its
-    # checkpoints as they were (as `tfplace.rl.search` does).
     _save(loops, before_s + time.time() - t0)
+  else:  # A resumed training whose budget was already spent keeps its
+    # checkpoints as they were (as `tfplace.rl.search` does).
+    note_spent_resume(list(loops.values()), stopped)
   return {name: learned_result(loop, stopped, curves[name])
           for name, loop in loops.items()}
 

@@ -19,6 +19,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from tfplace.errors import PlacementError
 from tfplace.placers.search_support import Budget, SearchRun
@@ -254,11 +255,29 @@ def _run(loop: SearchLoop, devices: np.ndarray, step_time_s: float,
       finally:
         env.evaluator.simulate = simulate
   if curve or not loop.resumed:
+    loop.save(before_s + time.time() - t0)
+  else:
     # A resumed search whose budget was already spent keeps its checkpoint
     # as it was: the agent's optimizer state is restored only when a train
     # step builds it, so saving again would drop it.
-    loop.save(before_s + time.time() - t0)
+    note_spent_resume([loop], stopped)
   return learned_result(loop, stopped, curve)
+
+
+def note_spent_resume(loops: List[SearchLoop], stopped: str) -> None:
+  """Says, in one line, that the resumed search of `loops` had nothing
+  left to search (`stopped`: its spent budget), and quiets the restore."""
+  for loop in loops:
+    loop.end_spent_resume()
+  loop = loops[0]
+  config = loop.config
+  spent = (f"{loop.samples - loop.samples_before} of max_samples "
+           f"{config.max_samples} samples" if stopped == "max_samples" else
+           f"{loop.spent_before_s:.3g} s of budget_s {config.budget_s:g}")
+  logging.warning(
+      "the resumed search's budget was already spent (%s): nothing more to "
+      "search; the result is its best placement so far%s", spent,
+      "" if len(loops) > 1 else f" ({loop.best_step_time_s * 1e3:.4g} ms)")
 
 
 def train_step(loop: SearchLoop, curve: List[CurvePoint], first: int,

@@ -68,11 +68,11 @@ class SearchLoop:
         num_units=experience_lib.num_action_dims(self.env.action_spec()),
         optimizer=optimizer)
     self.state = SearchState(self.env.codec.num_groups)
-    self.checkpointer = None
+    self.checkpointer, self._restored = None, None
     if config.logdir:
       # The agent joins the signature: another one's variables do not fit.
       signature = {**setup.signature, "agent": agent_config.kind}
-      self.checkpointer = open_checkpointer(
+      self.checkpointer, self._restored = open_checkpointer(
           config.logdir, signature, config.resume, config.restart,
           agent=self.agent, reward_stats=self.stats, search_state=self.state)
     self.resumed = int(self.state.samples.numpy()) > 0
@@ -127,6 +127,14 @@ class SearchLoop:
       logging.info("compiling the train step (%.3g s left, %.3g s an eager "
                    "step)", time_left_s, step_s)
       self.compile()
+
+  def end_spent_resume(self) -> None:
+    """For a resumed search whose budget was already spent (no train step
+    follows): the optimizer's state in its checkpoint, restored only when
+    a train step builds the optimizer, stays unread, as expected (TF would
+    warn about each of its values at exit)."""
+    if self._restored is not None:
+      self._restored.expect_partial()
 
   def start(self) -> Tuple[np.ndarray, float]:
     """The placement the search starts from: the restored best, or (fresh)
