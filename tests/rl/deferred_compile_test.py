@@ -23,6 +23,9 @@ def test_compiling_pays_when_the_budget_left_holds_enough_steps():
   assert not compile_pays(step_s=0.1, time_left_s=300.0, steps_left=2)
   assert compile_pays(step_s=0.1, time_left_s=300.0, steps_left=30)
   assert not compile_pays(step_s=0.1, time_left_s=-1.0)
+  # Placeto's steps: 2 s eager on NMT, ~1 s more to trace.
+  assert not compile_pays(step_s=2.0, time_left_s=19.0, after_steps=10)
+  assert compile_pays(step_s=2.0, time_left_s=20.0, after_steps=10)
 
 
 def test_deferred_function_is_eager_until_compiled():

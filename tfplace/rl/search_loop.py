@@ -23,7 +23,8 @@ from tf_agents.utils import common
 
 from tfplace import interrupts
 from tfplace.rl import agents as agents_lib
-from tfplace.rl.deferred_compile import DeferredFunction, compile_pays
+from tfplace.rl.deferred_compile import (COMPILE_AFTER_STEPS,
+                                         DeferredFunction, compile_pays)
 from tfplace.rl import experience as experience_lib
 from tfplace.rl import imitation
 from tfplace.rl.environments.rewards import rewards
@@ -45,7 +46,11 @@ class SearchLoop:
     stalled: batches since the best placement so far last improved (this
       run; not checkpointed).
     reexplorations: times `reexplore` ran in this run.
+    compile_after_steps: eager steps the budget left must hold before the
+      train step is compiled (`tfplace.rl.deferred_compile`).
   """
+
+  compile_after_steps = COMPILE_AFTER_STEPS
 
   def __init__(self, setup, agent_config, config, optimizer=None):
     """Builds the agent and restores the checkpoint in `config.logdir`.
@@ -123,7 +128,8 @@ class SearchLoop:
       return
     samples_left = self.config.max_samples - (self.samples -
                                               self.samples_before)
-    if compile_pays(step_s, time_left_s, samples_left / max(drawn, 1)):
+    if compile_pays(step_s, time_left_s, samples_left / max(drawn, 1),
+                    self.compile_after_steps):
       logging.info("compiling the train step (%.3g s left, %.3g s an eager "
                    "step)", time_left_s, step_s)
       self.compile()
