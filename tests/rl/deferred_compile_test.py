@@ -16,12 +16,12 @@ from tfplace.rl.search_loop import SearchLoop
 
 
 def test_compiling_pays_when_the_budget_left_holds_enough_steps():
-  assert COMPILE_AFTER_STEPS == 30
-  assert compile_pays(step_s=0.1, time_left_s=3.0)  # 30 steps left.
-  assert not compile_pays(step_s=0.1, time_left_s=2.9)  # 29.
-  assert not compile_pays(step_s=0.5, time_left_s=10.0)  # Mars at 10 s: 20.
+  assert COMPILE_AFTER_STEPS == 20
+  assert compile_pays(step_s=0.1, time_left_s=2.0)  # 20 steps left.
+  assert not compile_pays(step_s=0.1, time_left_s=1.9)  # 19.
+  assert not compile_pays(step_s=0.5, time_left_s=9.0)  # Mars at 10 s: 18.
   assert not compile_pays(step_s=0.1, time_left_s=300.0, steps_left=2)
-  assert compile_pays(step_s=0.1, time_left_s=300.0, steps_left=30)
+  assert compile_pays(step_s=0.1, time_left_s=300.0, steps_left=20)
   assert not compile_pays(step_s=0.1, time_left_s=-1.0)
   # Placeto's steps: 2 s eager on NMT, ~1 s more to trace.
   assert not compile_pays(step_s=2.0, time_left_s=19.0, after_steps=10)
