@@ -104,6 +104,7 @@ def main(argv):
         setup = _setup(problem, start, config, b, agent)
         loop = SearchLoop(setup, AgentConfig(kind=agent),
                           SearchConfig(progress=False))
+        loop.compile()  # The compiled steps' rate (searches compile late).
         loop.start()
         loop.step()
         setup_s = time.perf_counter() - t

@@ -3,10 +3,12 @@
 import tfplace  # noqa: F401  (before TensorFlow)
 
 import json
+import logging
 import os
 
 import pytest
 import search_testlib as lib
+import tensorflow as tf
 
 from tfplace.errors import PlacementError
 from tfplace.pipeline import evaluate, run_placer
@@ -61,6 +63,39 @@ def test_resumes_every_graph_and_only_with_the_same_graphs(tmp_path):
   with pytest.raises(PlacementError, match="batch_graphs: checkpoint"):
     get_placer("gdp", {**OPTIONS, "logdir": logdir,
                        "resume": True}).train_on_graphs(others)
+
+
+def test_resuming_a_finished_training_keeps_its_checkpoints_as_they_were(
+    tmp_path, caplog):
+  # A resume whose budget was already spent saved every graph again: its
+  # own wall time was added to the search's, though it drew nothing. (The
+  # optimizer's state was kept: batch training builds the shared optimizer
+  # before it restores, unlike a single search.)
+  logdir = str(tmp_path / "batch")
+  options = {**OPTIONS, "logdir": logdir}
+  get_placer("gdp", options).train_on_graphs(_problems(), seed=0)
+
+  def checkpoints():
+    out = {}
+    for name in ("long", "short"):
+      path = tf.train.latest_checkpoint(
+          os.path.join(logdir, "graphs", name, "checkpoints"))
+      reader = tf.train.load_checkpoint(path)
+      out[name] = {key: reader.get_tensor(key).tolist()
+                   for key, _ in tf.train.list_variables(path)
+                   if "CHECKPOINTABLE" not in key}
+    return out
+
+  before = checkpoints()
+  assert any("optimizer" in key for key in before["long"])
+  with caplog.at_level(logging.WARNING):
+    again = get_placer("gdp", {**options, "resume": True}).train_on_graphs(
+        _problems(), seed=0)
+  assert "budget was already spent (64 of max_samples 64 samples)" in (
+      caplog.text)
+  assert all(p.metadata.extra["search"]["samples"] == 64
+             for p in again.values())
+  assert checkpoints() == before
 
 
 def test_refuses_what_it_cannot_train_on():

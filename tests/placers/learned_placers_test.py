@@ -113,6 +113,23 @@ def test_mars_reports_its_pretraining_and_can_skip_it(tmp_path):
   assert "pretrain" not in run.placement.metadata.extra["search"]
 
 
+def test_mars_pretraining_counts_against_the_budget():
+  # Pre-training ran outside the budget: mars at budget_s 3 ran 13 s.
+  problem = lib.chain_problem()
+  run = run_placer(problem, get_placer("mars", {
+      "agent": "reinforce", "budget_s": 0.01, "batch_size": 32, "hidden": 8,
+      "progress": False, "pretrain_steps": 500, "pretrain_patience": 500}),
+                   seed=0)
+  search = run.placement.metadata.extra["search"]
+  pretrained = search["pretrain"]
+  assert (pretrained["steps"], pretrained["stopped_by"]) == (1, "time")
+  assert search["seconds"] >= pretrained["seconds"]  # Inside the budget.
+  assert (search["samples"], search["stopped_by"]) == (0, "time_s")
+  assert run.feasible
+  with pytest.raises(PlacementError, match="pretrain_share must be in"):
+    get_placer("mars", "pretrain_share=0")
+
+
 def test_mars_resume_without_a_checkpoint_still_pretrains(tmp_path):
   # `resume` on a logdir with no checkpoint (a new one, or a search stopped
   # during pre-training) starts fresh: it pre-trains, as a fresh search does.

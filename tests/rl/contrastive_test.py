@@ -57,3 +57,17 @@ def test_loss_is_chance_for_indistinguishable_scores():
   zeros = tf.zeros([5])
   assert float(dgi_loss(zeros, zeros)) == pytest.approx(np.log(2.0))
   assert float(dgi_loss(zeros + 20, zeros - 20)) < 1e-6
+
+
+def test_max_seconds_stops_it_after_the_step_that_spends_them():
+  n, src, dst, features = clustered_graph(2)
+  encoder = GraphConvolution(n, src, dst, hidden=8, layers=1)
+  report = pretrain(encoder, features, hidden=8, steps=500, lr=1e-2,
+                    patience=500, seed=0, max_seconds=1e-9)
+  assert (report.steps, report.stopped_by) == (1, "time")
+  report = pretrain(encoder, features, hidden=8, steps=5, lr=1e-2,
+                    patience=500, seed=0, max_seconds=1e9)
+  assert (report.steps, report.stopped_by) == (5, "steps")
+  report = pretrain(encoder, features, hidden=8, steps=500, lr=1e-7,
+                    patience=2, seed=0)
+  assert report.stopped_by == "patience"

@@ -3,8 +3,10 @@
 import tfplace  # noqa: F401  (before TensorFlow)
 
 import dataclasses
+import gc
 import logging
 import os
+import re
 import signal
 
 import numpy as np
@@ -156,6 +158,34 @@ def test_resuming_a_finished_search_keeps_its_checkpoint_whole(two_groups,
   after = tf.train.list_variables(tf.train.latest_checkpoint(ckpt_dir))
   assert after == before
   assert search(two_groups, logdir, 128, resume=True).train_steps == 4
+
+
+def test_resuming_a_finished_search_says_so_in_one_line(two_groups, tmp_path,
+                                                       caplog):
+  # It logged ~34 "Value in checkpoint could not be found" warnings (the
+  # optimizer's state, never built without a train step) and nothing about
+  # the spent budget.
+  logdir = str(tmp_path / "run")
+  search(two_groups, logdir, 64)
+  with caplog.at_level(logging.INFO):
+    again = search(two_groups, logdir, 64, resume=True)
+    gc.collect()  # TF warns when the restore's objects are deleted.
+  assert again.resumed and again.stopped_by == "max_samples"
+  assert "could not be found" not in caplog.text
+  assert "unrestored values" not in caplog.text
+  spent = [r.getMessage() for r in caplog.records
+           if "already spent" in r.getMessage()]
+  assert spent == ["the resumed search's budget was already spent (64 of "
+                   "max_samples 64 samples): nothing more to search; the "
+                   "result is its best placement so far (2000 ms)"]
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    again = run_search(two_group_setup(two_groups), AgentConfig(lr=0.1),
+                       SearchConfig(budget_s=1e-3, max_samples=128,
+                                    logdir=logdir, resume=True, **EAGER))
+  assert again.stopped_by == "time_s" and again.samples == 64
+  assert re.search(r"already spent \([0-9.e+-]+ s of budget_s 0.001\)",
+                   caplog.text)
 
 
 def test_resume_without_a_checkpoint_says_it_starts_fresh(two_groups,

@@ -76,7 +76,9 @@ _PLACER_OPTIONS = flags.DEFINE_string(
 _OUT = flags.DEFINE_string("out", None, "where to write the placement JSON")
 _BUDGET_S = flags.DEFINE_float(
     "budget_s", None, "search and learned placers: seconds the search may "
-    "take (the placer option budget_s)")
+    "take once the start placement is found (the placer option budget_s; a "
+    "learned placer's building, compiling and pre-training of its networks "
+    "count, and it ends with the train step that spends it)")
 _INIT = flags.DEFINE_string(
     "init", None, "search and learned placers: the start placement: "
     "best_heuristic, a placer name or a placement JSON (the placer option "

@@ -20,6 +20,7 @@ from tfplace.graph import input_shapes as input_shapes_lib
 from tfplace.graph.op_graph import (VARIABLE_OPS, Edge, Op, OpGraph,
                                     StepFetches)
 from tfplace.graph.op_reader import read_op
+from tfplace.graph.step_loss import detect_loss, say_none_found
 
 LoopTripCounts = Optional[Mapping[str, int]]
 
@@ -237,7 +238,8 @@ def from_tf_graph(graph, train_ops: Optional[Sequence[str]],
     graph: the graph holding one training step.
     train_ops: op names that perform the update (None: detect sinks).
     loss: loss tensor ("op:0") or op name, or None (detect the one scalar
-      float op named "...loss", whether train_ops is given or detected).
+      float op named "...loss", else the one the gradients start from,
+      whether train_ops is given or detected: `step_loss.detect_loss`).
     init_ops: op names that initialize variables (None: a NoOp "init").
     name: a human readable name.
     unknown_dim: size of dimensions static shape inference leaves unknown.
@@ -344,7 +346,9 @@ def _fetches(ops: Sequence[Op], edges: Sequence[Edge], train_ops, loss,
   if train_ops is None:
     train_ops = _detect_train_ops(ops, edges, set(init_ops))
   if loss is None:
-    loss = _detect_loss(ops)
+    loss = detect_loss(ops, edges)
+    if loss is None and train_ops:
+      say_none_found(ops, edges, name)
   for op_name in list(train_ops) + list(init_ops) + ([loss] if loss else []):
     if _op_name(op_name) not in names:
       raise GraphImportError(f"{name}: {op_name!r} is not an op of the graph")
@@ -401,17 +405,3 @@ def _detect_train_ops(ops: Sequence[Op], edges: Sequence[Edge],
            and op.type != "Const"]
   no_ops = [op.name for op in sinks if op.type == "NoOp"]
   return no_ops or [op.name for op in sinks]
-
-
-def _detect_loss(ops: Sequence[Op]) -> Optional[str]:
-  """The unique scalar float op whose name ends with "loss"."""
-  found = [op.name for op in ops
-           if op.name.lower().endswith("loss") and op.output_shapes
-           and op.output_shapes[0] == () and op.output_dtypes[0].startswith(
-               ("float", "half", "bfloat"))]
-  if len(found) == 1:
-    return found[0] + ":0"
-  if len(found) > 1:
-    logging.warning("several candidate losses (%s); give loss=", found[:3])
-  return None
-

@@ -1,6 +1,7 @@
 """GDP: GraphSAGE and segment-level attention, the whole graph in one pass."""
 
 import dataclasses
+import time
 from typing import Dict, Mapping, Optional
 
 from absl import logging
@@ -123,14 +124,16 @@ class GDPPlacer(common.LearnedPlacer):
                            f"devices; the clusters have {devices}: give every "
                            f"graph one cluster")
     options = self.options
-    starts, setups, shared = {}, {}, None
     for name in names:
-      problem = problems[name]
-      if common.trivial_placement(problem) is not None:
+      if common.trivial_placement(problems[name]) is not None:
         raise PlacementError(f"{name}: one colocation group or one device, "
                              f"nothing to learn: leave it out of the batch")
-      starts[name] = common.feasible_start(problem, options.init, seed,
-                                           self.name)
+    starts = {name: common.feasible_start(problems[name], options.init, seed,
+                                          self.name) for name in names}
+    started_at = time.time()  # The budget: all that follows the starts.
+    setups, shared = {}, None
+    for name in names:
+      problem = problems[name]
       # The first graph's network is built (from `pretrained` if set); the
       # others use its weights.
       setup = self.setup(problem, starts[name], common.env_config(options),
@@ -142,7 +145,8 @@ class GDPPlacer(common.LearnedPlacer):
       if shared is None:
         shared = setup.actor_net
     results = run_batch_training(setups, self.agent_config(),
-                                 common.search_config(options), seed)
+                                 common.search_config(options), seed,
+                                 started_at)
     self.after_search(setups[names[0]])
     return {name: problems[name].placement(
         results[name].best_devices, placer=self.name).with_metadata(

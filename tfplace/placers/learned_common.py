@@ -14,6 +14,7 @@ Nothing here imports TensorFlow or tf-agents at module level.
 import dataclasses
 import math
 import os
+import time
 from typing import Optional
 
 import numpy as np
@@ -29,7 +30,10 @@ COMMON_ATTRIBUTES = """
     agent: "reinforce" (ReinforceAgent) or "ppo" (PPOClipAgent).
     baseline: REINFORCE's baseline: "moving_average", "value" or "per_step"
       (the batch's mean return at the same step).
-    budget_s: wall-time budget of the search in seconds (resumes included).
+    budget_s: wall-time budget of the search in seconds (resumes included),
+      counted once the start placement is found: building the networks,
+      pre-training them (mars), compiling the train step and the search all
+      count; the search ends with the train step that spends it.
     max_samples: sample budget: placements drawn from the policy.
     batch_size: placements per policy call (one simulate_batch each).
     lr: Adam learning rate; none: 3e-3 for reinforce, 2e-3 for ppo.
@@ -139,7 +143,8 @@ class LearnedPlacer(Placer):
 
   def before_search(self, setup, seed: Optional[int]) -> Optional[dict]:
     """Called with the `LearnedSetup` before the search (e.g. to pre-train
-    a network); what it returns joins the search summary."""
+    a network; its time counts against `budget_s`); what it returns joins
+    the search summary."""
     del setup, seed
     return None
 
@@ -154,11 +159,12 @@ class LearnedPlacer(Placer):
       return problem.placement(trivial, placer=self.name)
     from tfplace.rl.search import run_search
     start = feasible_start(problem, self.options.init, seed, self.name)
+    started_at = time.time()  # The budget: all that follows the start.
     setup = self.setup(problem, start, env_config(self.options))
     setup.export_best = exporter(problem, self.name, self.options.logdir)
     before = self.before_search(setup, seed)
     result = run_search(setup, self.agent_config(),
-                        search_config(self.options), seed)
+                        search_config(self.options), seed, started_at)
     with interrupts.writes_allowed():  # A search stopped by Ctrl-C too.
       self.after_search(setup)
     placement = problem.placement(result.best_devices, placer=self.name)

@@ -3,6 +3,8 @@ segment-level placer."""
 
 import dataclasses
 
+from absl import logging
+
 from tfplace.errors import PlacementError
 from tfplace.placers import learned_common as common
 from tfplace.placers.registry import register_placer
@@ -17,6 +19,7 @@ class MarsOptions(common.LearnedOptions):
   pretrain_steps: int = 500
   pretrain_lr: float = 1e-3
   pretrain_patience: int = 50
+  pretrain_share: float = 0.25
 
   def __post_init__(self):
     super().__post_init__()
@@ -27,6 +30,9 @@ class MarsOptions(common.LearnedOptions):
       bad.append("pretrain_steps must be >= 0")
     if not self.pretrain_lr > 0:
       bad.append("pretrain_lr must be > 0")
+    if not 0 < self.pretrain_share <= 1:
+      bad.append(f"pretrain_share must be in (0, 1], got "
+                 f"{self.pretrain_share}")
     if bad:
       raise PlacementError(f"mars: {'; '.join(bad)}")
 
@@ -44,7 +50,10 @@ MarsOptions.__doc__ = (
     "\n      checkpoint)."
     "\n    pretrain_lr: Adam's learning rate in pre-training."
     "\n    pretrain_patience: pre-training stops after this many steps without"
-    "\n      a lower loss (the encoder keeps the lowest loss's weights).\n  ")
+    "\n      a lower loss (the encoder keeps the lowest loss's weights)."
+    "\n    pretrain_share: the most of budget_s pre-training may take (it"
+    "\n      counts against the budget): it stops after the step that spends"
+    "\n      it, and the log says so.\n  ")
 
 
 @register_placer("mars")
@@ -80,7 +89,13 @@ class MarsPlacer(common.LearnedPlacer):
                                       has_checkpoint(options.logdir)):
       return None  # (A resumed search restores the trained encoder.)
     network = setup.actor_net
+    share_s = options.pretrain_share * options.budget_s
     report = pretrain(network.encoder, network.node_features, options.hidden,
                       options.pretrain_steps, options.pretrain_lr,
-                      options.pretrain_patience, seed, options.logdir)
+                      options.pretrain_patience, seed, options.logdir,
+                      max_seconds=share_s)
+    if report.stopped_by == "time":
+      logging.info("mars: pre-training stopped at its share of the budget "
+                   "(pretrain_share %g of budget_s %g: %.3g s)",
+                   options.pretrain_share, options.budget_s, share_s)
     return {"pretrain": report.as_dict()}

@@ -48,6 +48,7 @@ from tqdm.auto import tqdm
 from tfplace import interrupts
 from tfplace.errors import PlacementError
 from tfplace.grouping.group_graph import GroupGraph
+from tfplace.placers.quiet_trials import collect_warnings, log_collected
 
 Evaluator = Callable[[np.ndarray], np.ndarray]
 
@@ -493,19 +494,24 @@ def start_placement(problem, init: str,
 
 def heuristic_placements(problem, seed: Optional[int] = None) -> list:
   """(name, placement) of every heuristic placer that can place `problem`
-  (those that fail are logged and skipped).
+  (those that fail are logged and skipped). The placers are only tried:
+  their warnings (e.g. Baechi's groups that fit on no device where memory
+  is tight) are summed up in one INFO line (`quiet_trials`).
 
   Raises:
     PlacementError: none could.
   """
   from tfplace.placers import registry  # Not at import: registry loads us.
   from tfplace.placers.base import PlacerKind
-  out = []
+  out, warned = [], {}
   for name in registry.list_placers(PlacerKind.HEURISTIC):
-    try:
-      out.append((name, registry.get_placer(name).place(problem, seed=seed)))
-    except PlacementError as e:
-      logging.info("heuristic %s failed: %s", name, e)
+    with collect_warnings() as warned[name]:
+      try:
+        out.append((name, registry.get_placer(name).place(problem,
+                                                          seed=seed)))
+      except PlacementError as e:
+        logging.info("heuristic %s failed: %s", name, e)
+  log_collected("trying every heuristic placer", warned)
   if not out:
     raise PlacementError("no heuristic placer could place this graph")
   return out

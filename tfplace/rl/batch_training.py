@@ -32,8 +32,8 @@ from tfplace.errors import PlacementError
 from tfplace.placers.search_support import Budget, SearchRun
 from tfplace.rl import agents as agents_lib
 from tfplace.rl.search import (CurvePoint, LearnedResult, LearnedSetup,
-                               SearchConfig, learned_result, stop_reason,
-                               train_step)
+                               SearchConfig, learned_result,
+                               note_spent_resume, stop_reason, train_step)
 from tfplace.rl.search_loop import SearchLoop
 
 GRAPHS_DIR = "graphs"
@@ -59,7 +59,8 @@ def check_graph_names(names) -> None:
 
 
 def run_batch_training(setups: Mapping[str, LearnedSetup], agent_config,
-                       config: SearchConfig, seed: Optional[int] = None
+                       config: SearchConfig, seed: Optional[int] = None,
+                       started_at: Optional[float] = None
                        ) -> Dict[str, LearnedResult]:
   """Trains one policy on every graph of `setups` (see the module
   docstring).
@@ -70,6 +71,8 @@ def run_batch_training(setups: Mapping[str, LearnedSetup], agent_config,
     agent_config: a `tfplace.rl.agents.AgentConfig` (one for all graphs).
     config: budgets, warm start, logdir (the root of the graphs' logdirs).
     seed: seeds TensorFlow's and NumPy's random generators.
+    started_at: the `time.time()` at which the time budget started (before
+      the networks were built); None: now.
 
   Returns:
     graph name -> its `LearnedResult` (the whole training's wall time and
@@ -79,7 +82,7 @@ def run_batch_training(setups: Mapping[str, LearnedSetup], agent_config,
   if seed is not None:
     tf.random.set_seed(seed)
     np.random.seed(seed)
-  t0 = time.time()
+  t0 = time.time() if started_at is None else started_at
   with tf.device("/CPU:0"):
     optimizer = _shared_optimizer(setups.values(), agent_config)
     loops = {name: SearchLoop(setup, agent_config, dataclasses.replace(
@@ -118,7 +121,8 @@ def _train(loops: Dict[str, SearchLoop], starts, config: SearchConfig,
     last_save = time.time()
     while stopped is None:
       for name, loop in loops.items():
-        train_step(loop, curves[name], first[name], before_s, t0)
+        train_step(loop, curves[name], first[name], before_s, t0,
+                   share=1 / len(loops))
         if any(r.interrupted for r in runs.values()):
           stopped = "interrupted"
         elif any(r.stop_reason for r in runs.values()):
@@ -131,7 +135,12 @@ def _train(loops: Dict[str, SearchLoop], starts, config: SearchConfig,
             config.checkpoint_every_s):
           _save(loops, before_s + time.time() - t0)
           last_save = time.time()
-  _save(loops, before_s + time.time() - t0)
+  if any(curves.values()) or not all(loop.resumed
+                                     for loop in loops.values()):
+    _save(loops, before_s + time.time() - t0)
+  else:  # A resumed training whose budget was already spent keeps its
+    # checkpoints as they were (as `tfplace.rl.search` does).
+    note_spent_resume(list(loops.values()), stopped)
   return {name: learned_result(loop, stopped, curves[name])
           for name, loop in loops.items()}
 

@@ -14,7 +14,9 @@ and no simulator.
 
 `pretrain` trains the encoder and discriminator with Adam, keeps the
 encoder weights of the lowest loss seen, and stops after `patience` steps
-without a new lowest loss (as DGI's reference training does).
+without a new lowest loss (as DGI's reference training does), after `steps`
+steps, or once `max_seconds` are spent (Mars: its share of the search's
+budget).
 """
 
 import dataclasses
@@ -40,12 +42,15 @@ class PretrainReport:
     accuracy: at the best weights, the share of true and corrupted node
       embeddings the discriminator labels right.
     seconds: wall time.
+    stopped_by: "steps" (all taken), "patience" (no lower loss for
+      `patience` steps) or "time" (`max_seconds` spent).
   """
   steps: int
   first_loss: float
   best_loss: float
   accuracy: float
   seconds: float
+  stopped_by: str = "steps"
 
   def as_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -83,7 +88,8 @@ def dgi_loss(true: tf.Tensor, corrupted: tf.Tensor) -> tf.Tensor:
 
 def pretrain(encoder, features: np.ndarray, hidden: int, steps: int = 500,
              lr: float = 1e-3, patience: int = 50, seed: Optional[int] = None,
-             logdir: Optional[str] = None) -> PretrainReport:
+             logdir: Optional[str] = None,
+             max_seconds: Optional[float] = None) -> PretrainReport:
   """Trains `encoder` in place by DGI on one graph (see the module docstring).
 
   Args:
@@ -95,6 +101,8 @@ def pretrain(encoder, features: np.ndarray, hidden: int, steps: int = 500,
     patience: steps without a new lowest loss before it stops.
     seed: seeds the corruptions and the discriminator's initial weights.
     logdir: if set, TensorBoard curves (loss, accuracy) go there.
+    max_seconds: if set, it stops after the step that spends this much wall
+      time (building and tracing included; at least one step is taken).
   """
   if steps < 1 or patience < 1:
     raise ValueError(f"pre-training needs steps >= 1 and patience >= 1, got "
@@ -123,7 +131,7 @@ def pretrain(encoder, features: np.ndarray, hidden: int, steps: int = 500,
   writer = (tf.summary.create_file_writer(os.path.join(logdir, "pretrain"))
             if logdir else None)
   best = (np.inf, 0.0, None)  # loss, accuracy, encoder weights
-  first, waited, taken = None, 0, 0
+  first, waited, taken, stopped_by = None, 0, 0, "steps"
   for taken in range(1, steps + 1):
     weights = encoder.get_weights()  # What this step's loss was taken at.
     loss, accuracy = (float(x) for x in step())
@@ -136,8 +144,13 @@ def pretrain(encoder, features: np.ndarray, hidden: int, steps: int = 500,
       best, waited = (loss, accuracy, weights), 0
     else:
       waited += 1
-      if waited >= patience:
-        break
+    if waited >= patience:
+      stopped_by = "patience"
+    elif max_seconds is not None and (
+        time.perf_counter() - start >= max_seconds) and taken < steps:
+      stopped_by = "time"
+    if stopped_by != "steps":
+      break
   if writer is not None:
     writer.close()
   if best[2] is None:
@@ -146,8 +159,9 @@ def pretrain(encoder, features: np.ndarray, hidden: int, steps: int = 500,
                          "(pretrain_steps=0)")
   encoder.set_weights(best[2])
   report = PretrainReport(taken, first, best[0], best[1],
-                          time.perf_counter() - start)
-  logging.info("DGI pre-training: %d steps, loss %.4f -> %.4f, accuracy "
-               "%.3f, %.1f s", report.steps, report.first_loss,
-               report.best_loss, report.accuracy, report.seconds)
+                          time.perf_counter() - start, stopped_by)
+  logging.info("DGI pre-training: %d of %d steps (stopped by %s), loss %.4f "
+               "-> %.4f, accuracy %.3f, %.1f s", report.steps, steps,
+               stopped_by, report.first_loss, report.best_loss,
+               report.accuracy, report.seconds)
   return report

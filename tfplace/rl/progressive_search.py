@@ -30,6 +30,7 @@ from absl import logging
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
+from tfplace.rl.deferred_compile import PROGRESSIVE_COMPILE_AFTER_STEPS
 from tfplace.rl.search_loop import SearchLoop
 
 
@@ -69,6 +70,8 @@ def progressive_episodes(time_steps: List[ts.TimeStep],
 
 class ProgressiveSearchLoop(SearchLoop):
   """`SearchLoop` over `ProgressiveEnvironment` (see the module docstring)."""
+
+  compile_after_steps = PROGRESSIVE_COMPILE_AFTER_STEPS
 
   def __init__(self, setup, agent_config, config):
     super().__init__(setup, agent_config, config)

@@ -6,8 +6,9 @@ open (or resume) the checkpoint; on a fresh start, score the start placement
 point, and (warm start "imitation") fit the policy to it; then, until the
 time or sample budget is spent or Ctrl-C: sample a batch of placements with
 the collect policy, simulate them in one batch, keep the fastest feasible
-one, train the agent on the batch (plus the incumbent, replayed), write the
-curves, and checkpoint now and then. The best placement found is returned
+one, train the agent on the batch (plus the incumbent, replayed; eagerly
+until the budget left repays compiling the train step), write the curves,
+and checkpoint now and then. The best placement found is returned
 and is always feasible. Budget, best-so-far, progress bar and Ctrl-C are the
 search placers' `SearchRun`.
 """
@@ -18,6 +19,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from tfplace.errors import PlacementError
 from tfplace.placers.search_support import Budget, SearchRun
@@ -32,7 +34,9 @@ class SearchConfig:
   """Budgets, warm start and bookkeeping of a learned search.
 
   Attributes:
-    budget_s: wall-time budget in seconds (over all resumed runs).
+    budget_s: wall-time budget in seconds (over all resumed runs), from
+      `run_search`'s `started_at`; the search stops after the train step
+      that spends it.
     max_samples: sample budget (placements drawn from the policy).
     warm_start: "imitation" (fit the policy to the start placement, then
       search) or "baseline" (only start the baseline and the best-so-far
@@ -194,7 +198,8 @@ class LearnedSetup:
 
 
 def run_search(setup: LearnedSetup, agent_config, config: SearchConfig,
-               seed: Optional[int] = None) -> LearnedResult:
+               seed: Optional[int] = None,
+               started_at: Optional[float] = None) -> LearnedResult:
   """Runs (or resumes) a learned search; see the module docstring.
 
   Args:
@@ -202,6 +207,9 @@ def run_search(setup: LearnedSetup, agent_config, config: SearchConfig,
     agent_config: a `tfplace.rl.agents.AgentConfig`.
     config: budgets, warm start, logdir.
     seed: seeds TensorFlow's and NumPy's random generators.
+    started_at: the `time.time()` at which the time budget started (the
+      placer's: before it built the networks and pre-trained them); None:
+      now.
 
   Returns:
     The `LearnedResult`; its placement is the best feasible one seen.
@@ -209,7 +217,7 @@ def run_search(setup: LearnedSetup, agent_config, config: SearchConfig,
   if seed is not None:
     tf.random.set_seed(seed)
     np.random.seed(seed)
-  t0 = time.time()
+  t0 = time.time() if started_at is None else started_at
   with tf.device("/CPU:0"):
     loop = (setup.loop_class or SearchLoop)(setup, agent_config, config)
     devices, step_time_s = loop.start()
@@ -237,8 +245,8 @@ def _run(loop: SearchLoop, devices: np.ndarray, step_time_s: float,
   curve: List[CurvePoint] = []
   if stopped is None:
     simulate = env.evaluator.simulate
-    budget = Budget(seconds=config.budget_s - loop.spent_before_s
-                    - (time.time() - t0))
+    budget = Budget(seconds=max(config.budget_s - loop.spent_before_s
+                                - (time.time() - t0), 1e-3))
     with SearchRun(simulate, budget, devices, step_time_s,
                    desc="learned search", progress=config.progress) as run:
       env.evaluator.simulate = run.evaluate
@@ -247,18 +255,38 @@ def _run(loop: SearchLoop, devices: np.ndarray, step_time_s: float,
       finally:
         env.evaluator.simulate = simulate
   if curve or not loop.resumed:
+    loop.save(before_s + time.time() - t0)
+  else:
     # A resumed search whose budget was already spent keeps its checkpoint
     # as it was: the agent's optimizer state is restored only when a train
     # step builds it, so saving again would drop it.
-    loop.save(before_s + time.time() - t0)
+    note_spent_resume([loop], stopped)
   return learned_result(loop, stopped, curve)
 
 
+def note_spent_resume(loops: List[SearchLoop], stopped: str) -> None:
+  """Says, in one line, that the resumed search of `loops` had nothing
+  left to search (`stopped`: its spent budget), and quiets the restore."""
+  for loop in loops:
+    loop.end_spent_resume()
+  loop = loops[0]
+  config = loop.config
+  spent = (f"{loop.samples - loop.samples_before} of max_samples "
+           f"{config.max_samples} samples" if stopped == "max_samples" else
+           f"{loop.spent_before_s:.3g} s of budget_s {config.budget_s:g}")
+  logging.warning(
+      "the resumed search's budget was already spent (%s): nothing more to "
+      "search; the result is its best placement so far%s", spent,
+      "" if len(loops) > 1 else f" ({loop.best_step_time_s * 1e3:.4g} ms)")
+
+
 def train_step(loop: SearchLoop, curve: List[CurvePoint], first: int,
-               before_s: float, t0: float) -> float:
+               before_s: float, t0: float, share: float = 1.0) -> float:
   """One train step of `loop`: its point appended to `curve` and its
-  summaries written (samples/s since `first` samples at `t0`). Returns the
-  time after it."""
+  summaries written (samples/s since `first` samples at `t0`); then the
+  train step is compiled if `share` of the time budget left repays it
+  (`SearchLoop.compile_if_it_pays`). Returns the time after the step."""
+  drawn, started = loop.samples, time.time()
   loss, mean_t = loop.step()
   now = time.time()
   rate = (loop.samples - first) / max(now - t0, 1e-9)
@@ -266,6 +294,8 @@ def train_step(loop: SearchLoop, curve: List[CurvePoint], first: int,
                           loop.best_step_time_s))
   loop.summarize(loss, mean_t, rate,
                  entropy=len(curve) % loop.config.entropy_every == 1)
+  left_s = loop.config.budget_s - loop.spent_before_s - (time.time() - t0)
+  loop.compile_if_it_pays(now - started, loop.samples - drawn, share * left_s)
   return now
 
 

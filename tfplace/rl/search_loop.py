@@ -6,7 +6,9 @@ simulate them (one `simulate_batch` through the evaluator, which the
 incumbent's episode `replay_best` times (self-imitation), train the agent,
 and update the reward statistics and the checkpointed counters. After
 `reexplore_after` batches without a better placement, the policy is fitted
-again to the best placement so far (`reexplore`).
+again to the best placement so far (`reexplore`). The train step runs
+eagerly until the budget left repays compiling it (`compile_if_it_pays`,
+`tfplace.rl.deferred_compile`).
 """
 
 import os
@@ -21,6 +23,8 @@ from tf_agents.utils import common
 
 from tfplace import interrupts
 from tfplace.rl import agents as agents_lib
+from tfplace.rl.deferred_compile import (COMPILE_AFTER_STEPS,
+                                         DeferredFunction, compile_pays)
 from tfplace.rl import experience as experience_lib
 from tfplace.rl import imitation
 from tfplace.rl.environments.rewards import rewards
@@ -42,7 +46,11 @@ class SearchLoop:
     stalled: batches since the best placement so far last improved (this
       run; not checkpointed).
     reexplorations: times `reexplore` ran in this run.
+    compile_after_steps: eager steps the budget left must hold before the
+      train step is compiled (`tfplace.rl.deferred_compile`).
   """
+
+  compile_after_steps = COMPILE_AFTER_STEPS
 
   def __init__(self, setup, agent_config, config, optimizer=None):
     """Builds the agent and restores the checkpoint in `config.logdir`.
@@ -65,11 +73,11 @@ class SearchLoop:
         num_units=experience_lib.num_action_dims(self.env.action_spec()),
         optimizer=optimizer)
     self.state = SearchState(self.env.codec.num_groups)
-    self.checkpointer = None
+    self.checkpointer, self._restored = None, None
     if config.logdir:
       # The agent joins the signature: another one's variables do not fit.
       signature = {**setup.signature, "agent": agent_config.kind}
-      self.checkpointer = open_checkpointer(
+      self.checkpointer, self._restored = open_checkpointer(
           config.logdir, signature, config.resume, config.restart,
           agent=self.agent, reward_stats=self.stats, search_state=self.state)
     self.resumed = int(self.state.samples.numpy()) > 0
@@ -79,14 +87,13 @@ class SearchLoop:
     self.samples_before = self.samples if config.fine_tune else 0
     self.best_action = None
     self.stalled, self.reexplorations = 0, 0
-    compiled = config.use_tf_function
     self.policy = py_tf_eager_policy.PyTFEagerPolicy(
-        self.agent.collect_policy, use_tf_function=compiled)
-    self.train = GuardedTrain(
-        common.function(self.agent.train) if compiled else self.agent.train,
-        [setup.actor_net, setup.value_net, optimizer])
-    self._entropy = (common.function(self._policy_entropy) if compiled
-                     else self._policy_entropy)
+        self.agent.collect_policy, use_tf_function=config.use_tf_function)
+    # Eager until compiling pays (`compile_if_it_pays`).
+    self._train = DeferredFunction(self.agent.train)
+    self._entropy = DeferredFunction(self._policy_entropy)
+    self.train = GuardedTrain(self._train,
+                              [setup.actor_net, setup.value_net, optimizer])
     self.writer = (tf.summary.create_file_writer(
         os.path.join(config.logdir, "summaries")) if config.logdir else
                    tf.summary.create_noop_writer())
@@ -100,6 +107,40 @@ class SearchLoop:
   @property
   def best_step_time_s(self) -> float:
     return float(self.state.best_step_time_s.numpy())
+
+  @property
+  def compiled(self) -> bool:
+    """Whether the train step runs as a `tf.function`."""
+    return self._train.compiled
+
+  def compile(self) -> None:
+    """Compiles the train step and the entropy summary (the next calls
+    trace them; `tfplace.rl.deferred_compile`)."""
+    self._train.compile()
+    self._entropy.compile()
+
+  def compile_if_it_pays(self, step_s: float, drawn: int,
+                         time_left_s: float) -> None:
+    """Compiles (`compile`) if the budget left holds enough steps like the
+    last one (`step_s` seconds, `drawn` samples) to repay the trace
+    (`deferred_compile.compile_pays`); not with `use_tf_function` off."""
+    if self.compiled or not self.config.use_tf_function:
+      return
+    samples_left = self.config.max_samples - (self.samples -
+                                              self.samples_before)
+    if compile_pays(step_s, time_left_s, samples_left / max(drawn, 1),
+                    self.compile_after_steps):
+      logging.info("compiling the train step (%.3g s left, %.3g s an eager "
+                   "step)", time_left_s, step_s)
+      self.compile()
+
+  def end_spent_resume(self) -> None:
+    """For a resumed search whose budget was already spent (no train step
+    follows): the optimizer's state in its checkpoint, restored only when
+    a train step builds the optimizer, stays unread, as expected (TF would
+    warn about each of its values at exit)."""
+    if self._restored is not None:
+      self._restored.expect_partial()
 
   def start(self) -> Tuple[np.ndarray, float]:
     """The placement the search starts from: the restored best, or (fresh)

@@ -19,7 +19,7 @@ starts fresh; a checkpoint that cannot be read is an error unless `restart`.
 import json
 import os
 import shutil
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -83,8 +83,11 @@ def has_checkpoint(logdir: Optional[str]) -> bool:
 
 
 def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
-                      restart: bool, **objects) -> common.Checkpointer:
-  """The checkpointer of `logdir`, restored when resuming (see the rules).
+                      restart: bool, **objects
+                      ) -> Tuple[common.Checkpointer, Optional[object]]:
+  """The checkpointer of `logdir`, restored when resuming (see the rules),
+  and the restore's status (`tf.train.Checkpoint.restore`'s; None when
+  nothing was restored).
 
   Args:
     logdir: the search's log directory.
@@ -122,7 +125,8 @@ def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
   atomic_write(sig_path, json.dumps(signature, indent=1, sort_keys=True))
   try:
     checkpointer = common.Checkpointer(ckpt_dir, max_to_keep=2, **objects)
-    checkpointer.initialize_or_restore()
+    status = checkpointer.initialize_or_restore()
+    status = status if checkpointer.checkpoint_exists else None
   except (tf.errors.OpError, ValueError, AssertionError, IndexError,
           KeyError, TypeError) as e:
     if not restart:
@@ -132,5 +136,6 @@ def open_checkpointer(logdir: str, signature: Dict[str, object], resume: bool,
           f"restart=true (--placer_options restart=true)") from None
     logging.warning("discarding the unreadable checkpoint in %s", ckpt_dir)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
-    checkpointer = common.Checkpointer(ckpt_dir, max_to_keep=2, **objects)
-  return checkpointer
+    checkpointer, status = common.Checkpointer(ckpt_dir, max_to_keep=2,
+                                               **objects), None
+  return checkpointer, status
