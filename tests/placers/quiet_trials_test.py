@@ -13,7 +13,7 @@ NO_DEVICE = "fits on no device"
 
 
 def test_warnings_inside_are_collected_and_the_rest_pass(caplog):
-  with caplog.at_level(std_logging.INFO):
+  with caplog.at_level(std_logging.INFO, logger="absl"):
     with collect_warnings() as warned:
       logging.warning("group %d fits on no device", 3)
       logging.info("an info line")
@@ -24,7 +24,7 @@ def test_warnings_inside_are_collected_and_the_rest_pass(caplog):
 
 
 def test_log_collected_is_one_info_line_or_nothing(caplog):
-  with caplog.at_level(std_logging.INFO):
+  with caplog.at_level(std_logging.INFO, logger="absl"):
     log_collected("trying", {"a": [], "b": []})
     assert not caplog.records
     log_collected("trying", {"m_etf": ["x fits on no device", "y"],
@@ -39,7 +39,7 @@ def test_best_heuristic_start_on_a_tight_cluster_warns_not(caplog):
   # at share 1 (9 warnings here, ~15 on a user's cluster), though their
   # placements were only tried as starts and the start is another's.
   problem = lib.chain_problem(memory_bytes=3000)
-  with caplog.at_level(std_logging.INFO):
+  with caplog.at_level(std_logging.INFO, logger="absl"):
     start = start_placement(problem, "best_heuristic", seed=0)
   assert start.source == "expert (best of 11 heuristics)"
   warnings = [r for r in caplog.records if r.levelno >= std_logging.WARNING]
@@ -49,6 +49,6 @@ def test_best_heuristic_start_on_a_tight_cluster_warns_not(caplog):
   assert len(summary) == 1 and NO_DEVICE in summary[0]
   assert "m_etf" in summary[0]
   caplog.clear()
-  with caplog.at_level(std_logging.WARNING):  # Asked for: it still warns.
+  with caplog.at_level(std_logging.WARNING, logger="absl"):  # Asked for: it still warns.
     get_placer("m_etf").place(problem)
   assert NO_DEVICE in caplog.text
