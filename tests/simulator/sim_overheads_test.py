@@ -449,6 +449,27 @@ def test_cluster_json_round_trip():
     link("yes")
 
 
+def test_only_an_arrival_that_wakes_its_receiver_pays_the_latency():
+  # op0 (1 s, device 0) sends two tensors to op1 and op2 (1 s each, device
+  # 1); loopback latency 0.4 s (0.2 s on each end), 0.5 s per message on
+  # each end, bytes free. Each send holds device 0 for 0.5 + 0.2 s (1-1.7,
+  # 1.7-2.4). With op3 (3 s) on device 1, both arrive while it computes:
+  # neither wakes it, so each parse is 0.5 s: 3-3.5, op1 3.5-4.5, 4.5-5,
+  # op2 5-6. With op3 of 0.5 s, the first finds device 1 asleep: its parse
+  # holds 0.5 + 0.2 s (1.7-2.4), op1 2.4-3.4; the second arrived at 2.4
+  # while that parse held device 1: 3.4-3.9, op2 3.9-4.9.
+  g = make_graph(4, [(0, 1, 10, 0), (0, 2, 10, 1)], num_outputs=2)
+  cluster = with_overheads(
+      link(True, latency_s=0.4, bandwidth=1e12, kind="loopback"),
+      (0.5, 0.5))
+  for busy_s, op_starts, step in ((3.0, [0.0, 3.5, 5.0, 0.0], 6.0),
+                                  (0.5, [0.0, 2.4, 3.9, 0.0], 4.9)):
+    costs = make_costs([1.0, 1.0, 1.0, busy_s], 2)
+    r = run(g, cluster, costs, [0, 1, 1, 1])
+    np.testing.assert_allclose(starts(r), op_starts)
+    assert r.step_time_s == pytest.approx(step)
+
+
 def with_recv_issue(cluster, seconds):
   return dataclasses.replace(cluster, devices=tuple(
       dataclasses.replace(d, recv_issue_s=seconds) for d in cluster.devices))
@@ -460,15 +481,16 @@ def test_recvs_are_issued_first_and_a_stored_tensor_skips_the_latency():
   # Device 1 issues its Recv 0-0.3 s: the request reaches device 0 at 0.3,
   # while op0 runs (0-1), so op0's tensor is stored before it is asked
   # for, and the sender answers without the latency's share: it arrives
-  # at 1. The issue is part of the receive cost, so the parse (0.2 - 0.3,
-  # not below -0.2) is free: op1 runs 1-2. Without an issue cost: the
-  # send 1-1.2, the parse 1.2-1.4, op1 1.4-2.4.
+  # at 1. The issue is part of the receive cost, so the parse's own cost
+  # (0 - 0.3, not below 0) is free, but the arrival wakes the idle device
+  # 1, which costs its 0.2 s share: the parse 1-1.2, op1 1.2-2.2. Without
+  # an issue cost: the send 1-1.2, the parse 1.2-1.4, op1 1.4-2.4.
   g = make_graph(2, [(0, 1, 10, 0)])
   costs = make_costs([1.0, 1.0], 2)
   plain = link(True, latency_s=0.4, bandwidth=1e12, kind="loopback")
   r = run(g, with_recv_issue(plain, 0.3), costs, [0, 1])
-  np.testing.assert_allclose(starts(r), [0.0, 1.0])
-  np.testing.assert_allclose(r.device_busy_s, [1.0, 1.3])
+  np.testing.assert_allclose(starts(r), [0.0, 1.2])
+  np.testing.assert_allclose(r.device_busy_s, [1.0, 1.5])
   assert run(g, plain, costs, [0, 1]).step_time_s == pytest.approx(2.4)
 
 
@@ -476,17 +498,19 @@ def test_a_send_answers_a_request_that_waited_with_the_latencys_share():
   # op0 (1 s, device 1) -> op1 (0.5 s, device 0) -> op2 (1 s, device 1),
   # issue 0.3 s on each device. Device 1 issues 0-0.3 and runs op0
   # 0.3-1.3 without a pause: op0's tensor is stored before device 0's
-  # request (0.3) is taken: sent free, arrives and is parsed at 1.3; op1
-  # 1.3-1.8. Device 0 was idle 0.3-1.3, after device 1's request came
-  # (0.3): op1's send answers it, holding device 0 for 0.2 s (1.8-2.0);
-  # op2 2.0-3.0. Without issue costs: 3.3 s (each message 0.2 + 0.2).
+  # request (0.3) is taken: sent free, it arrives at 1.3 and wakes device
+  # 0 (idle since 0.3), whose parse holds its 0.2 s share: op1 1.5-2.0.
+  # Device 1 was idle after device 0's request came (0.3): op1's send
+  # answers it, holding device 0 for 0.2 s (2.0-2.2); it wakes device 1
+  # (0.2 s): op2 2.4-3.4. Without issue costs: 3.3 s (each message 0.2 +
+  # 0.2).
   g = make_graph(3, [(0, 1, 10, 0), (1, 2, 10, 0)])
   costs = make_costs([1.0, 0.5, 1.0], 2)
   plain = link(True, latency_s=0.4, bandwidth=1e12, kind="loopback")
   r = run(g, with_recv_issue(plain, 0.3), costs, [1, 0, 1])
-  np.testing.assert_allclose(starts(r), [0.3, 1.3, 2.0])
-  assert r.step_time_s == pytest.approx(3.0)
-  np.testing.assert_allclose(r.device_busy_s, [1.0, 2.3])
+  np.testing.assert_allclose(starts(r), [0.3, 1.5, 2.4])
+  assert r.step_time_s == pytest.approx(3.4)
+  np.testing.assert_allclose(r.device_busy_s, [1.2, 2.5])
   assert run(g, plain, costs, [1, 0, 1]).step_time_s == pytest.approx(3.3)
   # Only rendezvous clusters have an issue phase.
   other = with_recv_issue(link(False, latency_s=0.4, bandwidth=1e12,

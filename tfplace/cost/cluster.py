@@ -222,7 +222,8 @@ class Cluster:
       op running or ready, on its own slots: a transfer is sent once its
       sender has nothing to run and parsed once its receiver has nothing
       to run, and a loopback link's latency is work on both ends
-      (`host_latency`; TF's gRPC runtime on one-core CPU workers queues RPC
+      (`host_latency`: the receiver's half only where the arrival wakes
+      it; TF's gRPC runtime on one-core CPU workers queues RPC
       work behind the ops it can run, on the cores that compute; see
       `tfplace.simulator.simulator`). False (default): transfers need only
       their link.

@@ -492,7 +492,8 @@ def fit_transfer_figures(cluster: Cluster, bench: ClusterBenchmark,
   share of the measured per-message cost each end pays and the share of
   the measured time per byte the hosts spend (the smallest mean
   |log(predicted / measured)| over the grid); on a cluster with rendezvous
-  transfers the extra latency per message (host work, half at each end)
+  transfers the extra latency per message (host work, half at each end;
+  the receiver's half where the message wakes it)
   beyond the idle benchmarks' (the smallest |median log(predicted /
   measured)|: the runs' bias; the smallest candidate on ties).
 
@@ -503,8 +504,7 @@ def fit_transfer_figures(cluster: Cluster, bench: ClusterBenchmark,
     split_runs: (graph, device ids [M], measured step seconds) per run.
     shares: the message-share candidates, within the physical range [0.5,
       1]; default `MESSAGE_SHARES`, or only 1 when the cluster has
-      rendezvous transfers (each end pays the measured cost; on a loopback
-      link it pays half the ping-pong hop whatever the share).
+      rendezvous transfers (each end pays the measured cost).
     byte_shares: the byte-share candidates, within [0, 1); default
       `BYTE_SHARES`, or only 0 when the cluster has rendezvous transfers
       (the time a send holds its sender already is the work per byte).

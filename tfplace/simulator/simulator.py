@@ -37,10 +37,14 @@ Semantics (one training step):
     receiver parses it, holding a slot, before its consumers are ready.
     On a "loopback" link (gRPC between processes of one host) there is no
     wire: the latency the ping-pong benchmark measures is system calls and
-    thread wake-ups, half charged to each end's slot (`Cluster.
-    host_latency`); judged on the twenty-two cross records this met the
-    error target on 119 of 154 graph-runs, 105 with the sender's next op
-    first and both ends held (WORKSPACE_NOTES.md, issue 13).
+    thread wake-ups, half charged to the sender's slot and half to the
+    receiver's (`Cluster.host_latency`); judged on the twenty-two cross
+    records this met the error target on 119 of 154 graph-runs, 105 with
+    the sender's next op first and both ends held (WORKSPACE_NOTES.md,
+    issue 13). The receiver pays its half only where the arrival wakes
+    it (`kernel._wakes`: nothing running, ready or being parsed); in a
+    stream of arrivals only the first does (since 2026-11-29: 60 cross
+    records, error target 298 -> 305 of 422 graph-runs).
     With a measured Recv issue cost (`Device.recv_issue_s`) each receiver
     first starts the Recvs of its transfers, holding a slot for that long
     per Recv at the step start (a one-core TF worker starts every Recv of
