@@ -26,7 +26,8 @@ from tfplace.io_utils import check_out_path
 
 _JSON = flags.DEFINE_bool("json", False, "print the results as JSON")
 _TOP = flags.DEFINE_integer("top", 10, "rows per list (devices, transfers, "
-                            "ops, critical-path segments)", lower_bound=0)
+                            "ops, critical-path segments); 0: none, each "
+                            "list only counted", lower_bound=0)
 _PERFETTO = flags.DEFINE_string(
     "perfetto", None, "also write the trace as Chrome-trace/Perfetto JSON "
     "(.json or .json.gz)")

@@ -21,7 +21,10 @@ def _ms(seconds: float) -> str:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]],
            indent: str = "  ") -> List[str]:
-  """Columns padded to width: text left-aligned, numbers right-aligned."""
+  """Columns padded to width: text left-aligned, numbers right-aligned; no
+  rows, no header (`top` 0 lists nothing)."""
+  if not rows:
+    return []
   cells = [[str(c) for c in row] for row in rows]
   widths = [max(len(c) for c in col) for col in zip(header, *cells)]
   numeric = [all(_is_number(r[i]) for r in cells) and bool(cells)
@@ -44,11 +47,15 @@ def _is_number(text: str) -> bool:
 
 
 def _more(shown: int, total: int, what: str) -> List[str]:
-  """"  ... 3 more devices" when rows were left out (`what` is plural)."""
+  """"  ... 3 more devices" when rows were left out (`what` is plural);
+  "  3 devices, not listed (top 0)" when none is shown."""
   left = total - shown
   if left <= 0:
     return []
-  return [f"  ... {left} more {what if left > 1 else what[:-1]}"]
+  noun = what if left > 1 else what[:-1]
+  if not shown:
+    return [f"  {left} {noun}, not listed (top 0)"]
+  return [f"  ... {left} more {noun}"]
 
 
 def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:
@@ -116,7 +123,7 @@ def _top_ops(summary: TraceSummary, names: Dict[str, str],
              top: int) -> List[str]:
   rows = summary.top_ops[:top]
   if not rows:
-    return ["top ops: none listed"]
+    return ["top ops: " + ("not listed (top 0)" if not top else "none")]
   return [f"top {len(rows)} ops by total time:"] + _table(
       ["op", "type", "device", "runs", "total ms"],
       [[o.name, o.op_type, names.get(o.device, o.device), o.count,
@@ -145,6 +152,8 @@ def _critical_path(summary: TraceSummary, names: Dict[str, str],
   lines += _more(min(top, len(ranked)), len(ranked), "places")
   segments = summary.critical_path_segments
   shown = sorted(segments, key=lambda g: -g.busy_s)[:top]
+  if not shown:
+    return lines
   lines += ["", f"longest {len(shown)} of {len(segments)} critical-path "
             "segments (consecutive events on one device):"]
   lines += _table(
