@@ -11,6 +11,7 @@ named), not event by event (`--json` has every event).
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tfplace.units import format_bytes
+from tfplace.trace.steps import median_step
 from tfplace.trace.summary import TraceSummary
 from tfplace.trace.trace import TRANSFER, short_device_names
 
@@ -76,10 +77,7 @@ def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:
   lines = [f"trace: {summary.source}",
            f"{summary.n_events} events on {n_devices} "
            f"device{'' if n_devices == 1 else 's'}, span {_ms(summary.span_s)} ms"]
-  if summary.max_op_runs > 1:
-    lines.append(f"note: ops ran up to {summary.max_op_runs} times: the trace "
-                 "holds several steps (or a loop); every figure below is over "
-                 "the whole trace, not one step")
+  lines += _steps(summary)
   renamed = [f"{names[d]} = {d}" for d in sorted(set(devices))
              if names[d] not in (d, d.lstrip("/"))]
   if renamed:
@@ -87,6 +85,42 @@ def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:
   for part in (_devices, _transfers, _top_ops, _critical_path):
     lines += [""] + part(summary, names, top)
   return "\n".join(lines) + "\n"
+
+
+def _steps(summary: TraceSummary) -> List[str]:
+  """What was summarized: one step of several (and which), the whole trace
+  of several steps, or one step whose ops repeat (a loop)."""
+  runs = summary.max_op_runs
+  if not summary.steps:
+    if runs <= 1:
+      return []
+    return [f"note: ops ran up to {runs} times, but not most of them the "
+            "same number of times: a loop in one step, or steps not told "
+            "apart (no step markers); every figure below is over the whole "
+            "trace"]
+  times = [s.step_time_s for s in summary.steps if s.n_events]
+  n = len(summary.steps)
+  spread = (f"step time {_ms(times[0])} ms" if len(times) == 1 else
+            f"step times {_ms(min(times))}-{_ms(max(times))} ms, median "
+            f"{_ms(median_step(summary.steps).step_time_s)} ms")
+  found = f"found by {summary.steps_found_by}"
+  if summary.step is None:
+    return [f"the whole trace: {n} step{'' if n == 1 else 's'} ({spread}), "
+            f"{found}; every figure "
+            "below is over all of them (--steps: each step's time)"]
+  step = summary.steps[summary.step]
+  if n == 1:
+    head = f"the one step: {_ms(step.step_time_s)} ms; {found}"
+  else:
+    which = " (the median)" if step == median_step(summary.steps) else ""
+    head = (f"step {step.index} of {n}{which}: {_ms(step.step_time_s)} ms; "
+            f"{spread}; {found}")
+  lines = [head,
+           "every figure below is this step's (--step N: another, --step "
+           "all: the whole trace, --steps: each step's time)"]
+  if runs > 1:
+    lines.append(f"note: ops ran up to {runs} times in this step (a loop)")
+  return lines
 
 
 def _devices(summary: TraceSummary, names: Dict[str, str],
