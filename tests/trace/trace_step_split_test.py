@@ -132,3 +132,43 @@ def test_cli_steps_table_and_step_choice(marked):
   for bad in ("3", "-1", "last"):
     rc, out, err = _cli(marked, "--step", bad)
     assert rc == 2 and "tfplace trace: error:" in err and out == "", err
+
+
+def test_compare_and_gantt_follow_the_step(marked, unmarked, tmp_path):
+  pytest.importorskip("matplotlib")
+  rc, out, err = _cli(marked, "--step", "1", "--compare", unmarked, "--json",
+                      "--gantt", str(tmp_path / "g.png"))
+  assert rc == 0, err
+  import json
+  doc = json.loads(out)
+  before = split_steps(load_trace(marked)).traces[1]
+  after = split_steps(load_trace(unmarked)).traces[1]
+  assert doc["summary"]["step"] == 1 and doc["summary"]["n_events"] == 4
+  assert doc["comparison"]["span_before_s"] == pytest.approx(before.span_s())
+  assert doc["comparison"]["span_after_s"] == pytest.approx(after.span_s())
+  assert [s["step_num"] for s in doc["summary"]["steps"]] == [0, 1, 2]
+  from tfplace.trace.plot import gantt_layout
+  assert "step time" in gantt_layout(before).title  # one step: no span note
+
+
+def test_keras_fit_profile_is_split_at_its_marker(tmp_path):
+  # Keras records a "train" marker per batch, but only those the profiler
+  # saw whole: profile_batch=(2, 4) holds batch 3's. Batches 2 and 4 ran
+  # outside it and are in no step (they used to be read with it as one).
+  import numpy as np
+  import tensorflow as tf
+  model = tf.keras.Sequential([tf.keras.layers.Dense(4, input_shape=(3,))])
+  model.compile("sgd", "mse")
+  x, y = np.ones((40, 3), "float32"), np.ones((40, 4), "float32")
+  model.fit(x, y, batch_size=8, verbose=0, callbacks=[
+      tf.keras.callbacks.TensorBoard(str(tmp_path), profile_batch=(2, 4))])
+  trace = load_trace(str(tmp_path))
+  split = split_steps(trace)
+  assert split.found_by == MARKERS and split.marker == "train"
+  assert [s.step_num for s in split.steps] == [2]
+  assert split.outside >= 2 * split.steps[0].n_events  # + a few between
+  runs = {}
+  for e in split.traces[0].ops():
+    runs[e.name] = runs.get(e.name, 0) + 1
+  assert set(runs.values()) == {1}
+  assert "the one step: " in str(summarize(trace))

@@ -23,6 +23,7 @@ by step time, and says which; --step N picks another (its index, 0 = the
 first; --steps lists them with their times), --step all the whole trace.
 --gantt and --compare (OTHER_PATH's step of the same choice) follow --step;
 --perfetto and --threads cover the whole profile.
+
 Bad input exits with status 2 and writes nothing (an output is never
 written over an input, and --perfetto replaces only a trace tfplace
 exported before).
