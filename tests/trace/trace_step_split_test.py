@@ -172,3 +172,19 @@ def test_keras_fit_profile_is_split_at_its_marker(tmp_path):
     runs[e.name] = runs.get(e.name, 0) + 1
   assert set(runs.values()) == {1}
   assert "the one step: " in str(summarize(trace))
+
+
+def test_accelerator_kernels_after_the_marker_stay_in_its_step():
+  # A GPU kernel can run after the Python side of its step returned; a host
+  # op between two markers is in no step.
+  from tfplace.trace.trace import StepMark, TraceEvent, make_trace
+  gpu, host = "/device:GPU:0", "/host:CPU"
+  events = [TraceEvent(host, "a", "MatMul", 0.0, 1e-3),
+            TraceEvent(gpu, "k", "MatMul", 1.5e-3, 1e-3),
+            TraceEvent(host, "between", "Sum", 1.6e-3, 1e-4),
+            TraceEvent(host, "a", "MatMul", 3e-3, 1e-3)]
+  marks = [StepMark("train", 0, 0.0, 1.2e-3), StepMark("train", 1, 3e-3, 4.2e-3)]
+  split = split_steps(make_trace(events, "gpu", marks))
+  assert [len(t.events) for t in split.traces] == [2, 1]
+  assert {e.name for e in split.traces[0].events} == {"a", "k"}
+  assert split.outside == 1

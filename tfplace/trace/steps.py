@@ -9,7 +9,9 @@ A profile often holds several steps: a Keras `fit` under the profiler, a
     `tf.profiler.experimental.Trace("train", step_num=i, _r=1)`). Markers
     of the most frequent name are used ("train" over "test" when both are
     there); an event belongs to the step whose marker was open when it
-    started; events that started outside every marker are in no step (a
+    started (an accelerator's event: the last marker that started before
+    it, as its kernels can run after the Python side of the step returned);
+    events that started outside every marker are in no step (a
     marker is recorded only when the profiler ran for all of it, so a
     Keras profile of batches 3-5 has one whole marker, batch 4's, and
     batches 3 and 5 are outside it);
@@ -148,7 +150,7 @@ def _by_markers(trace: Trace, marks: List[StepMark]) -> StepSplit:
   outside = 0
   for e in trace.events:
     k = bisect.bisect_right(starts, e.start_s) - 1
-    if k < 0 or e.start_s > marks[k].end_s:
+    if k < 0 or (e.start_s > marks[k].end_s and _on_host(e.device)):
       outside += 1
     else:
       groups[k].append(e)
@@ -163,6 +165,11 @@ def _by_markers(trace: Trace, marks: List[StepMark]) -> StepSplit:
                      f"{len(marks)} {marks[0].name!r} step markers")
   return StepSplit(trace.source, MARKERS, marks[0].name, tuple(steps),
                    tuple(traces), outside)
+
+
+def _on_host(device: str) -> bool:
+  """A host's CPU ("/host:CPU", ".../device:CPU:0"), not an accelerator."""
+  return "host:CPU" in device or "device:CPU:" in device or "/" not in device
 
 
 def _by_op_runs(trace: Trace) -> Optional[List[list]]:
