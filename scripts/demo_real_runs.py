@@ -35,6 +35,7 @@ SIZES = {"mlp_towers": dict(num_towers=4, num_layers=3, hidden=128,
 
 def main(argv):
   del argv
+  from tfplace.cli.run_helpers import native_stdout_to_stderr
   from tfplace.experiments import fidelity, fidelity_report
   from tfplace.measurement import runner
   from tfplace.measurement.config import MeasureConfig
@@ -61,7 +62,11 @@ def main(argv):
                      key=lambda r: r.measured_s).label
     best = placements[best_label]
     trace_dir = os.path.join(_OUT.value, "trace")
-    runner.measure(graph, best, config.replace(steps=2), trace_dir=trace_dir)
+    # The profiler client prints "Starting to trace ..." on the C++ stdout;
+    # on stderr, run_app's filter drops it.
+    with native_stdout_to_stderr():
+      runner.measure(graph, best, config.replace(steps=2),
+                     trace_dir=trace_dir)
   _export(os.path.join(trace_dir, "step_stats.pb"), best_label)
 
 

@@ -44,6 +44,7 @@ _API = {
     "lower_bound": "tfplace.simulator.lower_bound",
     "load_trace": "tfplace.trace.reader",
     "summarize": "tfplace.trace.summary",
+    "split_steps": "tfplace.trace.steps",
     "build_model": "tfplace.models.registry",
     "apply": "tfplace.apply",
     "verify_top_k": "tfplace.real.verify",

@@ -181,3 +181,15 @@ def test_memory_pressure_refuses_bad_flags(flag, value, words, tmp_path):
              cwd=tmp_path)
   assert run.returncode == 2
   assert words in run.stderr and "Traceback" not in run.stderr
+
+
+def test_real_run_demo_prints_no_profiler_line(tmp_path):
+  # The trace's capture printed TF's "Starting to trace for N ms.
+  # Remaining attempt(s): 0" in the middle of the demo's results.
+  out = tmp_path / "demo"
+  run = _run([os.path.join(SCRIPTS, "demo_real_runs.py"), "--steps", "1",
+              "--out_dir", str(out)], cwd=tmp_path)
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert "Starting to trace" not in run.stdout + run.stderr
+  assert "| metis |" in run.stdout and "trace of " in run.stdout
+  assert (out / "trace" / "step_stats.pb").stat().st_size > 0

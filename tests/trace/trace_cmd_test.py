@@ -120,3 +120,15 @@ def test_threads_of_an_eager_profile_say_why_there_is_nothing(tmp_path):
   (run / "vm.xplane.pb").write_bytes(space.SerializeToString())
   rc, _, err = _run(str(tmp_path), "--threads")
   assert rc == 2 and str(tmp_path) in err and "tf.function" in err, err
+
+
+def test_top_0_prints_no_empty_table_headers():
+  # --top 0 printed each table's header row with nothing under it.
+  rc, out, err = _run(JSON_TRACE, "--top", "0")
+  assert rc == 0, err
+  for header in ("device  ops", "from -> to", "op  type", "on  events",
+                 "start ms", "longest 0 of"):
+    assert header not in out
+  assert "2 devices, not listed (top 0)" in out
+  assert "top ops: not listed (top 0)" in out
+  assert "critical path: 7 events, busy" in out

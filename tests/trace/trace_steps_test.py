@@ -1,6 +1,8 @@
 """A trace of several steps (a Keras `fit` under `tf.profiler`) is not read
-as one step: the report says the figures cover the whole trace, the Gantt
-title gives a span, not a step time; and the chart's legend is not clipped."""
+as one step: its whole-trace report says it holds several steps (see
+trace_step_split_test for the split), a loop in one step keeps a note, the
+Gantt title of the whole trace gives a span, not a step time; and the
+chart's legend is not clipped."""
 
 import pytest
 
@@ -20,13 +22,25 @@ def _three_steps():
   return make_trace(events, "fit")
 
 
-def test_report_says_the_trace_holds_several_steps():
-  summary = summarize(_three_steps())
+def test_report_of_the_whole_trace_says_it_holds_several_steps():
+  summary = summarize(_three_steps(), step="all")
   assert summary.max_op_runs == 3
   text = str(summary)
   assert "6 events on 1 device, span 23.000 ms\n" in text
-  assert "ops ran up to 3 times: the trace holds several steps" in text
+  assert "the whole trace: 3 steps (step times 3.000-3.000 ms" in text
+  assert "every figure below is over all of them" in text
   assert "host:CPU = /host:CPU" not in text  # no line to drop a slash
+
+
+def test_a_loop_in_one_step_keeps_the_note():
+  # Most ops ran once, one ran 3 times: a loop, not 3 steps.
+  events = [TraceEvent(HOST, f"op{k}", "MatMul", k * 1e-3, 1e-3)
+            for k in range(3)]
+  events += [TraceEvent(HOST, "body/Add", "AddV2", 0.01 + k * 1e-3, 1e-3)
+             for k in range(3)]
+  summary = summarize(make_trace(events, "loop"))
+  assert summary.steps == () and summary.max_op_runs == 3
+  assert "ops ran up to 3 times, but not most of them" in str(summary)
 
 
 def test_one_step_has_no_note():

@@ -1,6 +1,7 @@
 """Inspect, export, plot or compare a profiler trace.
 
-usage: tfplace trace PATH [--json] [--top 10] [--perfetto OUT.json]
+usage: tfplace trace PATH [--json] [--top 10] [--step median|all|N] [--steps]
+                          [--perfetto OUT.json]
                           [--gantt OUT.png [--placement p.json]]
                           [--compare OTHER_PATH] [--threads]
 
@@ -12,6 +13,17 @@ the critical path by device and its longest segments (--top rows per list;
 differs from PATH; with --threads (a TF profiler log directory or
 .xplane.pb), where each worker's host threads spent the step: ops, sends,
 Recv issues and completions, executor (`tfplace.trace.host_activity`).
+
+A trace of several steps (a Keras fit under the profiler, a tf.function
+called in a loop) is split into its steps: by the profiler's step markers
+(Keras's "train" per batch; `tf.profiler.experimental.Trace("train",
+step_num=i, _r=1)` around each step of a custom loop), else by each op's
+k-th run (`tfplace.trace.steps`). The report then covers the median step
+by step time, and says which; --step N picks another (its index, 0 = the
+first; --steps lists them with their times), --step all the whole trace.
+--gantt and --compare (OTHER_PATH's step of the same choice) follow --step;
+--perfetto and --threads cover the whole profile.
+
 Bad input exits with status 2 and writes nothing (an output is never
 written over an input, and --perfetto replaces only a trace tfplace
 exported before).
@@ -26,7 +38,15 @@ from tfplace.io_utils import check_out_path
 
 _JSON = flags.DEFINE_bool("json", False, "print the results as JSON")
 _TOP = flags.DEFINE_integer("top", 10, "rows per list (devices, transfers, "
-                            "ops, critical-path segments)", lower_bound=0)
+                            "ops, critical-path segments); 0: none, each "
+                            "list only counted", lower_bound=0)
+_STEP = flags.DEFINE_string(
+    "step", "median", "of a trace of several steps, the one to report: its "
+    "index (0 = the first; see --steps), 'median' (the median step by step "
+    "time) or 'all' (the whole trace)")
+_STEPS = flags.DEFINE_bool(
+    "steps", False, "also list the trace's steps: index, the profiler's "
+    "step number, start, step time, events")
 _PERFETTO = flags.DEFINE_string(
     "perfetto", None, "also write the trace as Chrome-trace/Perfetto JSON "
     "(.json or .json.gz)")
@@ -46,7 +66,7 @@ _PLACEMENT = flags.DEFINE_string(
 def main(argv):
   """Runs `tfplace trace`."""
   from tfplace.trace import compare as compare_lib  # pylint: disable=import-outside-toplevel
-  from tfplace.trace import export, host_activity, plot, reader, summary  # pylint: disable=import-outside-toplevel
+  from tfplace.trace import export, host_activity, plot, reader, steps, summary  # pylint: disable=import-outside-toplevel
   if len(argv) != 2:
     raise TraceError("expected exactly one trace PATH "
                      f"(got {len(argv) - 1}; see tfplace trace --help)")
@@ -66,24 +86,29 @@ def main(argv):
     from tfplace.placement import Placement  # pylint: disable=import-outside-toplevel
     placement = Placement.load(_PLACEMENT.value)
   trace = reader.load_trace(argv[1])  # its errors say most about PATH
+  split = steps.split_steps(trace)
+  shown = steps.select(trace, _STEP.value)  # a bad --step: before any output
   threads = None
   if _THREADS.value:
     threads = host_activity.host_activity(reader.xplane_files(argv[1]))
   if placement is not None and _GANTT.value:
-    plot.check_placement_matches(trace, placement)
-  other = reader.load_trace(_COMPARE.value) if _COMPARE.value else None
-  result = summary.summarize(trace, top_k=_TOP.value)
-  comparison = compare_lib.compare(trace, other) if other is not None else None
+    plot.check_placement_matches(shown, placement)
+  other = (steps.select(reader.load_trace(_COMPARE.value), _STEP.value)
+           if _COMPARE.value else None)
+  result = summary.summarize(trace, top_k=_TOP.value, step=_STEP.value)
+  comparison = compare_lib.compare(shown, other) if other is not None else None
   if _PERFETTO.value:
     export.write_perfetto(trace, _PERFETTO.value)
   if _GANTT.value:
-    plot.gantt(trace, _GANTT.value, placement=placement)
+    plot.gantt(shown, _GANTT.value, placement=placement)
   if _JSON.value:
     print(json.dumps({"summary": result.to_dict(),
                       "comparison": comparison.to_dict() if comparison else None,
                       "host_threads": threads.to_dict() if threads else None},
                      indent=2))
     return 0
+  if _STEPS.value:
+    print(steps.format_steps(split))
   print(summary.format_summary(result), end="")
   if threads is not None:
     print("\n" + host_activity.format_host_activity(threads), end="")

@@ -11,6 +11,7 @@ named), not event by event (`--json` has every event).
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tfplace.units import format_bytes
+from tfplace.trace.steps import median_step
 from tfplace.trace.summary import TraceSummary
 from tfplace.trace.trace import TRANSFER, short_device_names
 
@@ -21,7 +22,10 @@ def _ms(seconds: float) -> str:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]],
            indent: str = "  ") -> List[str]:
-  """Columns padded to width: text left-aligned, numbers right-aligned."""
+  """Columns padded to width: text left-aligned, numbers right-aligned; no
+  rows, no header (`top` 0 lists nothing)."""
+  if not rows:
+    return []
   cells = [[str(c) for c in row] for row in rows]
   widths = [max(len(c) for c in col) for col in zip(header, *cells)]
   numeric = [all(_is_number(r[i]) for r in cells) and bool(cells)
@@ -44,11 +48,15 @@ def _is_number(text: str) -> bool:
 
 
 def _more(shown: int, total: int, what: str) -> List[str]:
-  """"  ... 3 more devices" when rows were left out (`what` is plural)."""
+  """"  ... 3 more devices" when rows were left out (`what` is plural);
+  "  3 devices, not listed (top 0)" when none is shown."""
   left = total - shown
   if left <= 0:
     return []
-  return [f"  ... {left} more {what if left > 1 else what[:-1]}"]
+  noun = what if left > 1 else what[:-1]
+  if not shown:
+    return [f"  {left} {noun}, not listed (top 0)"]
+  return [f"  ... {left} more {noun}"]
 
 
 def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:
@@ -69,10 +77,7 @@ def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:
   lines = [f"trace: {summary.source}",
            f"{summary.n_events} events on {n_devices} "
            f"device{'' if n_devices == 1 else 's'}, span {_ms(summary.span_s)} ms"]
-  if summary.max_op_runs > 1:
-    lines.append(f"note: ops ran up to {summary.max_op_runs} times: the trace "
-                 "holds several steps (or a loop); every figure below is over "
-                 "the whole trace, not one step")
+  lines += _steps(summary)
   renamed = [f"{names[d]} = {d}" for d in sorted(set(devices))
              if names[d] not in (d, d.lstrip("/"))]
   if renamed:
@@ -80,6 +85,42 @@ def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:
   for part in (_devices, _transfers, _top_ops, _critical_path):
     lines += [""] + part(summary, names, top)
   return "\n".join(lines) + "\n"
+
+
+def _steps(summary: TraceSummary) -> List[str]:
+  """What was summarized: one step of several (and which), the whole trace
+  of several steps, or one step whose ops repeat (a loop)."""
+  runs = summary.max_op_runs
+  if not summary.steps:
+    if runs <= 1:
+      return []
+    return [f"note: ops ran up to {runs} times, but not most of them the "
+            "same number of times: a loop in one step, or steps not told "
+            "apart (no step markers); every figure below is over the whole "
+            "trace"]
+  times = [s.step_time_s for s in summary.steps if s.n_events]
+  n = len(summary.steps)
+  spread = (f"step time {_ms(times[0])} ms" if len(times) == 1 else
+            f"step times {_ms(min(times))}-{_ms(max(times))} ms, median "
+            f"{_ms(median_step(summary.steps).step_time_s)} ms")
+  found = f"found by {summary.steps_found_by}"
+  if summary.step is None:
+    return [f"the whole trace: {n} step{'' if n == 1 else 's'} ({spread}), "
+            f"{found}; every figure "
+            "below is over all of them (--steps: each step's time)"]
+  step = summary.steps[summary.step]
+  if n == 1:
+    head = f"the one step: {_ms(step.step_time_s)} ms; {found}"
+  else:
+    which = " (the median)" if step == median_step(summary.steps) else ""
+    head = (f"step {step.index} of {n}{which}: {_ms(step.step_time_s)} ms; "
+            f"{spread}; {found}")
+  lines = [head,
+           "every figure below is this step's (--step N: another, --step "
+           "all: the whole trace, --steps: each step's time)"]
+  if runs > 1:
+    lines.append(f"note: ops ran up to {runs} times in this step (a loop)")
+  return lines
 
 
 def _devices(summary: TraceSummary, names: Dict[str, str],
@@ -116,7 +157,7 @@ def _top_ops(summary: TraceSummary, names: Dict[str, str],
              top: int) -> List[str]:
   rows = summary.top_ops[:top]
   if not rows:
-    return ["top ops: none listed"]
+    return ["top ops: " + ("not listed (top 0)" if not top else "none")]
   return [f"top {len(rows)} ops by total time:"] + _table(
       ["op", "type", "device", "runs", "total ms"],
       [[o.name, o.op_type, names.get(o.device, o.device), o.count,
@@ -145,6 +186,8 @@ def _critical_path(summary: TraceSummary, names: Dict[str, str],
   lines += _more(min(top, len(ranked)), len(ranked), "places")
   segments = summary.critical_path_segments
   shown = sorted(segments, key=lambda g: -g.busy_s)[:top]
+  if not shown:
+    return lines
   lines += ["", f"longest {len(shown)} of {len(segments)} critical-path "
             "segments (consecutive events on one device):"]
   lines += _table(

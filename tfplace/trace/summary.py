@@ -16,8 +16,9 @@ busy time; the rest of its span is waiting.
 import bisect
 import collections
 import dataclasses
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+from tfplace.trace import steps as steps_lib
 from tfplace.trace.trace import OP, TRANSFER, Trace
 
 _EPS = 1e-12
@@ -127,8 +128,12 @@ class TraceSummary:
     critical_path_segments: the critical path as runs of events on one
       device, in time order.
     top_k: how many rows each list shows when printed.
-    max_op_runs: the most times one op ran on one device; above 1 the trace
-      holds several steps (or a loop), and every figure is over all of them.
+    max_op_runs: the most times one op ran on one device in what was
+      summarized; above 1 it holds a loop (or steps not told apart).
+    steps: the trace's steps (`tfplace.trace.steps`); empty when it is
+      one step (no step markers, no repeated op runs).
+    step: the index of the step summarized (None: the whole trace).
+    steps_found_by: how the steps were found, in words ("" for one step).
   """
   source: str
   n_events: int
@@ -141,6 +146,9 @@ class TraceSummary:
   critical_path_segments: Tuple[PathSegment, ...] = ()
   top_k: int = 10
   max_op_runs: int = 1
+  steps: Tuple[steps_lib.TraceStep, ...] = ()
+  step: Optional[int] = None
+  steps_found_by: str = ""
 
   def to_dict(self) -> dict:
     """A JSON-ready dict (for `--json`)."""
@@ -283,14 +291,33 @@ def path_segments(path: Sequence[PathStep]) -> Tuple[PathSegment, ...]:
   return tuple(out)
 
 
-def summarize(trace: Trace, top_k: int = 10) -> TraceSummary:
-  """Summarizes `trace` (see the module docstring for definitions).
+def summarize(trace: Trace, top_k: int = 10,
+              step: Union[int, str] = steps_lib.MEDIAN) -> TraceSummary:
+  """Summarizes `trace`, or one of its steps (see the module docstring for
+  definitions).
 
   Args:
     trace: the trace.
     top_k: how many ops to list by total time, and how many rows every
       list shows when the summary is printed.
+    step: when the trace holds several steps (`tfplace.trace.steps`), the
+      one to summarize: its index, "median" (the median step by step
+      time) or "all" (the whole trace, every step together).
+
+  Raises:
+    TraceError: `step` names no step of the trace.
   """
+  split = steps_lib.split_steps(trace)
+  index = steps_lib.pick_step(split, step)
+  if split.found_by == steps_lib.ONE_STEP:
+    return _summarize(trace, top_k)
+  part = trace if index is None else split.traces[index]
+  return dataclasses.replace(
+      _summarize(part, top_k), steps=split.steps, step=index,
+      steps_found_by=split.describe())
+
+
+def _summarize(trace: Trace, top_k: int) -> TraceSummary:
   path = critical_path(trace)
   return TraceSummary(
       source=trace.source, n_events=len(trace.events), span_s=trace.span_s(),

@@ -70,6 +70,26 @@ class TraceEvent:
     return self.start_s + self.duration_s
 
 
+@dataclasses.dataclass(frozen=True)
+class StepMark:
+  """A step the profiled program marked: a TraceMe event with a step number.
+
+  Keras `fit` records one per batch ("train", `step_num`); a custom loop
+  records them with `tf.profiler.experimental.Trace("train", step_num=i,
+  _r=1)`. `tfplace.trace.steps` splits a trace's events by them.
+
+  Attributes:
+    name: the marker's name ("train").
+    step_num: the step number it recorded.
+    start_s: its start, on the trace's clock (before the first event: < 0).
+    end_s: its end.
+  """
+  name: str
+  step_num: int
+  start_s: float
+  end_s: float
+
+
 @dataclasses.dataclass(frozen=True, repr=False)
 class Trace:
   """A set of events, sorted by start time, from one profile.
@@ -77,14 +97,19 @@ class Trace:
   Attributes:
     events: the events, sorted by (start_s, device, name).
     source: where the trace came from (a path or a description).
+    step_marks: the step markers the profile holds, by start (none for
+      step stats and most Chrome traces).
   """
   events: Tuple[TraceEvent, ...]
   source: str = ""
+  step_marks: Tuple[StepMark, ...] = ()
 
   def __repr__(self) -> str:
     # Not every event: a trace has thousands (tfplace.summarize reads it).
+    marks = (f", {len(self.step_marks)} step markers" if self.step_marks
+             else "")
     return (f"Trace({len(self.events)} events on {len(self.devices())} "
-            f"device(s), span {self.span_s() * 1e3:.3f} ms, "
+            f"device(s), span {self.span_s() * 1e3:.3f} ms{marks}, "
             f"source={self.source!r})")
 
   def devices(self) -> Tuple[str, ...]:
@@ -110,13 +135,31 @@ class Trace:
     """The "transfer" events."""
     return tuple(e for e in self.events if e.kind == TRANSFER)
 
+  def steps(self):
+    """This trace split into its steps: a `tfplace.trace.steps.StepSplit`
+    (`.steps`: index, step number, start, step time of each)."""
+    from tfplace.trace.steps import split_steps
+    return split_steps(self)
 
-def make_trace(events: Iterable[TraceEvent], source: str) -> Trace:
+  def step(self, step="median") -> "Trace":
+    """The events of one step as a trace: `step` is its index (0 = first),
+    "median" (the median step by step time) or "all" (this trace).
+
+    Raises:
+      TraceError: the trace has no such step.
+    """
+    from tfplace.trace.steps import select
+    return select(self, step)
+
+
+def make_trace(events: Iterable[TraceEvent], source: str,
+               step_marks: Iterable[StepMark] = ()) -> Trace:
   """Builds a `Trace` from events: shifted to start at 0 and sorted.
 
   Args:
     events: events with start times on any common clock.
     source: where they came from (used in messages).
+    step_marks: step markers on the same clock (shifted with the events).
 
   Returns:
     The trace, whose first event starts at 0.0.
@@ -130,7 +173,10 @@ def make_trace(events: Iterable[TraceEvent], source: str) -> Trace:
   t0 = min(e.start_s for e in events)
   shifted = [dataclasses.replace(e, start_s=e.start_s - t0) for e in events]
   shifted.sort(key=lambda e: (e.start_s, e.device, e.name))
-  return Trace(events=tuple(shifted), source=source)
+  marks = sorted((dataclasses.replace(m, start_s=m.start_s - t0,
+                                      end_s=m.end_s - t0) for m in step_marks),
+                 key=lambda m: (m.start_s, m.step_num))
+  return Trace(events=tuple(shifted), source=source, step_marks=tuple(marks))
 
 
 def _name_parts(device: str) -> Tuple[List[str], int]:

@@ -34,7 +34,7 @@ import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tfplace.errors import TraceError
-from tfplace.trace.trace import (OP, TRANSFER, Trace, TraceEvent,
+from tfplace.trace.trace import (OP, TRANSFER, StepMark, Trace, TraceEvent,
                                  is_transfer_op, make_trace)
 
 # "name:Type": node names hold no ":"; a type starts with a letter or "_".
@@ -44,6 +44,9 @@ _TASK = re.compile(r"^(/job:[^/]+/replica:\d+/task:\d+)(/|$)")
 _DEVICE_SUFFIX = re.compile(r"(?:^|/)(device:[A-Za-z_]+:\d+)$")
 # Raw event: (device, name, op type, start ns, duration ps, stats).
 _Raw = Tuple[str, str, str, int, int, Dict[str, str]]
+# Raw step marker: (name, step number, start ns, duration ps).
+_Mark = Tuple[str, int, int, int]
+_STEP_NUM = "step_num"
 
 
 def xplane_host(path: str) -> str:
@@ -105,11 +108,40 @@ def _plane_events(plane, device: str) -> List[_Raw]:
 
 def xplane_events(path: str, host: str = "") -> List[_Raw]:
   """The TF op events of one xplane file, devices prefixed with `host`."""
+  return _read_file(path, host)[0]
+
+
+def _read_file(path: str, host: str) -> Tuple[List[_Raw], List[_Mark]]:
+  """(TF op events, step markers) of one xplane file."""
   space = parse_space(path)
-  out = []
+  events, marks = [], []
   for plane in space.planes:
     if plane.name.startswith("/"):  # devices; not "Task Environment"
-      out.extend(_plane_events(plane, host + plane.name))
+      events.extend(_plane_events(plane, host + plane.name))
+      marks.extend(_plane_step_marks(plane))
+  return events, marks
+
+
+def _plane_step_marks(plane) -> List[_Mark]:
+  """The events that carry a `step_num` stat: TraceMe step markers (Keras's
+  "train" per batch, `tf.profiler.experimental.Trace(..., step_num=i)`)."""
+  ids = [k for k, m in plane.stat_metadata.items() if m.name == _STEP_NUM]
+  if not ids:
+    return []
+  out = []
+  for line in plane.lines:
+    for ev in line.events:
+      num = next((s for s in ev.stats if s.metadata_id == ids[0]), None)
+      if num is None:
+        continue
+      kind = num.WhichOneof("value")
+      try:
+        step = int(getattr(num, kind)) if kind else 0
+      except (TypeError, ValueError):
+        continue
+      start_ns = line.timestamp_ns + ev.offset_ps // 1000
+      out.append((plane.event_metadata[ev.metadata_id].name, step, start_ns,
+                  ev.duration_ps))
   return out
 
 
@@ -150,10 +182,12 @@ def read_xplanes(files: Sequence[str], source: str, transfer_fields) -> Trace:
   Raises:
     TraceError: a file is empty or not an XSpace, or no TF op was traced.
   """
-  raw = []
+  raw, raw_marks = [], []
   merged = len(files) > 1
   for path in files:
-    raw.extend(xplane_events(path, xplane_host(path) if merged else ""))
+    events, marks = _read_file(path, xplane_host(path) if merged else "")
+    raw.extend(events)
+    raw_marks.extend(marks)
   if not raw:
     raise TraceError(f"{source}: the profile has no TF op events "
                      f"({_why_no_ops(files)})")
@@ -163,7 +197,10 @@ def read_xplanes(files: Sequence[str], source: str, transfer_fields) -> Trace:
     events = _by_task(events, task_names(files, events))
   else:
     events = _ends_on_planes(events)
-  return make_trace(events, source)
+  marks = [StepMark(name, step, (start - t0_ns) * 1e-9,
+                    (start - t0_ns) * 1e-9 + max(dur, 0) * 1e-12)
+           for name, step, start, dur in raw_marks]
+  return make_trace(events, source, marks)
 
 
 def _plane_names(events: Sequence[TraceEvent]) -> Dict[str, str]:
