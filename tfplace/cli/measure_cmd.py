@@ -16,7 +16,8 @@ machine's GPUs (/job:localhost/.../GPU:i; e.g. placed on `--cluster local`).
 and on a GPU machine --worker_gpus 0,none adds .../task:0/device:GPU:0, as
 for `tfplace cluster up`) and stops them after;
 --cluster takes the state file of `tfplace cluster up` or a cluster spec
-({"worker": ["host:port", ...]}, inline or a file); --target names a server.
+({"worker": ["host:port", ...]}, inline or a file); --target names a server
+(--target local: this process, as without a cluster option).
 
 A graph whose inputs are placeholders gets synthetic values (or the arrays of
 --feeds FILE.npz); tf.data iterators and queues in the graph are initialized
@@ -42,7 +43,9 @@ _PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
 _CLUSTER = flags.DEFINE_string(
     "cluster", None, "`tfplace cluster up` state file, or a cluster spec JSON "
     "(inline or file) of running TF servers")
-_TARGET = flags.DEFINE_string("target", "", "session target, grpc://host:port")
+_TARGET = flags.DEFINE_string(
+    "target", "", "session target: grpc://host:port, or local (this process, "
+    "the default)")
 _TRACE_DIR = flags.DEFINE_string(
     "trace_dir", None, "write a TF profiler trace and step_stats.pb here (a "
     "new or empty folder)")

@@ -4,11 +4,15 @@
 placements; a heuristic's one and the next best heuristics), every
 candidate and the best heuristic are measured on T in --verify_rounds
 interleaved rounds of --verify_steps timed steps, and the placement written
-is the measured fastest (`tfplace.real.verify`). T is the state file of
-`tfplace cluster up`, a TF cluster spec ({"worker": [...]}, inline or a
-file), grpc://host:port, or "local" (this process's CPU devices). Place on
-the target's own cluster (--cluster the same state file) so that the
-simulator knows its measured figures.
+is the measured fastest (`tfplace.real.verify`). T is where the steps run:
+TF servers, as the state file of `tfplace cluster up`, a TF cluster spec
+({"worker": [...]}, inline or a file) or grpc://host:port (place on the
+servers' own cluster: --cluster the same state file, so that the simulator
+knows their measured figures); or "local", this process itself, which runs
+the devices the cluster names under /job:localhost/replica:0/task:0 (CPU:i
+as logical CPUs sharing its cores, GPU:i this machine's GPUs): place on
+--cluster local or a cluster JSON of such devices. A cluster of servers'
+devices with --target local is refused, naming what to give instead.
 
 --real_reward (with --target): then fine-tunes the placement on measured
 step times for --real_budget_s seconds (`tfplace.real.fine_tune`: a
@@ -31,8 +35,10 @@ _VERIFY_TOP_K = flags.DEFINE_integer(
     "verify_top_k", 0, "measure the placer's K best distinct placements and "
     "the best heuristic on --target, write the measured fastest (0: off)")
 _TARGET = flags.DEFINE_string(
-    "target", None, "where --verify_top_k measures: a `tfplace cluster up` "
-    "state file, a TF cluster spec, grpc://host:port, or local")
+    "target", None, "where --verify_top_k and --real_reward run the steps: "
+    "TF servers (a `tfplace cluster up` state file or a TF cluster spec, as "
+    "given to --cluster; grpc://host:port), or local: this process, on the "
+    "/job:localhost devices of --cluster (e.g. --cluster local)")
 _ROUNDS = flags.DEFINE_integer(
     "verify_rounds", 3, "interleaved rounds; each measures every candidate "
     "once")
