@@ -176,9 +176,10 @@ def test_simulated_peak_memory_on_a_gpu_leaves_out_kernel_scratch():
   simulated = simulate(graph, cluster,
                        place(graph, cluster, "single_gpu")).peak_memory_bytes
   # The simulator models no GPU scratch (cuDNN's workspace): within 10 % of
-  # the tensors' peak (the snapshots), far under the scratch-inclusive one.
+  # the tensors' peak (the snapshots; 97,040 B with the constants resident,
+  # 83,216 B before, against 90,880), far under the scratch-inclusive one.
   assert simulated.max() == pytest.approx(snapshots, rel=0.1)
-  assert simulated.max() < 0.6 * measured
+  assert simulated.max() < 0.7 * measured
 
 
 def test_mismatch_detected():
