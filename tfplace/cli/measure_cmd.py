@@ -38,6 +38,7 @@ from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
 from tfplace.errors import TfplaceError
 from tfplace.io_utils import check_out_dir
 from tfplace.measurement.local_cluster import CPU_BFC_ENV
+from tfplace.units import format_bytes
 
 _PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
 _CLUSTER = flags.DEFINE_string(
@@ -111,7 +112,6 @@ def _memory_line(peaks, predicted) -> str:
   """The measured peak memory per device beside the placement's simulated
   one (`predicted`, from its metadata), or why there is none. The CPUs of
   one process share its allocator: they are shown once, together."""
-  from tfplace.units import format_bytes
   if not peaks:
     return ("peak memory not measured: TF's CPU allocator kept no "
             f"statistics (set {CPU_BFC_ENV}=true before TF starts)")
@@ -150,6 +150,12 @@ def _report(timing, inputs, placement) -> None:
   sys.stdout.write(_memory_line(
       timing.peak_memory_bytes,
       placement.metadata.predicted_peak_memory_bytes) + "\n")
+  if timing.process_cpu_bytes:
+    sys.stdout.write(
+        f"  (the CPUs' peak leaves out the "
+        f"{format_bytes(timing.process_cpu_bytes)} this process held "
+        "before the session: its own tensors, e.g. the imported model's "
+        "weights)\n")
   if timing.trace_path:
     sys.stdout.write(f"trace written to {timing.trace_path}\n")
   sys.stdout.write("".join(f"{line}\n"
