@@ -15,7 +15,7 @@ from absl import logging
 
 from tfplace.errors import GraphImportError
 from tfplace.graph import colocation, control_flow, graph_io
-from tfplace.graph import importers_keras, unknown_dims
+from tfplace.graph import importers_keras, keras_files, unknown_dims
 from tfplace.graph import input_shapes as input_shapes_lib
 from tfplace.graph.op_graph import (VARIABLE_OPS, Edge, Op, OpGraph,
                                     StepFetches)
@@ -85,8 +85,8 @@ def import_graph(source, *, train_ops=None, loss=None, init_ops=None,
                 unknown_dim=unknown_dim, loop_trip_counts=loop_trip_counts)
   if isinstance(source, (str, os.PathLike)):
     path = os.fspath(source)
-    if importers_keras.is_saved_keras_path(path):
-      source = importers_keras.load_saved_model(path, needs_loss=loss is None)
+    if keras_files.is_saved_keras_path(path):
+      source = keras_files.load_saved_model(path, needs_loss=loss is None)
       name = name or os.path.splitext(
           os.path.basename(os.path.normpath(path)))[0]
     else:
@@ -170,7 +170,7 @@ def from_function(fn_or_concrete, **kwargs) -> OpGraph:
 def from_keras(model, loss=None, optimizer=None, batch_size: int = 32,
                x=None, y=None, **kwargs) -> OpGraph:
   """Imports a Keras model's training step; see `importers_keras`."""
-  from tfplace.graph import importers_keras, unknown_dims
+  from tfplace.graph import importers_keras, keras_files, unknown_dims
   return importers_keras.from_keras(model, loss, optimizer=optimizer,
                                     batch_size=batch_size, x=x, y=y, **kwargs)
 
