@@ -119,3 +119,29 @@ def test_the_target_flag_says_what_local_runs_on():
   text = " ".join(proc.stdout.split())
   assert "local: this process, on the /job:localhost devices of --cluster" \
       in text
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--verify_top_k", "-1"), ("--verify_top_k", "17"),
+    ("--verify_steps", "0"), ("--verify_rounds", "0"),
+    ("--real_budget_s", "0"), ("--real_confirm_rounds", "-1")])
+def test_bad_real_run_flags_are_named_as_flags(tmp_path, two_cpus, flag,
+                                               value):
+  # They were named as the library's fields: "top_k must be 1 to 16",
+  # "steps must be an integer >= 1", "rounds must be >= 1 and duel_rounds
+  # >= 0" (no such flag), "the real-run budget must be ...".
+  out = tmp_path / "p.json"
+  out.write_text("keep me")
+  real = ("--real_reward",) if flag.startswith("--real") else (
+      "--verify_top_k", "2")
+  proc = run("--cluster", two_cpus, *real, "--target", "local", flag, value,
+             "--out", str(out))
+  assert proc.returncode == 2, proc.stderr
+  assert f"flag {flag}=" in proc.stderr.strip().splitlines()[-1]
+  assert out.read_text() == "keep me"
+
+
+def test_the_largest_top_k_flag_is_the_verifications():
+  from tfplace.cli.real_flags import MAX_TOP_K
+  from tfplace.real.verify import KEEP_TOP
+  assert MAX_TOP_K == KEEP_TOP

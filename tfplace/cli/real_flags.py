@@ -31,9 +31,13 @@ from absl import flags
 
 from tfplace.errors import TfplaceError
 
+# The most candidates a verification keeps (`search_support.KEEP_TOP`).
+MAX_TOP_K = 16
+
 _VERIFY_TOP_K = flags.DEFINE_integer(
     "verify_top_k", 0, "measure the placer's K best distinct placements and "
-    "the best heuristic on --target, write the measured fastest (0: off)")
+    "the best heuristic on --target, write the measured fastest (0: off)",
+    lower_bound=0, upper_bound=MAX_TOP_K)
 _TARGET = flags.DEFINE_string(
     "target", None, "where --verify_top_k and --real_reward run the steps: "
     "TF servers (a `tfplace cluster up` state file or a TF cluster spec, as "
@@ -41,9 +45,9 @@ _TARGET = flags.DEFINE_string(
     "/job:localhost devices of --cluster (e.g. --cluster local)")
 _ROUNDS = flags.DEFINE_integer(
     "verify_rounds", 3, "interleaved rounds; each measures every candidate "
-    "once")
+    "once", lower_bound=1)
 _STEPS = flags.DEFINE_integer(
-    "verify_steps", 5, "timed steps per candidate and round")
+    "verify_steps", 5, "timed steps per candidate and round", lower_bound=1)
 _REAL_REWARD = flags.DEFINE_bool(
     "real_reward", False, "fine-tune the placement on measured step times "
     "on --target")
@@ -54,7 +58,10 @@ _REAL_ALGORITHM = flags.DEFINE_enum(
     "--real_reward: the search on measured times")
 _REAL_CONFIRM = flags.DEFINE_integer(
     "real_confirm_rounds", 2, "--real_reward: fresh pairs that confirm a "
-    "placement measured faster than the search's best so far (0: none)")
+    "placement measured faster than the search's best so far (0: none)",
+    lower_bound=0)
+flags.register_validator("real_budget_s", lambda seconds: seconds > 0,
+                         message="--real_budget_s must be > 0 seconds")
 
 
 def wanted() -> bool:
