@@ -92,3 +92,56 @@ def test_a_calibration_for_another_cluster_exits_2_and_overwrites_nothing(
   assert proc.returncode == 2, proc.stderr
   assert "made for another cluster" in proc.stderr
   assert out.read_text() == "keep me"
+
+
+def test_target_local_on_a_cluster_of_servers_says_what_to_give(tmp_path):
+  # It said "pass --target or --local_workers to measure on a server
+  # cluster" (place has no --local_workers, and --target was given), then
+  # "(in process the devices are ...; or give a target of TF servers)".
+  out = tmp_path / "p.json"
+  spec = json.dumps({"worker": ["127.0.0.1:1", "127.0.0.1:2"]})
+  proc = run("--cluster", spec, "--verify_top_k", "2", "--target", "local",
+             "--out", str(out))
+  assert proc.returncode == 2, proc.stderr
+  error = proc.stderr.strip().splitlines()[-1]
+  assert "the target 'local' runs the steps in this process" in error
+  assert "names devices of TF servers" in error
+  assert "/job:worker/replica:0/task:0/device:CPU:0 and 1 more" in error
+  assert "give them as the target too" in error
+  assert "--local_workers" not in error and not out.exists()
+
+
+def test_the_target_flag_says_what_local_runs_on():
+  proc = subprocess.run([sys.executable, "-m", "tfplace.cli.main", "place",
+                         "--help"], capture_output=True, text=True,
+                        timeout=120)
+  assert proc.returncode == 0, proc.stderr
+  text = " ".join(proc.stdout.split())
+  assert "local: this process, on the /job:localhost devices of --cluster" \
+      in text
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--verify_top_k", "-1"), ("--verify_top_k", "17"),
+    ("--verify_steps", "0"), ("--verify_rounds", "0"),
+    ("--real_budget_s", "0"), ("--real_confirm_rounds", "-1")])
+def test_bad_real_run_flags_are_named_as_flags(tmp_path, two_cpus, flag,
+                                               value):
+  # They were named as the library's fields: "top_k must be 1 to 16",
+  # "steps must be an integer >= 1", "rounds must be >= 1 and duel_rounds
+  # >= 0" (no such flag), "the real-run budget must be ...".
+  out = tmp_path / "p.json"
+  out.write_text("keep me")
+  real = ("--real_reward",) if flag.startswith("--real") else (
+      "--verify_top_k", "2")
+  proc = run("--cluster", two_cpus, *real, "--target", "local", flag, value,
+             "--out", str(out))
+  assert proc.returncode == 2, proc.stderr
+  assert f"flag {flag}=" in proc.stderr.strip().splitlines()[-1]
+  assert out.read_text() == "keep me"
+
+
+def test_the_largest_top_k_flag_is_the_verifications():
+  from tfplace.cli.real_flags import MAX_TOP_K
+  from tfplace.real.verify import KEEP_TOP
+  assert MAX_TOP_K == KEEP_TOP

@@ -9,7 +9,7 @@ import tf_keras
 
 from tfplace.measurement.session import run_training_step
 from tfplace.errors import GraphImportError
-from tfplace.graph import importers_keras
+from tfplace.graph import importers_keras, keras_files
 from tfplace.graph.importers import import_graph
 
 
@@ -267,7 +267,7 @@ def test_a_saved_models_unbuilt_optimizer_state_is_not_warned_of(tmp_path,
   assert not [r for r in caplog.records
               if "Skipping variable loading" in r.getMessage()]
   caplog.clear()
-  with importers_keras._optimizer_state_not_loaded_quietly():
+  with keras_files._optimizer_state_not_loaded_quietly():
     logging.warning("Skipping variable loading for optimizer 'Adam'")
     logging.warning("Skipping something else")  # Only that line dropped.
   assert [r.getMessage() for r in caplog.records] == [

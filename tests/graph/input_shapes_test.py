@@ -82,7 +82,7 @@ def test_a_batch_norms_training_step_has_no_unknown_dimension(monkeypatch):
   # FusedBatchNormV3's reserve_space_3 has no static shape, nor has the
   # gradient's ZerosLike of it: every Keras batch or layer normalization
   # warned of unknown dimensions. Both are the CPU kernel's scalar.
-  from tfplace.graph import op_reader
+  from tfplace.graph import unknown_dims
   graph = tf.Graph()
   with graph.as_default():
     x = tf.random.normal([4, 3, 5, 5])
@@ -91,9 +91,9 @@ def test_a_batch_norms_training_step_has_no_unknown_dimension(monkeypatch):
                                      data_format="NCHW")
     loss = tf.reduce_sum(y, name="loss")
     V1.train.GradientDescentOptimizer(0.1).minimize(loss, name="train")
-  monkeypatch.setattr(op_reader, "_warned_unknown_dims", [False])
+  monkeypatch.setattr(unknown_dims, "_warned", [False])
   imported = import_graph(graph, train_ops=["train"], loss="loss")
-  assert op_reader._warned_unknown_dims == [False]
+  assert unknown_dims._warned == [False]
   sources = {n.name: n.input[0] for n in imported.graph_def.node
              if n.op == "ZerosLike"}
   (of_reserve,) = [name for name, source in sources.items()

@@ -80,6 +80,13 @@ def test_step_mask_is_everything_without_fetches(graph):
   assert bare.step_mask.all()
 
 
+def test_constants_are_resident_with_the_variables(graph):
+  # TF's Const kernel holds its tensor for the session's life: x (40 B) and
+  # the initializer's init_value (400 B), in whole 256-byte granules.
+  assert list(graph.resident_bytes) == [400, 0, 256, 0, 0, 0, 0, 512, 0]
+  assert list(graph.param_bytes) == [400, 0, 0, 0, 0, 0, 0, 0, 0]
+
+
 def test_per_op_arrays_and_summary(graph):
   assert graph.param_bytes.sum() == 400
   assert graph.input_bytes[3] == 440          # read (400) + x (40)
@@ -93,8 +100,9 @@ def test_per_op_arrays_and_summary(graph):
 
 def test_activations_leave_out_variable_buffers_and_round_allocations(graph):
   # The handle and the read are the variable's own buffer (its 400
-  # parameter bytes); every other output takes whole 256-byte granules.
-  assert list(graph.activation_bytes) == [0, 0, 256, 256, 256, 512, 0, 512, 0]
+  # parameter bytes), the constants' tensors are resident; every other
+  # output takes whole 256-byte granules.
+  assert list(graph.activation_bytes) == [0, 0, 0, 256, 256, 512, 0, 0, 0]
   assert list(graph.output_bytes[:2]) == [8, 400]  # Costs still see them.
   ref = OpGraph([_op("v", "VariableV2", 400, param_bytes=400),
                  _op("v/read", "Identity", 400), _op("y", "Identity", 400)],

@@ -25,7 +25,7 @@ def test_the_longest_deadline_is_taken():
 @pytest.mark.parametrize("target, hint", [
     ("127.0.0.1:2222", "(grpc://127.0.0.1:2222?)"),
     ("http://127.0.0.1:2222", "not grpc://host:port;"),
-    ("local", "not grpc://host:port;")])
+    ("localhost", "not grpc://host:port;")])
 def test_a_target_that_is_not_grpc_is_refused(target, hint):
   # A bare host:port reached TF, whose C++ logged two lines and said "No
   # session factory registered for the given session options".
@@ -37,3 +37,10 @@ def test_a_target_that_is_not_grpc_is_refused(target, hint):
 def test_grpc_and_in_process_targets_are_taken():
   assert MeasureConfig(target="grpc://127.0.0.1:2222").remote
   assert not MeasureConfig().remote
+
+
+def test_local_is_this_process_as_for_place():
+  # `place --target local` ran in this process; `measure --target local`
+  # was refused ("not grpc://host:port").
+  config = MeasureConfig(target="local")
+  assert config.target == "" and not config.remote

@@ -176,9 +176,10 @@ def test_simulated_peak_memory_on_a_gpu_leaves_out_kernel_scratch():
   simulated = simulate(graph, cluster,
                        place(graph, cluster, "single_gpu")).peak_memory_bytes
   # The simulator models no GPU scratch (cuDNN's workspace): within 10 % of
-  # the tensors' peak (the snapshots), far under the scratch-inclusive one.
+  # the tensors' peak (the snapshots; 97,040 B with the constants resident,
+  # 83,216 B before, against 90,880), far under the scratch-inclusive one.
   assert simulated.max() == pytest.approx(snapshots, rel=0.1)
-  assert simulated.max() < 0.6 * measured
+  assert simulated.max() < 0.7 * measured
 
 
 def test_mismatch_detected():
@@ -259,3 +260,44 @@ def test_watchdog_fires_when_run_hangs(graph, monkeypatch):
     runner.measure(graph, placement, MeasureConfig(steps=1, timeout_s=0.3))
   release.set()
   assert time.monotonic() - start < 5
+
+
+def test_without_held_leaves_the_gpus_as_they_are():
+  peaks = {CPU % 0: 5000, CPU % 1: 5000, GPU: 9000}
+  assert timing.without_held(peaks, 1200) == {CPU % 0: 3800, CPU % 1: 3800,
+                                              GPU: 9000}
+  assert timing.without_held({CPU % 0: 100}, 1200) == {CPU % 0: 0}
+
+
+_HELD_SCRIPT = """
+import json, numpy as np, tfplace, tensorflow as tf
+from tfplace.measurement import runner
+from tfplace.measurement.config import MeasureConfig
+from tfplace.models.registry import build_model
+from tfplace.placement import Placement
+held = tf.constant(np.ones(1 << 20, np.float32))  # 4 MiB of this process's
+graph = build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                    input_size=8, num_layers=1)
+cpu = "/job:localhost/replica:0/task:0/device:CPU:0"
+timing = runner.measure(graph, Placement({op.name: cpu for op in graph.ops}),
+                        MeasureConfig(warmup=1, steps=1))
+print(json.dumps([timing.peak_memory_bytes[cpu], timing.process_cpu_bytes]))
+"""
+
+
+def test_in_process_peak_leaves_out_the_processs_own_tensors():
+  # In process the session's CPU shares the BFC allocator with the client's
+  # own tensors (a Keras model imported in the same process held ~30 KiB):
+  # `tfplace measure` read 189.5 KiB where the same step on a TF server
+  # worker peaks at 160 KiB. Here a 4 MiB eager tensor beside a step of
+  # ~50 KiB.
+  import json
+  import subprocess
+  import sys
+  env = dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true")
+  proc = subprocess.run([sys.executable, "-c", _HELD_SCRIPT], env=env,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  peak, held = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert held >= 4 << 20
+  assert 0 < peak < 1 << 20

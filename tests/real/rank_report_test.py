@@ -55,6 +55,13 @@ def test_nothing_measured_returns_the_simulators_pick():
   assert report.spearman is None and report.predicted_best_is_measured_best is None
 
 
+def test_one_placement_is_one_placement():
+  # A one-device cluster has one distinct placement: "verified 1 placements".
+  report = build_report(["ref"], [1.0], _times([[2.0]]), 0, 1, "this process")
+  assert report.describe().startswith(
+      "verified 1 placement on this process, 1 interleaved round:")
+
+
 def test_rank_agreement_needs_three_points_for_spearman():
   assert rank_agreement(np.array([1.0, 2.0]), np.array([2.0, 1.0])) == (None,
                                                                        False)

@@ -31,7 +31,7 @@ from absl import flags
 from tfplace.cli import input_flags
 from tfplace.cli.run_helpers import LOOP_TRIP_COUNTS_HELP
 from tfplace.errors import GraphImportError, TfplaceError
-from tfplace.graph.importers_keras import is_saved_keras_path
+from tfplace.graph.keras_files import is_saved_keras_path
 from tfplace.graph.op_graph import OpGraph
 from tfplace.io_utils import check_out_path
 

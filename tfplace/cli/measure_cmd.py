@@ -16,7 +16,8 @@ machine's GPUs (/job:localhost/.../GPU:i; e.g. placed on `--cluster local`).
 and on a GPU machine --worker_gpus 0,none adds .../task:0/device:GPU:0, as
 for `tfplace cluster up`) and stops them after;
 --cluster takes the state file of `tfplace cluster up` or a cluster spec
-({"worker": ["host:port", ...]}, inline or a file); --target names a server.
+({"worker": ["host:port", ...]}, inline or a file); --target names a server
+(--target local: this process, as without a cluster option).
 
 A graph whose inputs are placeholders gets synthetic values (or the arrays of
 --feeds FILE.npz); tf.data iterators and queues in the graph are initialized
@@ -37,12 +38,15 @@ from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
 from tfplace.errors import TfplaceError
 from tfplace.io_utils import check_out_dir
 from tfplace.measurement.local_cluster import CPU_BFC_ENV
+from tfplace.units import format_bytes
 
 _PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
 _CLUSTER = flags.DEFINE_string(
     "cluster", None, "`tfplace cluster up` state file, or a cluster spec JSON "
     "(inline or file) of running TF servers")
-_TARGET = flags.DEFINE_string("target", "", "session target, grpc://host:port")
+_TARGET = flags.DEFINE_string(
+    "target", "", "session target: grpc://host:port, or local (this process, "
+    "the default)")
 _TRACE_DIR = flags.DEFINE_string(
     "trace_dir", None, "write a TF profiler trace and step_stats.pb here (a "
     "new or empty folder)")
@@ -108,7 +112,6 @@ def _memory_line(peaks, predicted) -> str:
   """The measured peak memory per device beside the placement's simulated
   one (`predicted`, from its metadata), or why there is none. The CPUs of
   one process share its allocator: they are shown once, together."""
-  from tfplace.units import format_bytes
   if not peaks:
     return ("peak memory not measured: TF's CPU allocator kept no "
             f"statistics (set {CPU_BFC_ENV}=true before TF starts)")
@@ -147,6 +150,12 @@ def _report(timing, inputs, placement) -> None:
   sys.stdout.write(_memory_line(
       timing.peak_memory_bytes,
       placement.metadata.predicted_peak_memory_bytes) + "\n")
+  if timing.process_cpu_bytes:
+    sys.stdout.write(
+        f"  (the CPUs' peak leaves out the "
+        f"{format_bytes(timing.process_cpu_bytes)} this process held "
+        "before the session: its own tensors, e.g. the imported model's "
+        "weights)\n")
   if timing.trace_path:
     sys.stdout.write(f"trace written to {timing.trace_path}\n")
   sys.stdout.write("".join(f"{line}\n"

@@ -4,11 +4,15 @@
 placements; a heuristic's one and the next best heuristics), every
 candidate and the best heuristic are measured on T in --verify_rounds
 interleaved rounds of --verify_steps timed steps, and the placement written
-is the measured fastest (`tfplace.real.verify`). T is the state file of
-`tfplace cluster up`, a TF cluster spec ({"worker": [...]}, inline or a
-file), grpc://host:port, or "local" (this process's CPU devices). Place on
-the target's own cluster (--cluster the same state file) so that the
-simulator knows its measured figures.
+is the measured fastest (`tfplace.real.verify`). T is where the steps run:
+TF servers, as the state file of `tfplace cluster up`, a TF cluster spec
+({"worker": [...]}, inline or a file) or grpc://host:port (place on the
+servers' own cluster: --cluster the same state file, so that the simulator
+knows their measured figures); or "local", this process itself, which runs
+the devices the cluster names under /job:localhost/replica:0/task:0 (CPU:i
+as logical CPUs sharing its cores, GPU:i this machine's GPUs): place on
+--cluster local or a cluster JSON of such devices. A cluster of servers'
+devices with --target local is refused, naming what to give instead.
 
 --real_reward (with --target): then fine-tunes the placement on measured
 step times for --real_budget_s seconds (`tfplace.real.fine_tune`: a
@@ -27,17 +31,23 @@ from absl import flags
 
 from tfplace.errors import TfplaceError
 
+# The most candidates a verification keeps (`search_support.KEEP_TOP`).
+MAX_TOP_K = 16
+
 _VERIFY_TOP_K = flags.DEFINE_integer(
     "verify_top_k", 0, "measure the placer's K best distinct placements and "
-    "the best heuristic on --target, write the measured fastest (0: off)")
+    "the best heuristic on --target, write the measured fastest (0: off)",
+    lower_bound=0, upper_bound=MAX_TOP_K)
 _TARGET = flags.DEFINE_string(
-    "target", None, "where --verify_top_k measures: a `tfplace cluster up` "
-    "state file, a TF cluster spec, grpc://host:port, or local")
+    "target", None, "where --verify_top_k and --real_reward run the steps: "
+    "TF servers (a `tfplace cluster up` state file or a TF cluster spec, as "
+    "given to --cluster; grpc://host:port), or local: this process, on the "
+    "/job:localhost devices of --cluster (e.g. --cluster local)")
 _ROUNDS = flags.DEFINE_integer(
     "verify_rounds", 3, "interleaved rounds; each measures every candidate "
-    "once")
+    "once", lower_bound=1)
 _STEPS = flags.DEFINE_integer(
-    "verify_steps", 5, "timed steps per candidate and round")
+    "verify_steps", 5, "timed steps per candidate and round", lower_bound=1)
 _REAL_REWARD = flags.DEFINE_bool(
     "real_reward", False, "fine-tune the placement on measured step times "
     "on --target")
@@ -48,7 +58,10 @@ _REAL_ALGORITHM = flags.DEFINE_enum(
     "--real_reward: the search on measured times")
 _REAL_CONFIRM = flags.DEFINE_integer(
     "real_confirm_rounds", 2, "--real_reward: fresh pairs that confirm a "
-    "placement measured faster than the search's best so far (0: none)")
+    "placement measured faster than the search's best so far (0: none)",
+    lower_bound=0)
+flags.register_validator("real_budget_s", lambda seconds: seconds > 0,
+                         message="--real_budget_s must be > 0 seconds")
 
 
 def wanted() -> bool:

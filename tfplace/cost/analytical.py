@@ -133,7 +133,7 @@ class AnalyticalCostModel(CostModel):
     for i in bodies:
       seconds[i] += self._body_seconds(graph.ops[i].body, cluster)
     seconds[~kernel_mask(graph, cluster)] = np.inf
-    return OpCosts(compute_s=seconds, param_bytes=graph.param_bytes.copy(),
+    return OpCosts(compute_s=seconds, param_bytes=graph.resident_bytes.copy(),
                    output_bytes=graph.activation_bytes.copy(),
                    scratch_bytes=scratch_bytes(graph, cluster))
 

@@ -23,7 +23,8 @@ class OpCosts:
     compute_s: float64 [M, D], seconds op i takes on device j (inf where the
       device type has no kernel for the op: every placer and the simulator
       read "may op i run on device j" from here).
-    param_bytes: int64 [M], persistent bytes (variables, optimizer slots).
+    param_bytes: int64 [M], persistent bytes (variables, optimizer slots,
+      constants' tensors: `OpGraph.resident_bytes`).
     output_bytes: int64 [M], bytes of the op's outputs (activations).
     scratch_bytes: int64 [M, D], bytes op i's kernel holds on device j only
       while it runs (`tfplace.cost.scratch`); None: none (all zeros).

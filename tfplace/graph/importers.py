@@ -15,7 +15,7 @@ from absl import logging
 
 from tfplace.errors import GraphImportError
 from tfplace.graph import colocation, control_flow, graph_io
-from tfplace.graph import importers_keras
+from tfplace.graph import importers_keras, keras_files, unknown_dims
 from tfplace.graph import input_shapes as input_shapes_lib
 from tfplace.graph.op_graph import (VARIABLE_OPS, Edge, Op, OpGraph,
                                     StepFetches)
@@ -85,8 +85,8 @@ def import_graph(source, *, train_ops=None, loss=None, init_ops=None,
                 unknown_dim=unknown_dim, loop_trip_counts=loop_trip_counts)
   if isinstance(source, (str, os.PathLike)):
     path = os.fspath(source)
-    if importers_keras.is_saved_keras_path(path):
-      source = importers_keras.load_saved_model(path, needs_loss=loss is None)
+    if keras_files.is_saved_keras_path(path):
+      source = keras_files.load_saved_model(path, needs_loss=loss is None)
       name = name or os.path.splitext(
           os.path.basename(os.path.normpath(path)))[0]
     else:
@@ -170,7 +170,7 @@ def from_function(fn_or_concrete, **kwargs) -> OpGraph:
 def from_keras(model, loss=None, optimizer=None, batch_size: int = 32,
                x=None, y=None, **kwargs) -> OpGraph:
   """Imports a Keras model's training step; see `importers_keras`."""
-  from tfplace.graph import importers_keras
+  from tfplace.graph import importers_keras, keras_files, unknown_dims
   return importers_keras.from_keras(model, loss, optimizer=optimizer,
                                     batch_size=batch_size, x=x, y=y, **kwargs)
 
@@ -257,14 +257,16 @@ def from_tf_graph(graph, train_ops: Optional[Sequence[str]],
   graph_def = graph.as_graph_def()
   if not graph_def.node:
     raise GraphImportError(f"{name}: the graph is empty (no ops)")
-  flow = control_flow.ControlFlowAnalysis(
-      graph, {f.signature.name: f for f in graph_def.library.function}, name,
-      unknown_dim, loop_trip_counts)
-  bodies = flow.analyze()
-  _record_given_trip_counts(graph_def, bodies)
-  ops = [read_op(node, graph.get_operation_by_name(node.name), unknown_dim,
-                 body=bodies.get(node.name), variant_bytes=flow.variant_bytes)
-         for node in graph_def.node]
+  with unknown_dims.noted() as unknown:
+    flow = control_flow.ControlFlowAnalysis(
+        graph, {f.signature.name: f for f in graph_def.library.function},
+        name, unknown_dim, loop_trip_counts)
+    bodies = flow.analyze()
+    _record_given_trip_counts(graph_def, bodies)
+    ops = [read_op(node, graph.get_operation_by_name(node.name), unknown_dim,
+                   body=bodies.get(node.name),
+                   variant_bytes=flow.variant_bytes)
+           for node in graph_def.node]
   edges = _read_edges(graph_def, ops, name)
   frames = sorted({n.attr["frame_name"].s.decode() for n in graph_def.node
                    if n.op in ("Enter", "RefEnter")})
@@ -278,6 +280,9 @@ def from_tf_graph(graph, train_ops: Optional[Sequence[str]],
   groups = colocation.colocation_groups(ops, edges)
   graph_out = OpGraph(ops, edges, graph_def, fetches=fetches, name=name,
                       colocation_groups=groups)
+  unknown_dims.warn_for_step(
+      unknown, graph, {op.name for op, runs in zip(ops, graph_out.step_mask)
+                       if runs})
   logging.info("imported %s: %d ops, %d edges, %d colocation groups", name,
                graph_out.num_ops, graph_out.num_edges,
                graph_out.num_colocation_groups)

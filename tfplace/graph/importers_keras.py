@@ -13,11 +13,8 @@ twin: then the step is a tf.function on the model's own variables (a fresh
 optimizer of the same class and config), imported by `importers_function`.
 """
 
-import contextlib
 import dataclasses
 import inspect
-import logging as py_logging
-import os
 from typing import Optional, Sequence, Tuple
 
 from absl import logging
@@ -125,76 +122,6 @@ class GraphStep:
   train_ops: Tuple[str, ...]
   loss: str
   init_ops: Tuple[str, ...]
-
-
-KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
-
-
-def is_saved_keras_path(path: str) -> bool:
-  """Whether `path` names a saved Keras model (a .keras, .h5 or .hdf5 file,
-  or a folder: a SavedModel) rather than a graph file."""
-  return path.endswith(KERAS_SUFFIXES) or os.path.isdir(path)
-
-
-def load_saved_model(path: str, needs_loss: bool = False):
-  """The tf_keras model saved at `path`, compiled if it was saved compiled
-  (a compile state tf_keras cannot rebuild, e.g. a custom loss, is left
-  out).
-
-  Raises:
-    GraphImportError: no such file, a folder that is not a Keras
-      SavedModel, a file tf_keras cannot load, or (`needs_loss`) a model
-      saved uncompiled.
-  """
-  import tf_keras
-  if os.path.isdir(path):
-    if not os.path.isfile(os.path.join(path, "keras_metadata.pb")):
-      raise GraphImportError(
-          f"{path}: a folder that is not a SavedModel of a Keras model (no "
-          "keras_metadata.pb); a SavedModel's signatures are not a training "
-          "step: import its training tf.function in Python")
-  elif not os.path.isfile(path):
-    raise GraphImportError(f"{path}: no such file")
-  errors = (ValueError, TypeError, OSError, KeyError, AttributeError)
-  try:
-    with _optimizer_state_not_loaded_quietly():
-      model = tf_keras.models.load_model(path)
-  except errors:
-    try:
-      model = tf_keras.models.load_model(path, compile=False)
-    except errors as e:
-      raise GraphImportError(
-          f"{path}: tf_keras cannot load it ({e}); a model with custom "
-          "layers is imported in Python, with tfplace.import_graph(model, "
-          "loss=...)") from None
-  if needs_loss and not getattr(model, "_is_compiled", False):
-    raise GraphImportError(
-        f"{path}: the model was saved uncompiled; give its loss (`tfplace "
-        "import --loss NAME`, or import_graph(..., loss=))")
-  return model
-
-
-class _DropsOptimizerStateSkip(py_logging.Filter):
-  """Drops tf_keras's "Skipping variable loading for optimizer" warning."""
-
-  def filter(self, record: py_logging.LogRecord) -> bool:
-    return not str(record.msg).startswith(
-        "Skipping variable loading for optimizer")
-
-
-@contextlib.contextmanager
-def _optimizer_state_not_loaded_quietly():
-  """While active, tf_keras's warning that a loaded model's optimizer state
-  was skipped (its optimizer is not built until it trains) is not logged:
-  an imported step starts a fresh optimizer anyway (`_graph_step`), so the
-  saved slots never matter to a placement."""
-  logger = py_logging.getLogger("absl")
-  drop = _DropsOptimizerStateSkip()
-  logger.addFilter(drop)
-  try:
-    yield
-  finally:
-    logger.removeFilter(drop)
 
 
 def graph_step(model, loss, optimizer="sgd", batch_size: int = 32, x=None,

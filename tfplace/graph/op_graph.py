@@ -37,6 +37,14 @@ LOOP_FRAME_OPS = frozenset({
 # ReadVariableOp returns the variable's tensor, sharing its buffer).
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 VARIABLE_BUFFER_OPS = VARIABLE_OPS | {"ReadVariableOp"}
+# Ops whose kernel holds its output for the session's life: TF's ConstantOp
+# allocates its tensor on its device when the kernel is built, so it is in
+# memory before the step, all step, whether or not the step runs the op (an
+# initializer's constants too). Measured on one-core TF server workers
+# (WORKSPACE_NOTES.md, "Tried as a new user: trace inspection and real
+# runs", seventeenth session): the bytes in use before a step's first
+# allocation are the variables' plus the constants' (+ ~2 KiB).
+CONSTANT_OPS = frozenset({"Const"})
 # TF's BFC allocator (every GPU's, and the CPU's on tfplace's workers) hands
 # out multiples of 256 bytes: a scalar takes 256.
 ALLOCATION_GRANULE = 256
@@ -276,6 +284,17 @@ class OpGraph:
     return np.array([op.total_output_bytes for op in self.ops], dtype=np.int64)
 
   @functools.cached_property
+  def resident_bytes(self) -> np.ndarray:
+    """Bytes an op holds for the session's life, per op: its `param_bytes`
+    (variables, optimizer slots) and a constant's tensor (`CONSTANT_OPS`,
+    rounded up as TF's allocator does)."""
+    held = self.param_bytes.copy()
+    for i, op in enumerate(self.ops):
+      if op.type in CONSTANT_OPS:
+        held[i] += sum(allocated_bytes(b) for b in op.output_bytes)
+    return held
+
+  @functools.cached_property
   def activation_bytes(self) -> np.ndarray:
     """Bytes an op holds while its outputs live, per op: its outputs (each
     rounded up as TF's allocator does, `allocated_bytes`), plus for
@@ -284,7 +303,8 @@ class OpGraph:
     An output that is a variable's own buffer holds nothing more (the
     variable's `param_bytes` hold it all step): the variable ops', a
     resource read's (`VARIABLE_BUFFER_OPS`), and an Identity's of a ref
-    variable (TF1's "w/read"). Counted as copies they put every variable
+    variable (TF1's "w/read"); nor does a constant's (`resident_bytes`
+    hold it). Counted as copies they put every variable
     in memory twice or three times; measured on TF server workers, that
     over-predicted the peak by up to 1.6x (WORKSPACE_NOTES.md, "Memory").
     """
@@ -292,7 +312,7 @@ class OpGraph:
                      + (op.body.working_bytes if op.body else 0)
                      for op in self.ops], dtype=np.int64)
     for i, op in enumerate(self.ops):
-      if op.type in VARIABLE_BUFFER_OPS or (
+      if op.type in VARIABLE_BUFFER_OPS or op.type in CONSTANT_OPS or (
           op.type == "Identity" and self._reads_ref_variable(i)):
         held[i] = 0
     return held

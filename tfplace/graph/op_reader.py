@@ -3,16 +3,15 @@
 
 from typing import Callable, Optional, Sequence, Tuple
 
-from absl import logging
+import numpy as np
 
-from tfplace.graph import kernels, op_flops
+from tfplace.graph import kernels, op_flops, unknown_dims
 from tfplace.graph.conv_geometry import conv_geometry
 from tfplace.graph.op_graph import VARIABLE_OPS, ControlFlowCost, Op
 
 # Bytes of one tensor whose dtype has no fixed element size (a handle).
 HANDLE_BYTES = 8
 _NON_NUMERIC = ("resource", "variant", "string")
-_warned_unknown_dims = [False]
 # Outputs (op type, index) whose shape TF's shape functions leave unknown
 # although the kernel's is fixed: FusedBatchNormV3's reserve_space_3, a
 # scalar from the CPU kernel (measured; a GPU's cuDNN workspace behind it
@@ -26,31 +25,14 @@ _SAME_SHAPE_AS_INPUT = frozenset({"ZerosLike", "OnesLike", "Identity"})
 
 def resolve_shape(shape, unknown_dim: int, tensor=None) -> Tuple[int, ...]:
   """A static `tf.TensorShape` as ints, unknown dimensions -> unknown_dim
-  (`tensor`, whose shape it is, is named in the warning)."""
+  (`tensor`, whose shape it is, is noted in `unknown_dims`)."""
   if shape.rank is None:
-    _warn_unknown(tensor)
+    unknown_dims.note(tensor)
     return (unknown_dim,)
-  dims = []
-  for d in shape.as_list():
-    if d is None:
-      _warn_unknown(tensor)
-      d = unknown_dim
-    dims.append(int(d))
-  return tuple(dims)
-
-
-def _warn_unknown(tensor) -> None:
-  if not _warned_unknown_dims[0]:
-    _warned_unknown_dims[0] = True
-    first = (f" (the first: {tensor.name} ({tensor.op.type}))"
-             if tensor is not None else "")
-    logging.warning(
-        "some tensor shapes have unknown dimensions%s: they are costed as "
-        "`unknown_dim` (default 1). Where a placeholder's batch dimension is "
-        "unknown, give the batch size (--batch_size N, or "
-        "import_graph(..., batch_size=N)) or the placeholders' shapes "
-        "(--input_shapes, input_shapes=); sizes that depend on the data "
-        "(Unique, Where, a sparse gradient's rows) stay unknown", first)
+  dims = shape.as_list()
+  if None in dims:
+    unknown_dims.note(tensor)
+  return tuple(unknown_dim if d is None else int(d) for d in dims)
 
 
 def tensor_bytes(dtype, shape: Sequence[int]) -> int:
@@ -96,7 +78,32 @@ def _tensor_shape(tensor, unknown_dim: int) -> Tuple[int, ...]:
       source = tensor.op.inputs[0]
       if (source.op.type, source.value_index) in _FIXED_OUTPUT_SHAPES:
         return _tensor_shape(source, unknown_dim)
+  if tensor.op.type == "BroadcastGradientArgs":
+    reduced = _broadcast_reduction_shape(tensor)
+    if reduced is not None:
+      return reduced
   return resolve_shape(tensor.shape, unknown_dim, tensor)
+
+
+def _broadcast_reduction_shape(tensor) -> Optional[Tuple[int]]:
+  """The shape of BroadcastGradientArgs's output k when its input shapes
+  are static values (None otherwise).
+
+  The output lists the axes along which input k was broadcast: none when
+  the inputs are equal, else those where input k, padded with leading ones
+  to the longest input's rank, is 1 (TF's `BCast`). TF's shape function leaves its length unknown even when
+  the shapes are known: a TF1 graph built with an unknown batch and
+  imported with `batch_size` has them static once the batch is set.
+  """
+  import tensorflow as tf
+  values = [tf.get_static_value(t) for t in tensor.op.inputs]
+  if any(v is None or np.ndim(v) != 1 for v in values):
+    return None
+  if all(np.array_equal(v, values[0]) for v in values):
+    return (0,)
+  rank = max(len(v) for v in values)
+  mine = values[tensor.value_index]
+  return (rank - len(mine) + int(np.sum(np.asarray(mine) == 1)),)
 
 
 def read_op(node, tf_op, unknown_dim: int,

@@ -38,8 +38,9 @@ class MeasureConfig:
     cluster are checked (a TCP connect each) while steps run.
 
   Attributes:
-    target: session target: "" runs in this process on logical CPU devices;
-      "grpc://host:port" runs on a TF server cluster.
+    target: session target: "" (or "local", stored as "") runs in this
+      process on logical CPU devices and its GPUs; "grpc://host:port" runs
+      on a TF server cluster.
     warmup: untimed steps after initialization (a graph with an input
       pipeline always gets at least one, which fills its buffers).
     steps: timed steps (no tracing); their median is the step time.
@@ -61,6 +62,8 @@ class MeasureConfig:
   workers: Tuple[str, ...] = ()
 
   def __post_init__(self):
+    if self.target == "local":  # As `tfplace.place_on_target` names it.
+      object.__setattr__(self, "target", "")
     object.__setattr__(self, "workers", tuple(
         w.replace("grpc://", "") for w in self.workers))
     if int(self.steps) != self.steps or self.steps < 1:
@@ -76,7 +79,8 @@ class MeasureConfig:
       hint = (f" (grpc://{self.target}?)"
               if ":" in self.target and "://" not in self.target else "")
       raise MeasureError(f"target {self.target!r} is not grpc://host:port"
-                         f"{hint}; leave it empty to run in this process")
+                         f"{hint}; leave it empty (or 'local') to run in this "
+                         "process")
 
   @property
   def remote(self) -> bool:

@@ -14,6 +14,22 @@ from typing import Iterable
 from tfplace.errors import MeasureError
 
 
+def cpu_bytes_held() -> int:
+  """Bytes this process's CPU allocator holds now: its own tensors (a
+  loaded Keras model's weights, eager values). The logical CPUs of an
+  in-process session allocate from the same allocator. 0 where it keeps no
+  statistics (TF's default CPU allocator), and on a machine with GPUs:
+  reading it starts TF's eager runtime, which would create the GPUs'
+  allocators with its options rather than the session's (memory growth)."""
+  import tensorflow as tf
+  if visible_gpus():
+    return 0
+  try:
+    return int(tf.config.experimental.get_memory_info("CPU:0")["current"])
+  except (ValueError, tf.errors.OpError):
+    return 0
+
+
 def visible_gpus() -> int:
   """GPUs TensorFlow can use in this process."""
   import tensorflow as tf

@@ -47,7 +47,7 @@ from tfplace.measurement.health import DeadTask, HealthMonitor
 from tfplace.measurement.local_cluster import (JOB, check_reachable,
                                                profiler_addresses_for,
                                                workers_for)
-from tfplace.measurement.local_devices import local_cpus_for
+from tfplace.measurement.local_devices import cpu_bytes_held, local_cpus_for
 from tfplace.measurement.session import (Deadline, StepSession,
                                          TransientRunError, adopt_background)
 # The result types live in `timing`; they are importable from here too.
@@ -55,7 +55,7 @@ from tfplace.measurement.timing import (STEP_STATS_FILE, DeviceMismatch,  # noqa
                                         OpRecord, StepTiming,
                                         device_mismatches, op_records,
                                         peak_memory, save_timing,
-                                        timing_from_steps)
+                                        timing_from_steps, without_held)
 from tfplace.placement import Placement, placed_graph_def
 
 # Seconds the watchdog waits past a run's deadline before giving up on it.
@@ -205,6 +205,9 @@ def measure(graph: OpGraph, placement: Placement,
   if monitor:
     _check_servers(monitor, config)
     monitor.start()
+  # In process the session's CPUs share the allocator with this process's
+  # own tensors (an imported Keras model's weights): left out of the peak.
+  held = 0 if config.remote else cpu_bytes_held()
   try:
     result = _with_retry(spec, collected, monitor, wake)
   finally:
@@ -217,7 +220,9 @@ def measure(graph: OpGraph, placement: Placement,
       mismatches=tuple(mismatches), trace_path=trace_dir,
       target=config.target, profile_error=result.profile_error,
       loss=result.loss, inputs=inputs.sources,
-      peak_memory_bytes=peak_memory(result.metadata.step_stats))
+      peak_memory_bytes=without_held(
+          peak_memory(result.metadata.step_stats), held),
+      process_cpu_bytes=held)
 
 
 def _profilers(target: str,

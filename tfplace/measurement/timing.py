@@ -104,7 +104,11 @@ class StepTiming:
       makes its own inputs).
     peak_memory_bytes: device -> the most bytes its allocator held during
       the traced step (`peak_memory`); empty where no allocator kept
-      statistics.
+      statistics. In process, the CPUs' peak leaves out what the process's
+      CPU allocator held before the session opened (its own tensors:
+      `process_cpu_bytes`).
+    process_cpu_bytes: in process, the bytes the CPU allocator held before
+      the session opened (0 on a server target, or without statistics).
   """
   median_step_time_s: float
   min_step_time_s: float
@@ -122,6 +126,7 @@ class StepTiming:
   inputs: Tuple[InputSource, ...] = ()
   peak_memory_bytes: Mapping[str, int] = dataclasses.field(
       default_factory=dict)
+  process_cpu_bytes: int = 0
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -243,6 +248,14 @@ def peak_memory(step_stats) -> Dict[str, int]:
         during = in_use - used.live_bytes + used.peak_bytes
         peaks[device] = int(max(peaks.get(device, 0), in_use, during))
   return peaks
+
+
+def without_held(peaks: Mapping[str, int], cpu_held: int) -> Dict[str, int]:
+  """`peaks` less `cpu_held` on every CPU device (an in-process session's
+  CPUs share the allocator with what the process held before it opened)."""
+  return {device: max(0, nbytes - cpu_held)
+          if device.rpartition("/device:")[2].upper().startswith("CPU")
+          else nbytes for device, nbytes in peaks.items()}
 
 
 def _is_gpu_allocator(name: str) -> bool:

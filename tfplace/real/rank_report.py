@@ -92,8 +92,10 @@ class VerifyReport:
   def describe(self) -> str:
     """A readable table and the summary lines."""
     width = max(len(c.label) for c in self.candidates)
-    lines = [f"verified {len(self.candidates)} placements on {self.target}, "
-             f"{self.rounds} interleaved rounds:",
+    n, rounds = len(self.candidates), self.rounds
+    lines = [f"verified {n} placement{'s' if n != 1 else ''} on "
+             f"{self.target}, {rounds} interleaved round"
+             f"{'s' if rounds != 1 else ''}:",
              f"  {'':2}{'placement':{width}} {'predicted':>12} "
              f"{'measured':>12} {'÷ heuristic':>12}"]
     for i, c in enumerate(self.candidates):

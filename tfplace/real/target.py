@@ -6,8 +6,10 @@
     anything with `target`, `addresses` and `to_cluster()`), or the servers'
     cluster spec as a dict, `{"worker": ["host:port", ...]}`,
   * "grpc://host:port", one TF server (its devices are listed from it),
-  * "" or "local": this process, on logical CPU devices
-    (`/job:localhost/replica:0/task:0/device:CPU:i`) and the GPUs here.
+  * "" or "local": this process, on the devices the cluster names under
+    `/job:localhost/replica:0/task:0`: CPU:i become logical CPUs of this
+    one process (sharing its cores), GPU:i are this machine's GPUs. A
+    cluster of TF servers' devices is refused with what to give instead.
 
 `check_target` runs before any search: the servers answer, the cluster
 placed on is the target's (the same device names), and a calibration in
@@ -42,7 +44,7 @@ class Target:
     workers: "host:port" of every worker (health-checked while steps run).
     device_names: the devices the target offers (empty in process: any
       number of logical CPUs).
-    description: for messages, e.g. "2 TF servers (grpc://127.0.0.1:2222)".
+    description: for messages, e.g. "2 TF servers at grpc://127.0.0.1:2222".
   """
   session_target: str
   workers: Tuple[str, ...] = ()
@@ -75,7 +77,7 @@ def resolve_target(target) -> Target:
   """
   target = _servers_of_spec(target)
   if target is None or target in ("", "local"):
-    return Target("", (), (), "this process (logical CPU devices)")
+    return Target("", (), (), "this process")
   if isinstance(target, Target):
     return target
   if isinstance(target, str):
@@ -89,7 +91,8 @@ def resolve_target(target) -> Target:
     addresses = tuple(target.addresses)
     return Target(target.target, addresses,
                   tuple(target.to_cluster().device_names),
-                  f"{len(addresses)} TF server(s) ({target.target})")
+                  f"{len(addresses)} TF server"
+                  f"{'s' if len(addresses) != 1 else ''} at {target.target}")
   raise MeasureError(f"cannot run steps on {target!r}: pass a LocalCluster, "
                      "a RemoteCluster, a cluster spec {'worker': "
                      "['host:port', ...]}, 'grpc://host:port' or 'local'")
@@ -127,19 +130,38 @@ def check_target(target: Target, cluster: Cluster,
 def _check_devices(target: Target, cluster: Cluster) -> None:
   names = tuple(cluster.device_names)
   if not target.remote:
-    try:
-      local_cpus_for(names)
-    except MeasureError as e:
-      raise MeasureError(
-          f"cluster {cluster.name!r} does not fit this process: {e} (in "
-          f"process the devices are {LOCAL_PREFIX}CPU:i and this machine's "
-          "GPUs; or give a target of TF servers)") from None
+    _check_in_process(cluster)
     return
   if names != target.device_names:
     raise MeasureError(
-        f"cluster {cluster.name!r} ({', '.join(names)}) is not the target "
-        f"{target.description} ({', '.join(target.device_names)}): place "
-        "on the target's own cluster (e.g. --cluster STATE --target STATE)")
+        f"cluster {cluster.name!r} ({', '.join(names)}) is not the cluster "
+        f"of the target, {target.description} "
+        f"({', '.join(target.device_names)}): place on the target's own "
+        "cluster (--cluster the same state file or cluster spec as --target)")
+
+
+def _check_in_process(cluster: Cluster) -> None:
+  """The target "local" runs steps in this process: the cluster must name
+  its devices (MeasureError saying what to give instead)."""
+  import tensorflow as tf
+  local = ("the target 'local' runs the steps in this process, on its own "
+           f"devices ({LOCAL_PREFIX}CPU:i and this machine's GPUs)")
+  elsewhere = [n for n in cluster.device_names
+               if tf.DeviceSpec.from_string(n).job not in (None, "localhost")
+               or tf.DeviceSpec.from_string(n).task not in (None, 0)]
+  if elsewhere:
+    more = f" and {len(elsewhere) - 1} more" if len(elsewhere) > 1 else ""
+    raise MeasureError(
+        f"{local}, but cluster {cluster.name!r} names devices of TF servers "
+        f"({elsewhere[0]}{more}): to measure on the servers, give them as "
+        "the target too (the same state file or cluster spec as --cluster, "
+        "or grpc://host:port); to measure here, place on the cluster "
+        "'local'")
+  try:
+    local_cpus_for(cluster.device_names)
+  except MeasureError as e:
+    raise MeasureError(f"{local}, which cluster {cluster.name!r} does not "
+                       f"fit: {e}") from None
 
 
 def target_cluster(target) -> Cluster:

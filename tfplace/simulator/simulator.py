@@ -54,8 +54,9 @@ Semantics (one training step):
     request came is stored and answered later without the latency's share
     (the fan-out's path); a send that answers a waiting request pays it
     (the ping-pong's path): profiled, 0.5 us and 50-90 us `_Send`s.
-  * Memory per device: parameters (`OpCosts.param_bytes`) are resident all
-    step. An op's outputs (`OpCosts.output_bytes`) are allocated when it
+  * Memory per device: parameters (`OpCosts.param_bytes`; the analytical
+    model's include constants' tensors, which TF's kernels hold for the
+    session's life) are resident all step. An op's outputs (`OpCosts.output_bytes`) are allocated when it
     starts and freed when its last local consumer has finished and all its
     outgoing transfers are done (at once if nothing reads them). A received
     copy is allocated on the destination when the transfer starts and freed
