@@ -80,8 +80,9 @@ def test_an_unknown_batch_still_warns(warnings):
 
 def test_ops_outside_the_step_do_not_warn(warnings):
   # A Saver's RestoreV2 has outputs of unknown shape, but a step runs none.
-  graph = import_graph(_tf1_step([None, 10], [8, 10], saver=True).as_graph_def(),
-                       train_ops="train", loss="loss", batch_size=8)
+  step = _tf1_step([None, 10], [8, 10], saver=True)
+  graph = import_graph(step.as_graph_def(), train_ops="train", loss="loss",
+                       batch_size=8)
   assert any(op.type == "RestoreV2" for op in graph.ops)
   assert warnings == []
 

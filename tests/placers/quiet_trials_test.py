@@ -49,6 +49,7 @@ def test_best_heuristic_start_on_a_tight_cluster_warns_not(caplog):
   assert len(summary) == 1 and NO_DEVICE in summary[0]
   assert "m_etf" in summary[0]
   caplog.clear()
-  with caplog.at_level(std_logging.WARNING, logger="absl"):  # Asked for: it still warns.
+  # Asked for: it still warns.
+  with caplog.at_level(std_logging.WARNING, logger="absl"):
     get_placer("m_etf").place(problem)
   assert NO_DEVICE in caplog.text

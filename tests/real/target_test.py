@@ -44,4 +44,5 @@ def test_another_cluster_than_the_servers_is_named_with_the_servers():
   from tfplace.real import target as target_lib
   with pytest.raises(MeasureError, match=r"cluster 'cpu2' \(.*\) is not the "
                      r"cluster of the target, 2 TF servers at grpc://"):
-    target_lib._check_devices(target, cpu_cluster(2))  # pylint: disable=protected-access
+    # pylint: disable-next=protected-access
+    target_lib._check_devices(target, cpu_cluster(2))

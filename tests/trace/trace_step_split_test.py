@@ -76,7 +76,7 @@ def test_steps_by_op_runs_without_markers(unmarked):
   assert trace.step_marks == ()
   split = split_steps(trace)
   assert split.found_by == OP_RUNS
-  assert len(split.steps) == 3 and [s.step_num for s in split.steps] == [None] * 3
+  assert [s.step_num for s in split.steps] == [None] * 3
   for step, part in zip(split.steps, split.traces):
     assert {e.name for e in part.events} == OPS and len(part.events) == 4
     assert step.step_time_s == pytest.approx(part.span_s())
@@ -183,7 +183,8 @@ def test_accelerator_kernels_after_the_marker_stay_in_its_step():
             TraceEvent(gpu, "k", "MatMul", 1.5e-3, 1e-3),
             TraceEvent(host, "between", "Sum", 1.6e-3, 1e-4),
             TraceEvent(host, "a", "MatMul", 3e-3, 1e-3)]
-  marks = [StepMark("train", 0, 0.0, 1.2e-3), StepMark("train", 1, 3e-3, 4.2e-3)]
+  marks = [StepMark("train", 0, 0.0, 1.2e-3),
+           StepMark("train", 1, 3e-3, 4.2e-3)]
   split = split_steps(make_trace(events, "gpu", marks))
   assert [len(t.events) for t in split.traces] == [2, 1]
   assert {e.name for e in split.traces[0].events} == {"a", "k"}

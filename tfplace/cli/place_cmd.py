@@ -38,16 +38,16 @@ TensorBoard curves and its best placement so far (JSON and placed GraphDef)
 there; --resume continues a killed search.
 
 --verify_top_k K --target T checks the winners on real runs: the placer's K
-best distinct placements and the best heuristic are measured on T (TF
-servers: the state file or cluster spec given to --cluster, or
-grpc://host:port; or local: this process, on the /job:localhost devices of
---cluster, e.g. --cluster local) in interleaved rounds and the measured fastest is written, with a report of
-predicted vs measured step times, the simulator's rank error and the
-measured speed-up over the best heuristic (metadata "verify"). An
+best distinct placements and the best heuristic are measured on T (TF servers:
+the state file or cluster spec given to --cluster, or grpc://host:port; or
+local: this process, on the /job:localhost devices of --cluster, e.g.
+--cluster local) in interleaved rounds and the measured fastest is written,
+with a report of predicted vs measured step times, the simulator's rank error
+and the measured speed-up over the best heuristic (metadata "verify"). An
 unreachable target, a cluster that is not the target's or a calibration made
-for another cluster is an error before any search (exit 2, nothing
-written); a worker that dies during the rounds fails its sample and stops
-them, and the best measured placement is written.
+for another cluster is an error before any search (exit 2, nothing written); a
+worker that dies during the rounds fails its sample and stops them, and the
+best measured placement is written.
 
 --real_reward (with --target) then fine-tunes the placement on measured step
 times for --real_budget_s seconds, starting from it (metadata

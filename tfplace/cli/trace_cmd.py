@@ -66,7 +66,9 @@ _PLACEMENT = flags.DEFINE_string(
 def main(argv):
   """Runs `tfplace trace`."""
   from tfplace.trace import compare as compare_lib  # pylint: disable=import-outside-toplevel
-  from tfplace.trace import export, host_activity, plot, reader, steps, summary  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from tfplace.trace import (export, host_activity, plot, reader, steps,
+                             summary)
   if len(argv) != 2:
     raise TraceError("expected exactly one trace PATH "
                      f"(got {len(argv) - 1}; see tfplace trace --help)")

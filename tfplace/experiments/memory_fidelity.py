@@ -2,14 +2,14 @@
 (`scripts/memory_fidelity.py`).
 
 The simulator decides which placements fit (`tfplace.simulator.simulator`:
-parameters and constants are resident all step; an op's outputs live from
-its start until its last local consumer and its transfers end; a received
-copy lives on the destination until its last consumer there ends). This checks that model
-against TensorFlow's allocators: each placement is measured on real devices
-and each device's peak (`StepTiming.peak_memory_bytes`, the most bytes its
-allocator held during the traced step) is set against the simulated peak of
-the same device. A ratio (measured / simulated) above 1 is the direction that
-matters: the simulator said the placement fits with less than it took.
+parameters and constants are resident all step; an op's outputs live from its
+start until its last local consumer and its transfers end; a received copy
+lives on the destination until its last consumer there ends). This checks that
+model against TensorFlow's allocators: each placement is measured on real
+devices and each device's peak (`StepTiming.peak_memory_bytes`, the most bytes
+its allocator held during the traced step) is set against the simulated peak
+of the same device. A ratio (measured / simulated) above 1 is the direction
+that matters: the simulator said the placement fits with less than it took.
 """
 
 import dataclasses

@@ -91,9 +91,10 @@ def _broadcast_reduction_shape(tensor) -> Optional[Tuple[int]]:
 
   The output lists the axes along which input k was broadcast: none when
   the inputs are equal, else those where input k, padded with leading ones
-  to the longest input's rank, is 1 (TF's `BCast`). TF's shape function leaves its length unknown even when
-  the shapes are known: a TF1 graph built with an unknown batch and
-  imported with `batch_size` has them static once the batch is set.
+  to the longest input's rank, is 1 (TF's `BCast`). TF's shape function
+  leaves its length unknown even when the shapes are known: a TF1 graph
+  built with an unknown batch and imported with `batch_size` has them
+  static once the batch is set.
   """
   import tensorflow as tf
   values = [tf.get_static_value(t) for t in tensor.op.inputs]

@@ -56,9 +56,10 @@ Semantics (one training step):
     (the ping-pong's path): profiled, 0.5 us and 50-90 us `_Send`s.
   * Memory per device: parameters (`OpCosts.param_bytes`; the analytical
     model's include constants' tensors, which TF's kernels hold for the
-    session's life) are resident all step. An op's outputs (`OpCosts.output_bytes`) are allocated when it
-    starts and freed when its last local consumer has finished and all its
-    outgoing transfers are done (at once if nothing reads them). A received
+    session's life) are resident all step. An op's outputs
+    (`OpCosts.output_bytes`) are allocated when it starts and freed when
+    its last local consumer has finished and all its outgoing transfers
+    are done (at once if nothing reads them). A received
     copy is allocated on the destination when the transfer starts and freed
     when its last consumer there has finished. A device whose peak exceeds
     its `memory_bytes` makes the placement infeasible. The analytical

@@ -238,8 +238,9 @@ def select(trace: Trace, step: Union[int, str] = MEDIAN) -> Trace:
 
 
 def format_steps(split: StepSplit) -> str:
-  """The per-step table (how they were found: `StepSplit.describe`): index, marker's step number, start (from the first
-  step's), step time, events."""
+  """The per-step table, under how the steps were found
+  (`StepSplit.describe`): index, marker's step number, start (from the
+  first step's), step time, events."""
   n = len(split.steps)
   lines = [f"{n} step{'' if n == 1 else 's'}, found by {split.describe()}:"]
   header = ["step", "step_num", "at ms", "step ms", "events"]
