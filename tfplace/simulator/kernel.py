@@ -192,27 +192,6 @@ def _append(nxt, head, tail, d, k):
 
 
 @njit(cache=True)
-def _nothing_to_run(d, running, rq_ptr, iq_ptr, stk_ptr):
-  """True if device d has no op running or ready."""
-  return (running[d] == 0 and rq_ptr[HEAD, d] == rq_ptr[TAIL, d]
-          and iq_ptr[0, d] == iq_ptr[1, d] and stk_ptr[1, d] == stk_ptr[0, d])
-
-
-@njit(cache=True)
-def _wakes(d, running, free, in_head, rq_ptr, iq_ptr, stk_ptr):
-  """Rendezvous: True if a message arriving now at device d finds it
-  asleep: no op running or ready, no slot held by message work, no
-  arrival waiting to be parsed. Waking for it costs the receiver's half
-  of the link's host latency (the ping-pong benchmark's hop: each message
-  wakes its receiver). An arrival that finds the worker awake costs only
-  its parse: 100 scalars from one one-core worker into another measured
-  ~30 us each, the fan-out benchmark's per-message cost, where charging
-  every parse its half of the ~45 us latency predicted 2x that."""
-  return (free[d] > 0 and in_head[d] < 0
-          and _nothing_to_run(d, running, rq_ptr, iq_ptr, stk_ptr))
-
-
-@njit(cache=True)
 def _serve_messages(d, ev_size, now, g, c, w):
   """Rendezvous: device d has no op running or ready, so its free slots do
   message work: first the transfers it sends (w.out_head, in the order their
@@ -224,8 +203,8 @@ def _serve_messages(d, ev_size, now, g, c, w):
   the link is free; it frees the slot (event key m + k) and arrives the rest
   of the latency later (key m + X + k). A parse holds a slot of the
   receiver for w.x_recv[k] (key m + 2X + k), which holds the other half
-  of the host latency where the arrival woke the receiver (`_wakes`); the
-  tensor's consumers are ready when it ends.
+  of the host latency where the arrival woke the receiver (`_event_loop`);
+  the tensor's consumers are ready when it ends.
   """
   m, nx_max = g.ops.shape[0], max_transfers(g)
   free, out_head, in_head = w.free, w.out_head, w.in_head
@@ -366,7 +345,9 @@ def _event_loop(g, c, w, stop_on_oom, strict):
         if mem[d] > peak[d]:
           peak[d] = mem[d]
         ev_size = heap_push(ev_t, ev_k, ev_size, end_t[i], i)
-      idle = _nothing_to_run(d, running, rq_ptr, iq_ptr, stk_ptr)
+      idle = (running[d] == 0 and rq_ptr[HEAD, d] == rq_ptr[TAIL, d]
+              and iq_ptr[0, d] == iq_ptr[1, d]
+              and stk_ptr[1, d] == stk_ptr[0, d])
       if issue and now >= w.issue_end[d] and idle:
         last_idle[d] = now
       if (rendezvous and free[d] > 0 and idle
@@ -388,8 +369,21 @@ def _event_loop(g, c, w, stop_on_oom, strict):
           continue
         k -= nx_max
         if rendezvous and k < nx_max:  # Arrived: into the inbox.
+          # It wakes the receiver if it finds it asleep: no op running or
+          # ready, no slot held by message work, no arrival waiting to be
+          # parsed. Waking costs the receiver's half of the link's host
+          # latency (the ping-pong benchmark's hop: each message wakes its
+          # receiver); an arrival that finds the worker awake costs only
+          # its parse (100 scalars from one one-core worker into another
+          # measured ~30 us each, the fan-out benchmark's per-message cost,
+          # where charging every parse its half of the ~45 us latency
+          # predicted 2x that). Inline: a call per event costs numba's
+          # reference counting of every array passed.
           d = x_dst[k]
-          if _wakes(d, running, free, in_head, rq_ptr, iq_ptr, stk_ptr):
+          if (free[d] > 0 and in_head[d] < 0 and running[d] == 0
+              and rq_ptr[HEAD, d] == rq_ptr[TAIL, d]
+              and iq_ptr[0, d] == iq_ptr[1, d]
+              and stk_ptr[1, d] == stk_ptr[0, d]):
             w.x_recv[k] += c.lat_host[dev[x_prod[k]], d] / 2
           _append(in_next, in_head, in_tail, d, k)
           continue

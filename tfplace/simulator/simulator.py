@@ -42,7 +42,7 @@ Semantics (one training step):
     records this met the error target on 119 of 154 graph-runs, 105 with
     the sender's next op first and both ends held (WORKSPACE_NOTES.md,
     issue 13). The receiver pays its half only where the arrival wakes
-    it (`kernel._wakes`: nothing running, ready or being parsed); in a
+    it (`kernel._event_loop`: nothing running, ready or being parsed); in a
     stream of arrivals only the first does (since 2026-11-29: 60 cross
     records, error target 298 -> 305 of 422 graph-runs).
     With a measured Recv issue cost (`Device.recv_issue_s`) each receiver
