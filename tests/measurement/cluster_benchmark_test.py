@@ -361,22 +361,31 @@ def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
 
   def fake_report(cluster, bench, runs, bounds, benchmark_repeats):
     repeats.append(benchmark_repeats)
-    return bench, [r.label for r in runs]
+    return calibration_runs.CalibrationReport(
+        tuple(r.label for r in runs), 0, None, bench, (), float("nan"), 0)
+
+  def fake_again(runs, *args, **kwargs):
+    events.append("again")
+    return list(runs), "measured again"
 
   repeats, splits = [], []
 
   monkeypatch.setattr(calibration_runs, "benchmark_cluster", fake_benchmark)
   monkeypatch.setattr(calibration_runs, "_measure_graph", fake_measure)
   monkeypatch.setattr(calibration_runs, "report_from_runs", fake_report)
+  monkeypatch.setattr(calibration_runs, "measure_splits_again", fake_again)
   monkeypatch.setattr(calibration_runs, "with_recv_issue",
                       lambda bench, cluster, config: (
                           events.append("issue"), bench)[1])
   graphs = [types.SimpleNamespace(name=n) for n in "abcab"]
-  bench, labels = calibration_runs.calibrate_on_cluster(
+  report = calibration_runs.calibrate_on_cluster(
       graphs, None, None, rounds=2, bench_repeats=3)
-  # Before the first graph, after round(5 / 2) = 2 graphs and after all.
-  assert events == ["bench", "a", "b", "bench", "c", "a", "b", "bench",
-                    "issue"]
+  bench, labels = report.benchmark, list(report.graph_names)
+  # Before the first graph, after round(5 / 2) = 2 graphs and after all,
+  # the split runs' second pass included.
+  assert events == ["bench", "a", "b", "bench", "c", "a", "b", "again",
+                    "bench", "issue"]
+  assert report.second_pass == "measured again"
   assert bench == cluster_benchmark.median_benchmark(
       [_scaled_bench(1.0), _scaled_bench(3.0), _scaled_bench(1.2)])
   # Labels count repeats over the whole suite, not per share.
@@ -388,9 +397,11 @@ def test_calibration_benchmarks_spread_over_the_suite(monkeypatch):
   events.clear()
   splits.clear()
   given = _scaled_bench(5.0)
-  bench, _ = calibration_runs.calibrate_on_cluster(
-      graphs[:2], None, None, bench=given, rounds=2, one_device_only={"b"})
-  assert events == ["a", "b"] and bench == given  # Given: not measured.
+  bench = calibration_runs.calibrate_on_cluster(
+      graphs[:2], None, None, bench=given, rounds=2,
+      one_device_only={"b"}).benchmark
+  # Given: not measured.
+  assert events == ["a", "b", "again"] and bench == given
   assert splits == [True, False]  # b: its one-device runs alone.
   assert repeats[-1] == ()
   splits.clear()

@@ -181,6 +181,7 @@ def _print_report(report, cluster, out: str, inputs) -> None:
         "num_samples": report.num_samples,
         "in_sample_median_abs_rel_error": None if math.isnan(med) else med,
         "num_runs": len(report.runs), "num_failed": len(report.runs) - len(ok),
+        "second_pass": report.second_pass,
         "runs": [{"label": r.label, "predicted_s": r.predicted_s,
                   "measured_s": r.measured_s, "error": r.error}
                  for r in report.runs],
@@ -198,6 +199,8 @@ def _print_report(report, cluster, out: str, inputs) -> None:
   for name, fed in zip(report.graph_names, inputs):
     if fed.sources:
       lines += [f"  {name} {line}" for line in measure_flags.input_lines(fed)]
+  if report.second_pass:
+    lines.append(report.second_pass)
   if steadiness:
     lines.append(steadiness)
   lines += [f"in-sample median |rel error| on the {len(ok)} calibration "

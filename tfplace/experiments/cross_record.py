@@ -29,7 +29,9 @@ The file (JSON; gzip-compressed when the path ends in ".gz"):
                          "round_step_times_s": [...]}, ...]}
 
 ("round_step_times_s", each round's median step, only in a run measured
-in several rounds: `--rounds`; "benchmark_repeats", the benchmarks
+in several rounds: `--rounds`, and in a suite's split runs since
+2026-11-29, the first pass's, then the second's:
+`calibration_runs.measure_splits_again`; "benchmark_repeats", the benchmarks
 "benchmark" is the median of, only in records since 2026-11-27.)
 
 A graph is kept as the registry model and config it was built from

@@ -129,6 +129,8 @@ def cross_matrix(cross: CrossReport) -> str:
             f"({fit.num_samples} op records; in-sample median abs error "
             f"{_pct(fit.median_abs_rel_error)} on {len(fit.runs)} runs); "
             f"{describe(fit.calibration)}"]
+  if fit.second_pass:
+    lines.append(fit.second_pass)
   steadiness = describe_spread(benchmark_spread(fit.benchmark_repeats),
                                len(fit.benchmark_repeats))
   lines += [steadiness, ""] if steadiness else [""]
@@ -197,6 +199,7 @@ def cross_json(cross: CrossReport) -> dict:
           "graphs": list(cross.calibration_report.graph_names),
           "in_sample_median_abs_rel_error":
               num(cross.calibration_report.median_abs_rel_error),
+          "second_pass": cross.calibration_report.second_pass,
           "benchmark_spread": spread.to_dict() if spread else None}}
 
 
