@@ -265,3 +265,13 @@ def test_measure_prints_each_peak_beside_the_simulated_one():
       "peak memory: /job:localhost/replica:0/task:0 CPUs (one allocator) "
       "6.0 MiB")
   assert "TF_CPU_ALLOCATOR_USE_BFC=true" in _memory_line({}, {})
+  # Every placed device is listed: one without a peak says why.
+  assert _memory_line({worker % 0: 3 << 20}, {worker % 1: 2 << 20},
+                      {worker % 1: "no allocation recorded"}) == (
+      f"peak memory: {worker % 0} 3.0 MiB, {worker % 1} (no allocation "
+      "recorded; simulated 2.0 MiB)")
+  # A placed CPU sharing the allocator of the CPU with the peak.
+  assert _memory_line({local % 0: 5 << 20}, {},
+                      placed={local % 0, local % 1}) == (
+      "peak memory: /job:localhost/replica:0/task:0 CPUs (one allocator) "
+      "5.0 MiB")
