@@ -84,6 +84,27 @@ def test_measure_on_a_stale_state_file_says_the_servers_are_gone(tmp_path):
   assert "not reachable" in out.stderr and "died" not in out.stderr
 
 
+def test_measure_refuses_a_spec_in_another_order_than_the_servers(tmp_path):
+  # It ran, and wrote task 1's profile as task 0's (tasks.json).
+  from tfplace.measurement.local_cluster import LocalCluster
+  meta, placement = _placeholder_files(tmp_path)
+  trace = tmp_path / "trace"
+  with LocalCluster(num_workers=2) as servers:
+    swapped = servers.cluster_spec["worker"][::-1]
+    out = _tfplace("measure", meta, "--placement", placement, "--cluster",
+                   json.dumps({"worker": swapped}), "--batch_size", "4",
+                   "--trace_dir",
+                   str(trace))
+  assert out.returncode == 2 and out.stdout == "", out.stderr[-2000:]
+  lines = [l for l in out.stderr.splitlines() if l.startswith("tfplace")]
+  assert lines == [
+      f"tfplace measure: error: the cluster spec lists {swapped[0]} as "
+      "/job:worker/task:0, but the server there is /job:worker/task:1 of "
+      "its own cluster; give the spec the servers were started with (each "
+      "task's address, in task order)"]
+  assert not trace.exists()
+
+
 def _placeholder_files(tmp_path):
   """(graph file, placement file) of the placeholder graph on 2 workers."""
   meta = str(tmp_path / "g.meta")
