@@ -12,7 +12,8 @@ from tfplace.errors import GraphImportError, TfplaceError
 
 # The --cluster flag's help, the same for every verb that takes one.
 CLUSTER_HELP = (
-    "the cluster: a preset name (see `tfplace clusters`), a cluster JSON "
+    "the cluster: a preset name (see `tfplace clusters`; local:N is this "
+    "machine with its CPU as N logical CPUs), a cluster JSON "
     "file, the state file of `tfplace cluster up`, or a TF cluster spec JSON "
     '({"worker": ["host:port", ...]})')
 
