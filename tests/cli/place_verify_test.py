@@ -52,6 +52,28 @@ def test_verify_and_fine_tune_write_the_measured_best_with_reports(
   assert verify["duel_candidate"] in (None, fastest)
 
 
+def test_target_local_on_local_n_verifies_placements_over_n_cpus(tmp_path):
+  # `--cluster local` is one CPU, where every placement is the same one:
+  # it verified one placement, and only a cluster JSON gave more CPUs.
+  out = tmp_path / "p.json"
+  proc = run("--cluster", "local:2", "--placer", "m_etf", "--verify_top_k",
+             "2", "--target", "local", "--verify_rounds", "1",
+             "--verify_steps", "1", "--out", str(out), "--json")
+  assert proc.returncode == 0, proc.stderr
+  verify = json.loads(proc.stdout.strip().splitlines()[-1])["verify"]
+  assert len(verify["candidates"]) >= 2
+  devices = set(json.loads(out.read_text())["placement"].values())
+  assert devices == {"/job:localhost/replica:0/task:0/device:CPU:%d" % i
+                     for i in (0, 1)}
+  assert "one device" not in proc.stderr
+  proc = run("--cluster", "local", "--placer", "m_etf", "--verify_top_k",
+             "2", "--target", "local", "--verify_rounds", "1",
+             "--verify_steps", "1", "--out", str(tmp_path / "one.json"))
+  assert proc.returncode == 0, proc.stderr
+  warned = [l for l in proc.stderr.splitlines() if "one device" in l]
+  assert len(warned) == 1 and "--cluster local:N gives" in warned[0]
+
+
 def test_an_unreachable_target_exits_2_before_the_search(tmp_path, two_cpus):
   out = tmp_path / "p.json"
   spec = json.dumps({"worker": ["127.0.0.1:1", "127.0.0.1:2"]})
@@ -118,7 +140,7 @@ def test_the_target_flag_says_what_local_runs_on():
   assert proc.returncode == 0, proc.stderr
   text = " ".join(proc.stdout.split())
   assert "local: this process, on the /job:localhost devices of --cluster" \
-      in text
+      " (e.g. --cluster local:2, two logical CPUs)" in text
 
 
 @pytest.mark.parametrize("flag, value", [

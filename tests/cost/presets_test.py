@@ -54,6 +54,27 @@ def test_local_sees_at_least_one_cpu():
   assert c.devices_of_type("CPU") and c.devices[0].memory_bytes > 0
 
 
+def test_local_n_has_n_logical_cpus_sharing_the_machine():
+  one, two = presets.preset("local:1"), presets.load_cluster("local:2")
+  cpus = [two.devices[i] for i in two.devices_of_type("CPU")]
+  assert two.name == "local:2" and len(cpus) == 2
+  assert [d.name for d in cpus] == [
+      "/job:localhost/replica:0/task:0/device:CPU:%d" % i for i in (0, 1)]
+  # The machine's figures split between them; its GPUs as `local` has them.
+  assert len(one.devices_of_type("CPU")) == 1
+  assert len(two.devices_of_type("GPU")) == len(
+      presets.preset("local").devices_of_type("GPU"))
+  assert cpus[0].peak_flops == pytest.approx(
+      one.devices[one.devices_of_type("CPU")[0]].peak_flops / 2)
+
+
+@pytest.mark.parametrize("name", ["local:0", "local:", "local:two"])
+def test_local_n_needs_a_count(name):
+  with pytest.raises(ClusterError, match="local:N takes a number of logical "
+                     "CPUs N >= 1"):
+    presets.load_cluster(name)
+
+
 def test_list_presets():
   assert {"k80x2", "k80x4", "v100x4_nvlink", "h100x8_nvlink", "2hosts_4gpu",
           "local"} <= set(presets.list_presets())

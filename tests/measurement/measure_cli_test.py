@@ -84,6 +84,27 @@ def test_measure_on_a_stale_state_file_says_the_servers_are_gone(tmp_path):
   assert "not reachable" in out.stderr and "died" not in out.stderr
 
 
+def test_measure_refuses_a_spec_in_another_order_than_the_servers(tmp_path):
+  # It ran, and wrote task 1's profile as task 0's (tasks.json).
+  from tfplace.measurement.local_cluster import LocalCluster
+  meta, placement = _placeholder_files(tmp_path)
+  trace = tmp_path / "trace"
+  with LocalCluster(num_workers=2) as servers:
+    swapped = servers.cluster_spec["worker"][::-1]
+    out = _tfplace("measure", meta, "--placement", placement, "--cluster",
+                   json.dumps({"worker": swapped}), "--batch_size", "4",
+                   "--trace_dir",
+                   str(trace))
+  assert out.returncode == 2 and out.stdout == "", out.stderr[-2000:]
+  lines = [l for l in out.stderr.splitlines() if l.startswith("tfplace")]
+  assert lines == [
+      f"tfplace measure: error: the cluster spec lists {swapped[0]} as "
+      "/job:worker/task:0, but the server there is /job:worker/task:1 of "
+      "its own cluster; give the spec the servers were started with (each "
+      "task's address, in task order)"]
+  assert not trace.exists()
+
+
 def _placeholder_files(tmp_path):
   """(graph file, placement file) of the placeholder graph on 2 workers."""
   meta = str(tmp_path / "g.meta")
@@ -265,3 +286,13 @@ def test_measure_prints_each_peak_beside_the_simulated_one():
       "peak memory: /job:localhost/replica:0/task:0 CPUs (one allocator) "
       "6.0 MiB")
   assert "TF_CPU_ALLOCATOR_USE_BFC=true" in _memory_line({}, {})
+  # Every placed device is listed: one without a peak says why.
+  assert _memory_line({worker % 0: 3 << 20}, {worker % 1: 2 << 20},
+                      {worker % 1: "no allocation recorded"}) == (
+      f"peak memory: {worker % 0} 3.0 MiB, {worker % 1} (no allocation "
+      "recorded; simulated 2.0 MiB)")
+  # A placed CPU sharing the allocator of the CPU with the peak.
+  assert _memory_line({local % 0: 5 << 20}, {},
+                      placed={local % 0, local % 1}) == (
+      "peak memory: /job:localhost/replica:0/task:0 CPUs (one allocator) "
+      "5.0 MiB")

@@ -155,6 +155,71 @@ def test_peak_memory_reads_each_devices_own_allocator():
   assert timing.peak_memory(quiet) == {}
 
 
+def test_a_placed_device_without_a_peak_says_why():
+  from tensorflow.core.framework import step_stats_pb2
+  stats = step_stats_pb2.StepStats()
+  w = "/job:worker/replica:0/task:%d/device:CPU:0"
+  busy = stats.dev_stats.add(device=w % 0).node_stats.add(node_name="mm")
+  busy.memory.add(allocator_name="cpu", allocator_bytes_in_use=700)
+  # Task 1 holds a variable and updates it in place: no snapshot.
+  held = stats.dev_stats.add(device=w % 1)
+  held.node_stats.add(node_name="_SOURCE")
+  held.node_stats.add(node_name="v")
+  held.node_stats.add(node_name="update_v/ResourceApplyGradientDescent")
+  # Task 2's allocator kept no statistics; task 3 ran nothing of the step.
+  stats.dev_stats.add(device=w % 2).node_stats.add(
+      node_name="add").memory.add(allocator_name="cpu", total_bytes=64)
+  peaks = timing.peak_memory(stats)
+  assert peaks == {w % 0: 700}
+  placed = [w % k for k in range(4)] + [CPU % 1, CPU % 0]
+  assert timing.memory_unrecorded(stats, placed, peaks) == {
+      w % 1: timing.NO_ALLOCATION, w % 2: timing.NO_STATISTICS,
+      w % 3: timing.NOT_RUN, CPU % 0: timing.NOT_RUN, CPU % 1: timing.NOT_RUN}
+  # A CPU sharing its task's allocator with a measured CPU is covered.
+  assert timing.memory_unrecorded(
+      stats, [CPU % 0, CPU % 1], {CPU % 0: 5}) == {}
+  # Nothing measured anywhere: the caller says why once, not per device.
+  assert timing.memory_unrecorded(stats, placed, {}) == {}
+
+
+def _variables_and_the_rest(path):
+  """A two-layer step exported as a TF1 user would, and a placement of its
+  variables (with their reads and updates) on task 1, the rest on task 0."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from tfplace.graph.importers import import_graph  # pylint: disable=import-outside-toplevel
+  from tfplace.measurement.local_cluster import worker_device  # pylint: disable=import-outside-toplevel
+  g = tf.Graph()
+  with g.as_default():
+    x = tf.random.normal([8, 16], seed=1)
+    w = tf.compat.v1.get_variable("w", [16, 16], use_resource=True)
+    v = tf.compat.v1.get_variable("v", [16, 4], use_resource=True)
+    y = tf.matmul(tf.nn.relu(tf.matmul(x, w)), v)
+    loss = tf.reduce_sum(y * y, name="loss")
+    tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.LOSSES, loss)
+    tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, name="train_op")
+    tf.compat.v1.global_variables_initializer()
+    tf.compat.v1.train.export_meta_graph(filename=path)
+  graph = import_graph(path)
+  names = [op.name for op in graph.ops]
+  held = {graph.group_of[names.index("w")], graph.group_of[names.index("v")]}
+  return graph, Placement({n: worker_device(int(graph.group_of[i] in held))
+                           for i, n in enumerate(names)})
+
+
+def test_a_worker_holding_only_variables_is_listed_without_a_peak(tmp_path):
+  # Its ops (variables, their reads, in-place updates) allocate nothing in
+  # the step, so TF snapshots no allocator there: it had no entry at all.
+  from tfplace.measurement.local_cluster import LocalCluster, worker_device  # pylint: disable=import-outside-toplevel
+  graph, placement = _variables_and_the_rest(str(tmp_path / "step.meta"))
+  with LocalCluster(num_workers=2) as servers:
+    result = runner.measure(graph, placement, MeasureConfig(
+        target=servers.target, warmup=1, steps=1, timeout_s=60))
+  assert result.devices_match, result.mismatches[:3]
+  assert set(result.peak_memory_bytes) == {worker_device(0)}
+  assert result.memory_unrecorded == {worker_device(1): timing.NO_ALLOCATION}
+
+
 def test_simulated_peak_memory_on_a_gpu_leaves_out_kernel_scratch():
   # small_cnn on one H200: the GPU allocator's peak, against the simulator's.
   from tfplace.cost.presets import load_cluster

@@ -132,3 +132,24 @@ def test_top_0_prints_no_empty_table_headers():
   assert "2 devices, not listed (top 0)" in out
   assert "top ops: not listed (top 0)" in out
   assert "critical path: 7 events, busy" in out
+
+
+def test_a_truncated_worker_file_leaves_the_other_worker(tmp_path):
+  import shutil  # pylint: disable=import-outside-toplevel
+  log_dir = tmp_path / "p"
+  shutil.copytree(os.path.join(DATA, "profile_2workers"), log_dir)
+  run = next((log_dir / "plugins" / "profile").iterdir())
+  cut = run / "127.0.0.1_60727.xplane.pb"
+  cut.write_bytes(cut.read_bytes()[:cut.stat().st_size // 2])
+  rc, out, err = _run(str(log_dir), "--threads")
+  assert rc == 0, err
+  assert "3 events on 1 device" in out  # task 1's, as named in tasks.json
+  assert "| /job:worker/replica:0/task:1 | tf_Compute |" in out
+  assert "| /job:worker/replica:0/task:0 |" not in out
+  warnings = [line for line in err.splitlines() if str(cut) in line]
+  assert len(warnings) == 1 and warnings[0].startswith("W"), err
+  assert "not a readable TF profiler xplane" in warnings[0]
+  (run / "127.0.0.1_33819.xplane.pb").write_bytes(b"")
+  rc, out, err = _run(str(log_dir))
+  assert rc == 2 and out == ""
+  assert err.startswith("tfplace trace: error: ") and "none of its 2" in err

@@ -368,3 +368,38 @@ def test_a_cluster_clients_transfers_keep_their_names(tmp_path):
   path.write_bytes(space.SerializeToString())
   send = load_trace(str(path)).transfers()[0]
   assert (send.src_device, send.dst_device) == (L0, W0)
+
+
+def _two_worker_run(tmp_path):
+  """A copy of the committed two-worker profile: (log dir, run dir)."""
+  shutil.copytree(os.path.join(DATA, "profile_2workers"), tmp_path / "p")
+  profile = tmp_path / "p" / "plugins" / "profile"
+  return tmp_path / "p", profile / os.listdir(profile)[0]
+
+
+def test_a_truncated_worker_file_is_skipped_with_a_warning(tmp_path, caplog):
+  log_dir, run = _two_worker_run(tmp_path)
+  whole = load_trace(str(log_dir))
+  cut = run / "127.0.0.1_60727.xplane.pb"  # task 0's file (tasks.json)
+  cut.write_bytes(cut.read_bytes()[:cut.stat().st_size // 2])
+  t = load_trace(str(log_dir))
+  # Task 1's events, named by its task as in the whole trace.
+  assert {e.device for e in t.events} == {W1}
+  assert sorted(e.name for e in t.events) == sorted(
+      e.name for e in whole.events if e.device == W1)
+  warnings = [r.getMessage() for r in caplog.records
+              if r.levelname == "WARNING"]
+  assert len(warnings) == 1
+  assert str(cut) in warnings[0] and "not a readable" in warnings[0]
+  assert "other 1 of the run's 2 files" in warnings[0]
+
+
+def test_a_run_with_no_readable_file_fails_naming_each(tmp_path):
+  log_dir, run = _two_worker_run(tmp_path)
+  for f in run.glob("*.xplane.pb"):
+    f.write_bytes(f.read_bytes()[:f.stat().st_size // 2])
+  (run / "127.0.0.1_33819.xplane.pb").write_bytes(b"")
+  with pytest.raises(TraceError, match=r"none of its 2 xplane files is "
+                     r"readable: .*33819.xplane.pb: the file is empty; .*"
+                     r"60727.xplane.pb: not a readable"):
+    load_trace(str(log_dir))

@@ -186,6 +186,7 @@ def _benchmark() -> None:
   from tfplace.measurement.cluster_benchmark import benchmark_cluster
   from tfplace.measurement.config import MeasureConfig
   from tfplace.measurement.local_cluster import RemoteCluster, check_reachable
+  from tfplace.measurement.server_tasks import check_served_tasks
   if _OUT.value:  # Optional: the state file is updated in place anyway.
     check_out_path(_OUT.value, inputs=[_STATE.value, _SPEC.value])
   if _SPEC.value:
@@ -195,6 +196,7 @@ def _benchmark() -> None:
     remote = RemoteCluster.from_json(json.dumps(state["cluster_spec"]),
                                      int(state.get("cores_per_worker", 1)))
   check_reachable(remote.addresses)
+  check_served_tasks(remote.addresses)  # links are named by address
   remote = remote.with_listed_gpus()  # what the servers have
   plain = remote.to_cluster()
   bench = benchmark_cluster(plain, MeasureConfig(target=remote.target))

@@ -3,7 +3,9 @@
 usage: tfplace clusters [--show NAME_OR_JSON] [--json]
 
 Without --show, lists the presets: name, device count and device types.
-With --show, prints that cluster (a preset or a cluster JSON file) as JSON.
+With --show, prints that cluster (a preset or a cluster JSON file) as JSON;
+`local:N` is the preset `local` with its CPU as N logical CPUs (as
+`measure` and `place --target local` run them in this process).
 """
 
 import json

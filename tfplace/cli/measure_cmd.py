@@ -35,6 +35,7 @@ from tfplace.cli import input_flags, local_workers_flags, measure_flags
 from tfplace.cli.run_helpers import (exit_now_if_tf_busy, load_graph_or_model,
                                      native_stdout_to_stderr,
                                      servers_from_cluster_arg)
+from tfplace.device_names import canonical_device
 from tfplace.errors import TfplaceError
 from tfplace.io_utils import check_out_dir
 from tfplace.measurement.local_cluster import CPU_BFC_ENV
@@ -108,25 +109,34 @@ def _measure(graph, placement, inputs, target: str, workers=(),
                  profiler_addresses=profiler_addresses, feeds=inputs)
 
 
-def _memory_line(peaks, predicted) -> str:
+def _memory_line(peaks, predicted, unrecorded=None, placed=()) -> str:
   """The measured peak memory per device beside the placement's simulated
   one (`predicted`, from its metadata), or why there is none. The CPUs of
-  one process share its allocator: they are shown once, together."""
+  one process share its allocator: where several of a task's CPUs have a
+  peak or are `placed` (full names), they are shown once, together. A
+  placed device without a peak of its own is listed with why
+  (`unrecorded`: `StepTiming.memory_unrecorded`)."""
   if not peaks:
     return ("peak memory not measured: TF's CPU allocator kept no "
             f"statistics (set {CPU_BFC_ENV}=true before TF starts)")
+  cpus = {d for d in set(peaks) | set(placed)
+          if d.rpartition("/device:")[2].upper().startswith("CPU")}
   shown = {}
   for device, nbytes in peaks.items():
-    task, _, kind = device.rpartition("/device:")
-    if kind.upper().startswith("CPU") and sum(
-        d.startswith(task + "/device:CPU") for d in peaks) > 1:
+    task = device.rpartition("/device:")[0]
+    if device in cpus and sum(
+        d.startswith(task + "/device:CPU") for d in cpus) > 1:
       device = f"{task} CPUs (one allocator)"
     shown[device] = max(shown.get(device, 0), nbytes)
+  parts = {device: format_bytes(nbytes) + (
+      f" (simulated {format_bytes(predicted[device])})"
+      if device in predicted else "") for device, nbytes in shown.items()}
+  for device, why in (unrecorded or {}).items():
+    parts[device] = f"({why}" + (
+        f"; simulated {format_bytes(predicted[device])})"
+        if device in predicted else ")")
   return "peak memory: " + ", ".join(
-      f"{device} {format_bytes(nbytes)}"
-      + (f" (simulated {format_bytes(predicted[device])})"
-         if device in predicted else "")
-      for device, nbytes in sorted(shown.items()))
+      f"{device} {text}" for device, text in sorted(parts.items()))
 
 
 def _report(timing, inputs, placement) -> None:
@@ -149,7 +159,9 @@ def _report(timing, inputs, placement) -> None:
                      f"{timing.mismatches[0]}\n")
   sys.stdout.write(_memory_line(
       timing.peak_memory_bytes,
-      placement.metadata.predicted_peak_memory_bytes) + "\n")
+      placement.metadata.predicted_peak_memory_bytes,
+      timing.memory_unrecorded,
+      {canonical_device(d) for d in placement.devices.values()}) + "\n")
   if timing.process_cpu_bytes:
     sys.stdout.write(
         f"  (the CPUs' peak leaves out the "

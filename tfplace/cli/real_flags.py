@@ -11,8 +11,10 @@ servers' own cluster: --cluster the same state file, so that the simulator
 knows their measured figures); or "local", this process itself, which runs
 the devices the cluster names under /job:localhost/replica:0/task:0 (CPU:i
 as logical CPUs sharing its cores, GPU:i this machine's GPUs): place on
---cluster local or a cluster JSON of such devices. A cluster of servers'
-devices with --target local is refused, naming what to give instead.
+--cluster local:N (N logical CPUs), local or a cluster JSON of such
+devices. A cluster of servers' devices with --target local is refused,
+naming what to give instead; a cluster of one device, where every
+placement is the same, is warned of.
 
 --real_reward (with --target): then fine-tunes the placement on measured
 step times for --real_budget_s seconds (`tfplace.real.fine_tune`: a
@@ -27,7 +29,7 @@ import os
 import sys
 from typing import List
 
-from absl import flags
+from absl import flags, logging
 
 from tfplace.errors import TfplaceError
 
@@ -42,7 +44,8 @@ _TARGET = flags.DEFINE_string(
     "target", None, "where --verify_top_k and --real_reward run the steps: "
     "TF servers (a `tfplace cluster up` state file or a TF cluster spec, as "
     "given to --cluster; grpc://host:port), or local: this process, on the "
-    "/job:localhost devices of --cluster (e.g. --cluster local)")
+    "/job:localhost devices of --cluster (e.g. --cluster local:2, two "
+    "logical CPUs)")
 _ROUNDS = flags.DEFINE_integer(
     "verify_rounds", 3, "interleaved rounds; each measures every candidate "
     "once", lower_bound=1)
@@ -120,6 +123,12 @@ def place(graph, cluster, cost_model, placer: str, options, seed):
   from tfplace.real import api
   verify = settings() if _VERIFY_TOP_K.value else None
   real = real_settings() if _REAL_REWARD.value else None
+  if cluster.num_devices == 1:
+    logging.warning(
+        "--cluster %s has one device: every placement is the same one, so "
+        "the real runs compare nothing%s", cluster.name,
+        "; --cluster local:N gives this process N logical CPUs"
+        if _TARGET.value == "local" else "")
   with native_stdout_to_stderr():  # TF's C++ lines stay off stdout
     return api.place_on_target(graph, target(), placer, options,
                                cluster=cluster, cost_model=cost_model,

@@ -12,7 +12,8 @@ from tfplace.errors import GraphImportError, TfplaceError
 
 # The --cluster flag's help, the same for every verb that takes one.
 CLUSTER_HELP = (
-    "the cluster: a preset name (see `tfplace clusters`), a cluster JSON "
+    "the cluster: a preset name (see `tfplace clusters`; local:N is this "
+    "machine with its CPU as N logical CPUs), a cluster JSON "
     "file, the state file of `tfplace cluster up`, or a TF cluster spec JSON "
     '({"worker": ["host:port", ...]})')
 
@@ -72,7 +73,10 @@ def servers_from_cluster_arg(value: str, flag: str = "--cluster",
                              ) -> Tuple[object, List[str]]:
   """(RemoteCluster, profiler addresses) of the servers --cluster names,
   each checked reachable (a stale state file, whose servers are gone, then
-  says so instead of failing later as a worker that died mid-run).
+  says so instead of failing later as a worker that died mid-run) and
+  checked to be the task the spec lists it as
+  (`server_tasks.check_served_tasks`: a spec in another order than the
+  servers' own would name their profiles and liveness by the wrong task).
 
   A `tfplace cluster up` state file lists each worker's profiler address; a
   plain cluster spec does not, so its workers' server ports are used.
@@ -80,6 +84,7 @@ def servers_from_cluster_arg(value: str, flag: str = "--cluster",
   """
   from tfplace.cli.cluster_arg import read_server_spec
   from tfplace.measurement.local_cluster import check_reachable
+  from tfplace.measurement.server_tasks import check_served_tasks
   spec = read_server_spec(value)
   if spec is None:
     raise TfplaceError(f"{flag} {value!r} is neither a `tfplace cluster "
@@ -87,6 +92,7 @@ def servers_from_cluster_arg(value: str, flag: str = "--cluster",
                        '({"worker": ["host:port", ...]})' + other_forms)
   remote = spec.remote()
   check_reachable(remote.addresses)
+  check_served_tasks(remote.addresses)
   return remote, list(spec.profiler_addresses or remote.profiler_addresses)
 
 

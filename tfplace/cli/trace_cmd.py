@@ -92,7 +92,8 @@ def main(argv):
   shown = steps.select(trace, _STEP.value)  # a bad --step: before any output
   threads = None
   if _THREADS.value:
-    threads = host_activity.host_activity(reader.xplane_files(argv[1]))
+    threads = host_activity.host_activity(reader.xplane_files(argv[1]),
+                                          warn=False)  # load_trace warned.
   if placement is not None and _GANTT.value:
     plot.check_placement_matches(shown, placement)
   other = (steps.select(reader.load_trace(_COMPARE.value), _STEP.value)

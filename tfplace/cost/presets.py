@@ -125,18 +125,23 @@ def cpu_cluster(num_devices: int, peak_flops: float = 1e11,
                       default_link=LinkSpec(latency_s, bandwidth, "host"))
 
 
-def local() -> Cluster:
+def local(num_cpus: Optional[int] = None) -> Cluster:
   """The devices TensorFlow sees here, with rough figures.
 
-  CPU: one device per configured logical CPU (1 if none configured); peak
-  FLOP/s = cores x 2.5 GHz x 16 (one AVX2 FMA unit), memory from
-  /proc/meminfo, 20 GB/s memory bandwidth; all shared among the logical CPUs.
+  CPU: one device per configured logical CPU (1 if none configured), or
+  `num_cpus` of them (the preset `local:N`: a session of tfplace's own,
+  as `measure` and `--target local` open, makes that many); peak FLOP/s =
+  cores x 2.5 GHz x 16 (one AVX2 FMA unit), memory from /proc/meminfo,
+  20 GB/s memory bandwidth; all shared among the logical CPUs.
   GPUs: figures from a small table by name, else V100-like.
   """
   import tensorflow as tf
-  cpus = tf.config.list_physical_devices("CPU")
-  logical = tf.config.get_logical_device_configuration(cpus[0]) if cpus else None
-  n_cpu = max(1, len(logical or []))
+  n_cpu = num_cpus
+  if n_cpu is None:
+    cpus = tf.config.list_physical_devices("CPU")
+    logical = (tf.config.get_logical_device_configuration(cpus[0])
+               if cpus else None)
+    n_cpu = max(1, len(logical or []))
   cores = os.cpu_count() or 1
   cpu = (cores * 2.5e9 * 16 / n_cpu, 20 * GB / n_cpu, _mem_total() / n_cpu)
   prefix = "/job:localhost/replica:0/task:0/device:"
@@ -145,7 +150,20 @@ def local() -> Cluster:
   for i, gpu in enumerate(tf.config.list_physical_devices("GPU")):
     name = tf.config.experimental.get_device_details(gpu).get("device_name", "")
     devices.append(_device(f"{prefix}GPU:{i}", gpu_figures(name), 5e-6))
-  return make_cluster("local", devices, default_link=PCIE3)
+  return make_cluster("local" if num_cpus is None else f"local:{num_cpus}",
+                      devices, default_link=PCIE3)
+
+
+def _local_cpus(name: str) -> Optional[int]:
+  """N of the preset name "local:N" (N logical CPUs); None for another
+  name. Raises ClusterError for "local:" and a count that is not >= 1."""
+  if not name.startswith("local:"):
+    return None
+  count = name[len("local:"):]
+  if not count.isdigit() or int(count) < 1:
+    raise ClusterError(f"{name!r}: local:N takes a number of logical CPUs "
+                       "N >= 1 (e.g. local:2)")
+  return int(count)
 
 
 def _mem_total() -> float:
@@ -172,6 +190,8 @@ def gpu_figures(name: str) -> Tuple[float, ...]:
   return V100_SXM2
 
 
+_LOCAL_N = "local:N (N logical CPUs)"
+
 PRESETS: Dict[str, Callable[[], Cluster]] = {
     "k80x2": k80x2,
     "k80x4": k80x4,
@@ -193,10 +213,13 @@ def _cached(name: str) -> Cluster:
 
 
 def preset(name: str) -> Cluster:
-  """The preset cluster `name`; raises ClusterError if unknown."""
+  """The preset cluster `name` (or "local:N": `local` with N logical
+  CPUs); raises ClusterError if unknown."""
+  if _local_cpus(name) is not None:
+    return local(_local_cpus(name))
   if name not in PRESETS:
     raise ClusterError(f"unknown cluster preset {name!r}; presets: "
-                       f"{', '.join(PRESETS)}")
+                       f"{', '.join(PRESETS)}, {_LOCAL_N}")
   if name == "local":  # Depends on TF's device configuration: never cached.
     return local()
   return _cached(name)
@@ -208,7 +231,8 @@ def load_cluster(name_or_path: str) -> Cluster:
   Raises:
     ClusterError: if it is neither, or the file is malformed.
   """
-  if name_or_path in PRESETS:
+  if name_or_path in PRESETS or (not os.path.isfile(name_or_path)
+                                 and _local_cpus(name_or_path)):
     return preset(name_or_path)
   if os.path.isfile(name_or_path):
     return Cluster.from_json_file(name_or_path)
@@ -216,6 +240,6 @@ def load_cluster(name_or_path: str) -> Cluster:
     raise ClusterError(
         f"no such cluster file {name_or_path!r} (a `tfplace cluster up` "
         "state file is removed by `tfplace cluster down`); presets: "
-        f"{', '.join(PRESETS)}")
+        f"{', '.join(PRESETS)}, {_LOCAL_N}")
   raise ClusterError(f"{name_or_path!r} is neither a cluster preset nor a "
                      f"cluster JSON file; presets: {', '.join(PRESETS)}")

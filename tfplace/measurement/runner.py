@@ -37,6 +37,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from absl import logging
 
 from tfplace.cost.cluster import Cluster
+from tfplace.device_names import canonical_device
 from tfplace.errors import MeasureError, WorkerDiedError
 from tfplace.graph.op_graph import OpGraph, StepFetches
 from tfplace.io_utils import atomic_write
@@ -53,7 +54,8 @@ from tfplace.measurement.session import (Deadline, StepSession,
 # The result types live in `timing`; they are importable from here too.
 from tfplace.measurement.timing import (STEP_STATS_FILE, DeviceMismatch,  # noqa: F401
                                         OpRecord, StepTiming,
-                                        device_mismatches, op_records,
+                                        device_mismatches,
+                                        memory_unrecorded, op_records,
                                         peak_memory, save_timing,
                                         timing_from_steps, without_held)
 from tfplace.placement import Placement, placed_graph_def
@@ -213,16 +215,18 @@ def measure(graph: OpGraph, placement: Placement,
   finally:
     if monitor:
       monitor.stop()
-  records = op_records(result.metadata.step_stats, graph)
+  stats = result.metadata.step_stats
+  records = op_records(stats, graph)
   mismatches = device_mismatches(records, placement)
+  peaks = without_held(peak_memory(stats), held)
+  placed = {canonical_device(d) for d in placement.devices.values()}
   return timing_from_steps(
       collected, op_records=tuple(records), devices_match=not mismatches,
       mismatches=tuple(mismatches), trace_path=trace_dir,
       target=config.target, profile_error=result.profile_error,
-      loss=result.loss, inputs=inputs.sources,
-      peak_memory_bytes=without_held(
-          peak_memory(result.metadata.step_stats), held),
-      process_cpu_bytes=held)
+      loss=result.loss, inputs=inputs.sources, peak_memory_bytes=peaks,
+      process_cpu_bytes=held,
+      memory_unrecorded=memory_unrecorded(stats, placed, peaks))
 
 
 def _profilers(target: str,

@@ -109,6 +109,10 @@ class StepTiming:
       `process_cpu_bytes`).
     process_cpu_bytes: in process, the bytes the CPU allocator held before
       the session opened (0 on a server target, or without statistics).
+    memory_unrecorded: placed device -> why it has no peak though others
+      have one (`memory_unrecorded`): its ops allocated nothing during the
+      step (only variables and their updates), its allocator kept no
+      statistics, or no op of the step ran there.
   """
   median_step_time_s: float
   min_step_time_s: float
@@ -127,6 +131,8 @@ class StepTiming:
   peak_memory_bytes: Mapping[str, int] = dataclasses.field(
       default_factory=dict)
   process_cpu_bytes: int = 0
+  memory_unrecorded: Mapping[str, str] = dataclasses.field(
+      default_factory=dict)
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -248,6 +254,49 @@ def peak_memory(step_stats) -> Dict[str, int]:
         during = in_use - used.live_bytes + used.peak_bytes
         peaks[device] = int(max(peaks.get(device, 0), in_use, during))
   return peaks
+
+
+NO_ALLOCATION = "no allocation recorded: its ops allocated nothing in the step"
+NO_STATISTICS = "its allocator kept no statistics"
+NOT_RUN = "no op of the step ran there"
+
+
+def memory_unrecorded(step_stats, devices: Iterable[str],
+                      peaks: Mapping[str, int]) -> Dict[str, str]:
+  """Device -> why it has no peak in `peaks`, for each of `devices` (the
+  placed ones, full names) that has none while another device has one.
+
+  TF snapshots an allocator only when an op allocates through it: a device
+  whose ops only hold variables and update them in place (a parameter
+  server's `ResourceApplyGradientDescent`) records nothing during the step
+  (`NO_ALLOCATION`). A CPU that shares its task's allocator with a CPU
+  that has a peak is covered by that peak (`peak_memory`).
+  """
+  if not peaks:
+    return {}  # Nothing measured anywhere: the caller says why once.
+  entries: Dict[str, List[bool]] = {}  # device -> [ran an op, had memory]
+  for dev in step_stats.dev_stats:
+    if "/stream:" in dev.device or dev.device.endswith("/memcpy"):
+      continue
+    seen = entries.setdefault(_device_name(dev.device), [False, False])
+    for node in dev.node_stats:
+      seen[0] = seen[0] or not _is_runtime_node(node.node_name)
+      seen[1] = seen[1] or bool(node.memory)
+  tasks_measured = {_cpu_task(d) for d in peaks} - {None}
+  out = {}
+  for device in sorted(set(devices) - set(peaks)):
+    if _cpu_task(device) in tasks_measured:
+      continue
+    ran, had_memory = entries.get(device, (False, False))
+    out[device] = (NO_STATISTICS if had_memory else
+                   NO_ALLOCATION if ran else NOT_RUN)
+  return out
+
+
+def _cpu_task(device: str) -> Optional[str]:
+  """"/job:w/replica:0/task:1" for a CPU device of that task, else None."""
+  task, _, kind = device.rpartition("/device:")
+  return task if kind.upper().startswith("CPU") else None
 
 
 def without_held(peaks: Mapping[str, int], cpu_held: int) -> Dict[str, int]:

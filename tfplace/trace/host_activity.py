@@ -97,14 +97,16 @@ def _kind(name: str) -> str:
       "recv_done" if m.group(2) in _RECVS else "ops")
 
 
-def _lines(files: Sequence[str]):
+def _lines(files: Sequence[str], warn: bool):
   """(worker, thread, line start ns, [(offset ps, duration ps, name)]) per
-  host line."""
-  from tfplace.trace.xplane import parse_space, task_names, xplane_host
-  tasks = task_names(files, []) if len(files) > 1 else {}
-  for path in files:
+  host line of the readable files."""
+  from tfplace.trace.xplane import readable_spaces, task_names, xplane_host
+  where = os.path.dirname(files[0]) if files else "the profile"
+  spaces = readable_spaces(files, where, warn=warn)
+  tasks = task_names([p for p, _ in spaces], []) if len(files) > 1 else {}
+  for path, space in spaces:
     host = xplane_host(path)
-    for plane in parse_space(path).planes:
+    for plane in space.planes:
       if not plane.name.startswith("/host"):
         continue
       md = plane.event_metadata
@@ -160,14 +162,19 @@ def _thread(worker, thread, events, lo, hi) -> ThreadActivity:
                 if counts[k]})
 
 
-def host_activity(files: Sequence[str]) -> HostActivity:
+def host_activity(files: Sequence[str], warn: bool = True) -> HostActivity:
   """Host-thread activity of a TF profiler run (its `.xplane.pb` files, one
   per worker); threads with no event in the window are left out.
 
+  Args:
+    files: the run's `.xplane.pb` paths.
+    warn: log each unreadable file skipped (`xplane.readable_spaces`);
+      off where the trace was read, and warned of, first.
+
   Raises:
-    TraceError: unreadable files, or no op event on a host thread.
+    TraceError: no readable file, or no op event on a host thread.
   """
-  raw = list(_lines(files))
+  raw = list(_lines(files, warn))
   if not raw:
     where = os.path.dirname(files[0]) if files else "the profile"
     raise TraceError(f"{where}: the profile has no host thread events (did "

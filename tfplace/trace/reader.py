@@ -10,7 +10,8 @@
     A run with one file per host (`<host>.xplane.pb`, as
     `tf.profiler.experimental.client.trace` writes for the workers of a TF
     server cluster) is merged; each device is then prefixed with the file's
-    host, e.g. "127.0.0.1_6009/host:CPU". A directory written by
+    host, e.g. "127.0.0.1_6009/host:CPU". A worker's file that is empty or
+    cut short is skipped with a warning naming it; the others are read. A directory written by
     `tfplace measure --trace_dir` also holds `step_stats.pb` (the per-op,
     per-device timeline of a FULL_TRACE step); that file is read instead, as
     the client-side profiler cannot see ops that ran in server processes;
@@ -134,9 +135,6 @@ def _xplane_files(directory: str) -> List[str]:
 
 def _load_xplanes(files: List[str], source: str) -> Trace:
   from tfplace.trace.xplane import read_xplanes
-  for f in files:
-    if os.path.getsize(f) == 0:
-      raise TraceError(f"{f}: the file is empty")
   return read_xplanes(files, source, _transfer_fields)
 
 

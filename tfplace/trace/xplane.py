@@ -31,7 +31,9 @@ import dataclasses
 import json
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from absl import logging
 
 from tfplace.errors import TraceError
 from tfplace.trace.trace import (OP, TRANSFER, StepMark, Trace, TraceEvent,
@@ -66,10 +68,47 @@ def parse_space(path: str):
   try:
     with open(path, "rb") as f:
       space.ParseFromString(f.read())
+  except OSError as e:
+    raise TraceError(f"{path}: cannot be read ({e.strerror})") from None
   except (message.DecodeError, RuntimeError, ValueError) as e:
     raise TraceError(
         f"{path}: not a readable TF profiler xplane ({e})") from None
   return space
+
+
+def readable_spaces(files: Sequence[str], source: str,
+                    warn: bool = True) -> List[Tuple[str, Any]]:
+  """(path, XSpace) of each readable file of one profile run.
+
+  A run of several files (one per worker) is read without a file that is
+  empty or unreadable (a worker's profile cut short as it was written):
+  one warning line names the file and why, and the other workers' files
+  are read.
+
+  Args:
+    files: the run's `.xplane.pb` paths.
+    source: where they came from (for messages).
+    warn: log the skipped files (off where the caller warned already).
+
+  Raises:
+    TraceError: no file is readable (one file alone: why it is not).
+  """
+  if len(files) == 1:
+    return [(files[0], parse_space(files[0]))]
+  spaces, errors = [], []
+  for path in files:
+    try:
+      spaces.append((path, parse_space(path)))
+    except TraceError as e:
+      errors.append(str(e))
+  if not spaces:
+    raise TraceError(f"{source}: none of its {len(files)} xplane files is "
+                     "readable: " + "; ".join(errors))
+  for error in errors if warn else ():
+    logging.warning("skipped a worker's file, %s; the trace covers the "
+                    "other %d of the run's %d files", error, len(spaces),
+                    len(files))
+  return spaces
 
 
 def _stats(plane, stats) -> Dict[str, str]:
@@ -108,12 +147,11 @@ def _plane_events(plane, device: str) -> List[_Raw]:
 
 def xplane_events(path: str, host: str = "") -> List[_Raw]:
   """The TF op events of one xplane file, devices prefixed with `host`."""
-  return _read_file(path, host)[0]
+  return _space_events(parse_space(path), host)[0]
 
 
-def _read_file(path: str, host: str) -> Tuple[List[_Raw], List[_Mark]]:
-  """(TF op events, step markers) of one xplane file."""
-  space = parse_space(path)
+def _space_events(space, host: str) -> Tuple[List[_Raw], List[_Mark]]:
+  """(TF op events, step markers) of one file's XSpace."""
   events, marks = [], []
   for plane in space.planes:
     if plane.name.startswith("/"):  # devices; not "Task Environment"
@@ -145,11 +183,11 @@ def _plane_step_marks(plane) -> List[_Mark]:
   return out
 
 
-def _why_no_ops(files: Sequence[str]) -> str:
+def _why_no_ops(spaces: Sequence[Any]) -> str:
   """What a profile without TF op events holds instead, in words."""
   eager = 0
-  for path in files:
-    for plane in parse_space(path).planes:
+  for space in spaces:
+    for plane in space.planes:
       names = {k: m.name for k, m in plane.event_metadata.items()}
       eager += sum(names.get(ev.metadata_id, "").startswith(
           "EagerLocalExecute") for line in plane.lines for ev in line.events)
@@ -180,17 +218,20 @@ def read_xplanes(files: Sequence[str], source: str, transfer_fields) -> Trace:
       transfer ops (the reader's, shared with Chrome traces).
 
   Raises:
-    TraceError: a file is empty or not an XSpace, or no TF op was traced.
+    TraceError: no file is readable (of several, an unreadable one is
+      skipped with a warning: `readable_spaces`), or no TF op was traced.
   """
   raw, raw_marks = [], []
-  merged = len(files) > 1
-  for path in files:
-    events, marks = _read_file(path, xplane_host(path) if merged else "")
+  merged = len(files) > 1  # Workers keep their task names without a file.
+  spaces = readable_spaces(files, source)
+  for path, space in spaces:
+    events, marks = _space_events(space, xplane_host(path) if merged else "")
     raw.extend(events)
     raw_marks.extend(marks)
   if not raw:
     raise TraceError(f"{source}: the profile has no TF op events "
-                     f"({_why_no_ops(files)})")
+                     f"({_why_no_ops([s for _, s in spaces])})")
+  files = [path for path, _ in spaces]
   t0_ns = min(r[3] for r in raw)
   events = [_to_event(r, t0_ns, transfer_fields) for r in raw]
   if merged:

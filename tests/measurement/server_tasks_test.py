@@ -1,0 +1,41 @@
+"""Tests for tfplace.measurement.server_tasks on real TF server processes."""
+
+import pytest
+
+import tfplace  # noqa: F401  (before TensorFlow)
+from tfplace.errors import MeasureError
+from tfplace.measurement.local_cluster import LocalCluster
+from tfplace.measurement.server_tasks import check_served_tasks, served_task
+
+
+@pytest.fixture(scope="module")
+def addresses():
+  with LocalCluster(num_workers=2) as servers:
+    yield servers.cluster_spec["worker"]
+
+
+def test_each_server_names_its_own_task(addresses):
+  for task, address in enumerate(addresses):
+    own, listed = served_task(address)
+    assert own == ("worker", task)
+    assert listed == {("worker", 0), ("worker", 1)}
+
+
+def test_the_servers_own_spec_passes_under_another_host_name(addresses):
+  check_served_tasks(addresses)
+  check_served_tasks(["grpc://" + a.replace("127.0.0.1", "localhost")
+                      for a in addresses])
+
+
+def test_a_swapped_spec_names_the_address_and_the_task_it_serves(addresses):
+  with pytest.raises(MeasureError, match=(
+      f"lists {addresses[1]} as /job:worker/task:0, but the server there "
+      r"is /job:worker/task:1 of its own cluster")):
+    check_served_tasks(addresses[::-1])
+
+
+def test_a_spec_of_some_of_the_servers_says_how_many_there_are(addresses):
+  with pytest.raises(MeasureError, match=(
+      r"lists 1 /job:worker task\(s\), but the server at .* is in a "
+      "cluster of 2")):
+    check_served_tasks(addresses[:1])
