@@ -161,9 +161,3 @@ def test_bad_real_run_flags_are_named_as_flags(tmp_path, two_cpus, flag,
   assert proc.returncode == 2, proc.stderr
   assert f"flag {flag}=" in proc.stderr.strip().splitlines()[-1]
   assert out.read_text() == "keep me"
-
-
-def test_the_largest_top_k_flag_is_the_verifications():
-  from tfplace.cli.real_flags import MAX_TOP_K
-  from tfplace.real.verify import KEEP_TOP
-  assert MAX_TOP_K == KEEP_TOP

@@ -32,9 +32,10 @@ from typing import List
 from absl import flags, logging
 
 from tfplace.errors import TfplaceError
+from tfplace.placers.search_support import KEEP_TOP
 
-# The most candidates a verification keeps (`search_support.KEEP_TOP`).
-MAX_TOP_K = 16
+# The most candidates a verification keeps.
+MAX_TOP_K = KEEP_TOP
 
 _VERIFY_TOP_K = flags.DEFINE_integer(
     "verify_top_k", 0, "measure the placer's K best distinct placements and "
