@@ -161,3 +161,19 @@ def test_bad_real_run_flags_are_named_as_flags(tmp_path, two_cpus, flag,
   assert proc.returncode == 2, proc.stderr
   assert f"flag {flag}=" in proc.stderr.strip().splitlines()[-1]
   assert out.read_text() == "keep me"
+
+
+def test_a_target_spec_in_another_order_than_the_servers_exits_2(tmp_path):
+  # The task check moved from the CLI into place_on_target: it still stops
+  # `place --target` before the search, in one line, asking each server once.
+  from tfplace.measurement.local_cluster import LocalCluster
+  out = tmp_path / "p.json"
+  with LocalCluster(num_workers=2) as servers:
+    swapped = json.dumps({"worker": servers.cluster_spec["worker"][::-1]})
+    proc = run("--cluster", swapped, "--placer", "m_etf", "--verify_top_k",
+               "2", "--target", swapped, "--out", str(out))
+  assert proc.returncode == 2, proc.stderr
+  errors = [l for l in proc.stderr.splitlines() if "error:" in l]
+  assert len(errors) == 1 and "but the server there is /job:worker/task:1 " \
+      "of its own cluster" in errors[0], proc.stderr
+  assert "Traceback" not in proc.stderr and not out.exists()

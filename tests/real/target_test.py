@@ -46,3 +46,45 @@ def test_another_cluster_than_the_servers_is_named_with_the_servers():
                      r"cluster of the target, 2 TF servers at grpc://"):
     # pylint: disable-next=protected-access
     target_lib._check_devices(target, cpu_cluster(2))
+
+
+@pytest.fixture(scope="module")
+def two_servers():
+  from tfplace.measurement.local_cluster import LocalCluster
+  with LocalCluster(num_workers=2) as servers:
+    yield servers
+
+
+def _tiny_graph():
+  from tfplace.models.registry import build_model
+  return build_model("mlp_towers", num_towers=2, hidden=4, batch_size=2,
+                     input_size=4, num_layers=1)
+
+
+@pytest.mark.parametrize("form", [dict, RemoteCluster])
+def test_a_spec_in_another_order_than_the_servers_is_refused(two_servers,
+                                                             form):
+  # Only the CLI asked the servers: verify_top_k(graph, swapped spec) ran,
+  # and measured each placement on the other task than it named.
+  from tfplace.real.target import checked_problem
+  swapped = two_servers.cluster_spec["worker"][::-1]
+  with pytest.raises(MeasureError, match=(
+      f"the cluster spec lists {swapped[0]} as /job:worker/task:0, but the "
+      r"server there is /job:worker/task:1 of its own cluster")):
+    checked_problem(_tiny_graph(), form({"worker": swapped}))
+
+
+def test_a_spec_asks_each_server_once_and_a_local_cluster_none(
+    two_servers, monkeypatch):
+  from tfplace.measurement import server_tasks
+  from tfplace.real.target import checked_problem
+  asked = []
+  real = server_tasks.served_task
+  monkeypatch.setattr(server_tasks, "served_task",
+                      lambda address, *a: asked.append(address) or real(
+                          address, *a))
+  _, resolved = checked_problem(_tiny_graph(), dict(two_servers.cluster_spec))
+  assert asked == two_servers.cluster_spec["worker"]
+  assert resolved.workers == tuple(two_servers.cluster_spec["worker"])
+  checked_problem(_tiny_graph(), two_servers)
+  assert len(asked) == 2

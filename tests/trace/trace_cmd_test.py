@@ -149,6 +149,15 @@ def test_a_truncated_worker_file_leaves_the_other_worker(tmp_path):
   warnings = [line for line in err.splitlines() if str(cut) in line]
   assert len(warnings) == 1 and warnings[0].startswith("W"), err
   assert "not a readable TF profiler xplane" in warnings[0]
+  # The report said nothing of it, nor did --json.
+  assert out.splitlines()[2].startswith(
+      "skipped 1 unreadable file of the run (what it held is missing "
+      f"below): {cut.relative_to(log_dir)}: not a readable TF profiler "
+      "xplane (")
+  rc, out, err = _run(str(log_dir), "--json")
+  assert rc == 0, err
+  [skipped] = json.loads(out)["summary"]["skipped_files"]
+  assert skipped["path"] == str(cut) and "not a readable" in skipped["why"]
   (run / "127.0.0.1_33819.xplane.pb").write_bytes(b"")
   rc, out, err = _run(str(log_dir))
   assert rc == 2 and out == ""

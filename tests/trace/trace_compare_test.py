@@ -59,3 +59,21 @@ def test_traces_of_different_models_are_flagged():
   assert (c.ops_before, c.ops_after, c.shared_ops) == (1, 1, 0)
   assert "are these traces of the same model?" in format_comparison(c)
   assert c.to_dict()["shared_ops"] == 0
+
+
+def test_a_compared_trace_read_without_a_worker_says_so():
+  # --compare with a profile missing a worker's file compared what was
+  # left; only stderr's warning said so.
+  from tfplace.trace.trace import SkippedFile
+  events = [TraceEvent(A, "x", "MatMul", 0.0, 4.0)]
+  skipped = (SkippedFile("run/w1.xplane.pb", "the file is empty"),)
+  c = compare(make_trace(events, "whole"),
+              make_trace(events, "cut", skipped_files=skipped))
+  assert c.skipped_before == () and c.skipped_after == skipped
+  assert format_comparison(c).splitlines()[0] == (
+      "second trace read without 1 unreadable file(s) of its run: "
+      "run/w1.xplane.pb: the file is empty")
+  assert json.loads(json.dumps(c.to_dict()))["skipped_after"] == [
+      {"path": "run/w1.xplane.pb", "why": "the file is empty"}]
+  assert "unreadable" not in format_comparison(compare(
+      make_trace(events, "a"), make_trace(events, "b")))

@@ -392,6 +392,13 @@ def test_a_truncated_worker_file_is_skipped_with_a_warning(tmp_path, caplog):
   assert len(warnings) == 1
   assert str(cut) in warnings[0] and "not a readable" in warnings[0]
   assert "other 1 of the run's 2 files" in warnings[0]
+  # It was said only in that warning: the trace (and so its report and
+  # --json) did not know a worker was missing.
+  [skipped] = t.skipped_files
+  assert skipped.path == str(cut)
+  assert skipped.why.startswith("not a readable TF profiler xplane (")
+  assert "1 unreadable file(s) skipped" in repr(t)
+  assert not whole.skipped_files
 
 
 def test_a_run_with_no_readable_file_fails_naming_each(tmp_path):

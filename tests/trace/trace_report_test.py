@@ -2,6 +2,7 @@
 names for server-cluster xplane traces, short distinct device labels, the
 client transfer, the Gantt layout and title."""
 
+import dataclasses
 import os
 import shutil
 
@@ -12,8 +13,8 @@ from tfplace.placement import Placement, PlacementMetadata
 from tfplace.trace.plot import gantt_layout
 from tfplace.trace.reader import load_trace
 from tfplace.trace.summary import summarize
-from tfplace.trace.trace import (CLIENT, TRANSFER, TraceEvent, make_trace,
-                                 short_device_names)
+from tfplace.trace.trace import (CLIENT, TRANSFER, SkippedFile, TraceEvent,
+                                 make_trace, short_device_names)
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "testdata",
                     "traces")
@@ -182,3 +183,29 @@ def test_transfer_time_is_called_summed_and_unknown_bytes_explained():
   assert "summed ms" in text and "time ms" not in text
   assert "task:0/CPU:0 -> task:1/CPU:0      3  ?          3.000" in text
   assert "(bytes ?: the trace does not record them" in text
+
+
+def test_a_skipped_file_is_one_line_under_the_counts_and_in_the_dict(
+    tmp_path):
+  # A worker's unreadable file was said only in a warning on stderr.
+  run = tmp_path / "plugins" / "profile" / "run"
+  events = [TraceEvent("/device:CPU:0", "a", "MatMul", 0.0, 1e-3),
+            TraceEvent("/device:CPU:0", "b", "Relu", 2e-3, 1e-3)]
+  skipped = (SkippedFile(str(run / "h_1.xplane.pb"), "the file is empty"),)
+  trace = make_trace(events, str(tmp_path), skipped_files=skipped)
+  summary = summarize(trace)
+  assert summary.skipped_files == skipped
+  assert list(summary.to_dict()["skipped_files"]) == [
+      {"path": str(run / "h_1.xplane.pb"), "why": "the file is empty"}]
+  lines = str(summary).splitlines()
+  assert lines[2] == (
+      "skipped 1 unreadable file of the run (what it held is missing "
+      "below): plugins/profile/run/h_1.xplane.pb: the file is empty")
+  assert "skipped" not in str(summarize(make_trace(events, "hand")))
+  # A trace of several steps: each step is read without the file too.
+  steps = make_trace(events + [dataclasses.replace(e, start_s=e.start_s + 1)
+                               for e in events], "hand",
+                     skipped_files=skipped)
+  assert steps.step(1).skipped_files == skipped
+  assert len(summarize(steps).steps) == 2
+  assert "skipped 1" in str(summarize(steps))

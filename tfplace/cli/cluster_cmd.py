@@ -22,8 +22,9 @@ exactly the processes the state file lists, removes the state file and their
 temporary log folder (`tfplace_cluster_*`; --keep_logs keeps it); to
 simulate on the measured cluster afterwards, write it first with
 `benchmark --out cluster.json` (or copy the state file). `status` tells which
-workers are alive and reachable (with --cluster_spec: servers on real hosts)
-and exits with status 2 when one is not. `benchmark` measures running
+workers are alive and reachable (with --cluster_spec: servers on real hosts,
+each also asked which task it serves) and exits with status 2 when one is
+not, or when a spec's address i is not the servers' task i. `benchmark` measures running
 servers again (the state file's, updated in place, or those of a cluster
 spec of real hosts; it asks the servers for their GPUs) and with --out
 writes the measured cluster JSON (for --cluster anywhere).
@@ -161,24 +162,59 @@ def _status() -> None:
     rows.append({"task": task, "address": address, "pid": pid,
                  "alive": _is_our_worker(pid) if pid else None,
                  "reachable": reachable(address)})
+  wrong = _ask_tasks(rows) if _SPEC.value else []
   if _JSON.value:
     sys.stdout.write(json.dumps({"workers": rows}) + "\n")
   else:
     for r in rows:
-      alive = ("" if r["alive"] is None else
-               (" alive" if r["alive"] else " dead"))
-      sys.stdout.write(
-          f"task {r['task']} {r['address']} pid {r['pid']}{alive}, "
-          f"{'reachable' if r['reachable'] else 'UNREACHABLE'}\n")
+      sys.stdout.write(_status_line(r) + "\n")
   down = [r for r in rows if r["alive"] is False or not r["reachable"]]
+  from tfplace.errors import MeasureError
   if down:
-    from tfplace.errors import MeasureError
     raise MeasureError(
         f"{len(down)} of {len(rows)} worker(s) down: " + "; ".join(
             f"task {r['task']} ({r['address']}) "
             f"{'dead' if r['alive'] is False else 'unreachable'}"
             for r in down) + "; restart the cluster (`tfplace cluster down`"
         ", then `tfplace cluster up`)")
+  if wrong:
+    more = (f"; {len(wrong) - 1} more address(es) not the task listed either"
+            if len(wrong) > 1 else "")
+    raise MeasureError(wrong[0] + more)
+
+
+def _ask_tasks(rows: List[dict]) -> List[str]:
+  """Asks each reachable server of a --cluster_spec which task it is
+  (`server_tasks.served_task`, one tiny run each): sets each row's "serves"
+  ("/job:worker/task:i", None if not asked or not told) and returns why each
+  address is not the task the spec lists it as."""
+  from tfplace.errors import MeasureError
+  from tfplace.measurement.server_tasks import served_task, task_mismatch
+  wrong = []
+  for r in rows:
+    r["serves"] = None
+    if not r["reachable"]:
+      continue
+    try:
+      own, listed = served_task(r["address"])
+    except MeasureError as e:
+      wrong.append(str(e))
+      continue
+    r["serves"] = f"/job:{own[0]}/task:{own[1]}" if own else None
+    why = task_mismatch(r["address"], r["task"], len(rows), own, listed)
+    if why:
+      wrong.append(why)
+  return wrong
+
+
+def _status_line(row: dict) -> str:
+  """One worker's line of `cluster status`."""
+  pid = "" if row["pid"] is None else f" pid {row['pid']}"
+  alive = ("" if row["alive"] is None else
+           (" alive" if row["alive"] else " dead"))
+  serves = f", serves {row['serves']}" if row.get("serves") else ""
+  return (f"task {row['task']} {row['address']}{pid}{alive}, "
+          f"{'reachable' if row['reachable'] else 'UNREACHABLE'}{serves}")
 
 
 def _benchmark() -> None:

@@ -108,13 +108,14 @@ def settings():
 
 
 def target():
-  """What --target names: a RemoteCluster, grpc://... or "local"."""
+  """What --target names: a RemoteCluster, grpc://... or "local". Its
+  servers' tasks are checked by `place_on_target` (`checked_problem`)."""
   value = _TARGET.value
   if value == "local" or value.startswith("grpc://"):
     return value
   from tfplace.cli.run_helpers import servers_from_cluster_arg
   remote, _ = servers_from_cluster_arg(
-      value, "--target", ", grpc://host:port or local")
+      value, "--target", ", grpc://host:port or local", check_tasks=False)
   return remote
 
 

@@ -69,7 +69,7 @@ def load_graph_or_model(source: str, loop_trip_counts: Optional[str] = None,
 
 
 def servers_from_cluster_arg(value: str, flag: str = "--cluster",
-                             other_forms: str = ""
+                             other_forms: str = "", check_tasks: bool = True
                              ) -> Tuple[object, List[str]]:
   """(RemoteCluster, profiler addresses) of the servers --cluster names,
   each checked reachable (a stale state file, whose servers are gone, then
@@ -81,6 +81,8 @@ def servers_from_cluster_arg(value: str, flag: str = "--cluster",
   A `tfplace cluster up` state file lists each worker's profiler address; a
   plain cluster spec does not, so its workers' server ports are used.
   `flag` and `other_forms` (what else the flag takes) are for the message.
+  `check_tasks=False` leaves the task check to the caller (the real-run
+  API's `checked_problem` asks a RemoteCluster's servers itself).
   """
   from tfplace.cli.cluster_arg import read_server_spec
   from tfplace.measurement.local_cluster import check_reachable
@@ -92,7 +94,8 @@ def servers_from_cluster_arg(value: str, flag: str = "--cluster",
                        '({"worker": ["host:port", ...]})' + other_forms)
   remote = spec.remote()
   check_reachable(remote.addresses)
-  check_served_tasks(remote.addresses)
+  if check_tasks:
+    check_served_tasks(remote.addresses)
   return remote, list(spec.profiler_addresses or remote.profiler_addresses)
 
 

@@ -73,15 +73,26 @@ def check_served_tasks(addresses: Sequence[str], job: str = "worker",
   """
   for i, address in enumerate(addresses):
     own, listed = served_task(address.replace("grpc://", ""), timeout_s)
-    if own is not None and own != (job, i):
-      raise MeasureError(
-          f"the cluster spec lists {address} as /job:{job}/task:{i}, but "
-          f"the server there is /job:{own[0]}/task:{own[1]} of its own "
-          "cluster; give the spec the servers were started with (each "
-          "task's address, in task order)")
-    tasks = sum(j == job for j, _ in listed)
-    if tasks != len(addresses):
-      raise MeasureError(
-          f"the cluster spec lists {len(addresses)} /job:{job} task(s), "
-          f"but the server at {address} is in a cluster of {tasks}; give "
-          "the spec the servers were started with")
+    wrong = task_mismatch(address, i, len(addresses), own, listed, job)
+    if wrong:
+      raise MeasureError(wrong)
+
+
+def task_mismatch(address: str, task: int, num_tasks: int,
+                  own: Optional[Tuple[str, int]],
+                  listed: Set[Tuple[str, int]],
+                  job: str = "worker") -> Optional[str]:
+  """Why the server at `address`, listed as `job` task `task` of a spec of
+  `num_tasks` addresses, is not that task (its `served_task` answer: `own`,
+  `listed`), or None if it is."""
+  if own is not None and own != (job, task):
+    return (f"the cluster spec lists {address} as /job:{job}/task:{task}, "
+            f"but the server there is /job:{own[0]}/task:{own[1]} of its own "
+            "cluster; give the spec the servers were started with (each "
+            "task's address, in task order)")
+  tasks = sum(j == job for j, _ in listed)
+  if tasks != num_tasks:
+    return (f"the cluster spec lists {num_tasks} /job:{job} task(s), but the "
+            f"server at {address} is in a cluster of {tasks}; give the spec "
+            "the servers were started with")
+  return None

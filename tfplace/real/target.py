@@ -13,7 +13,9 @@
 
 `check_target` runs before any search: the servers answer, the cluster
 placed on is the target's (the same device names), and a calibration in
-use was made for it. Each failure is one clear error; nothing is measured.
+use was made for it. `checked_problem` (what `verify_top_k` and
+`place_on_target` run) also asks the servers of a cluster spec which task
+each is. Each failure is one clear error; nothing is measured.
 """
 
 import dataclasses
@@ -30,6 +32,7 @@ from tfplace.measurement.local_cluster import (RemoteCluster,
                                                cluster_from_target,
                                                workers_for)
 from tfplace.measurement.local_devices import local_cpus_for
+from tfplace.measurement.server_tasks import check_served_tasks
 from tfplace.placers.problem import PlacementProblem
 
 LOCAL_PREFIX = "/job:localhost/replica:0/task:0/device:"
@@ -186,13 +189,23 @@ def checked_problem(graph, target, cluster: Optional[Cluster] = None,
   (`check_target`, with the cost model's calibration) before the problem
   of `graph` on `cluster` (default: the target's) is built.
 
+  A cluster spec (a dict or a `RemoteCluster`) lists each server's task
+  on the user's word; once the servers answer, each is asked which task it
+  is (`server_tasks.check_served_tasks`, one tiny run per address), as
+  `tfplace measure --cluster SPEC` does. A `LocalCluster` started its
+  servers from its own spec and is not asked.
+
   Raises:
     MeasureError, ClusterError, PlacementError: see `resolve_target`,
-      `check_target` and `target_cluster`.
+      `check_target` and `target_cluster`; MeasureError also for a spec
+      whose address i is not the servers' task i.
   """
+  target = _servers_of_spec(target)
   cluster = cluster or target_cluster(target)
   resolved = resolve_target(target)
   check_target(resolved, cluster, calibration_of(cost_model))
+  if isinstance(target, RemoteCluster):
+    check_served_tasks(resolved.workers)
   return PlacementProblem.build(graph, cluster, cost_model), resolved
 
 

@@ -5,7 +5,7 @@ import math
 from typing import Dict, Tuple
 
 from tfplace.trace.summary import device_usage
-from tfplace.trace.trace import Trace, short_device_names
+from tfplace.trace.trace import SkippedFile, Trace, short_device_names
 from tfplace.units import format_bytes
 
 
@@ -49,6 +49,9 @@ class TraceComparison:
     ops_before: distinct op names in the first trace.
     ops_after: distinct op names in the second trace.
     shared_ops: op names in both (few: the traces are of different models).
+    skipped_before: files of the first trace's run it was read without
+      (`Trace.skipped_files`: a worker's unreadable profile).
+    skipped_after: the same for the second trace.
   """
   span_before_s: float
   span_after_s: float
@@ -60,6 +63,8 @@ class TraceComparison:
   ops_before: int = 0
   ops_after: int = 0
   shared_ops: int = 0
+  skipped_before: Tuple[SkippedFile, ...] = ()
+  skipped_after: Tuple[SkippedFile, ...] = ()
 
   def to_dict(self) -> dict:
     """A JSON-ready dict (for `--json`); an infinite ratio becomes None."""
@@ -100,7 +105,8 @@ def compare(before: Trace, after: Trace) -> TraceComparison:
   ratio = span_after / span_before if span_before > 0 else float("inf")
   return TraceComparison(span_before, span_after, ratio, deltas,
                          _transfer_totals(before), _transfer_totals(after),
-                         moved, len(old), len(new), len(set(old) & set(new)))
+                         moved, len(old), len(new), len(set(old) & set(new)),
+                         before.skipped_files, after.skipped_files)
 
 
 def _ms(seconds: float) -> str:
@@ -134,7 +140,11 @@ def format_comparison(c: TraceComparison, max_moved: int = 20) -> str:
   names = short_device_names(
       [d.device for d in c.devices] +
       [d for m in c.moved_ops for d in (m.device_before, m.device_after)])
-  lines = [_shared_text(c),
+  lines = [f"{side} trace read without {len(files)} unreadable file(s) "
+           "of its run: " + "; ".join(f"{f.path}: {f.why}" for f in files)
+           for side, files in (("first", c.skipped_before),
+                               ("second", c.skipped_after)) if files]
+  lines += [_shared_text(c),
            f"span: {_ms(c.span_before_s)} ms -> {_ms(c.span_after_s)} ms "
            f"(x{c.span_ratio:.3f})", "", "busy ms per device (before -> after):"]
   width = max((len(names[d.device]) for d in c.devices), default=0)

@@ -102,7 +102,7 @@ def _lines(files: Sequence[str], warn: bool):
   host line of the readable files."""
   from tfplace.trace.xplane import readable_spaces, task_names, xplane_host
   where = os.path.dirname(files[0]) if files else "the profile"
-  spaces = readable_spaces(files, where, warn=warn)
+  spaces, _ = readable_spaces(files, where, warn=warn)
   tasks = task_names([p for p, _ in spaces], []) if len(files) > 1 else {}
   for path, space in spaces:
     host = xplane_host(path)

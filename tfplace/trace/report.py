@@ -8,6 +8,7 @@ longest segments (runs of events on one device, trivial ops counted, not
 named), not event by event (`--json` has every event).
 """
 
+import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tfplace.units import format_bytes
@@ -77,6 +78,7 @@ def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:
   lines = [f"trace: {summary.source}",
            f"{summary.n_events} events on {n_devices} "
            f"device{'' if n_devices == 1 else 's'}, span {_ms(summary.span_s)} ms"]
+  lines += _skipped(summary)
   lines += _steps(summary)
   renamed = [f"{names[d]} = {d}" for d in sorted(set(devices))
              if names[d] not in (d, d.lstrip("/"))]
@@ -85,6 +87,28 @@ def format_summary(summary: TraceSummary, top: Optional[int] = None) -> str:
   for part in (_devices, _transfers, _top_ops, _critical_path):
     lines += [""] + part(summary, names, top)
   return "\n".join(lines) + "\n"
+
+
+def _skipped(summary: TraceSummary) -> List[str]:
+  """One line naming the run's files the trace was read without, and why
+  (none when every file was read)."""
+  files = summary.skipped_files
+  if not files:
+    return []
+  n = len(files)
+  return [f"skipped {n} unreadable file{'' if n == 1 else 's'} of the run "
+          f"(what {'it' if n == 1 else 'they'} held is missing below): "
+          + "; ".join(f"{_under(f.path, summary.source)}: {f.why}"
+                      for f in files)]
+
+
+def _under(path: str, source: str) -> str:
+  """`path` relative to the trace's `source` folder when it lies in it."""
+  if source and os.path.isdir(source):
+    relative = os.path.relpath(path, source)
+    if not relative.startswith(".."):
+      return relative
+  return path
 
 
 def _steps(summary: TraceSummary) -> List[str]:

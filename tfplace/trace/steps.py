@@ -120,7 +120,8 @@ def split_steps(trace: Trace) -> StepSplit:
     start = min(e.start_s for e in group)
     end = max(e.end_s for e in group)
     steps.append(TraceStep(k, None, start, end - start, len(group)))
-    traces.append(make_trace(group, _step_source(trace, k)))
+    traces.append(make_trace(group, _step_source(trace, k),
+                             skipped_files=trace.skipped_files))
   return StepSplit(trace.source, OP_RUNS, "", tuple(steps), tuple(traces))
 
 
@@ -158,8 +159,9 @@ def _by_markers(trace: Trace, marks: List[StepMark]) -> StepSplit:
   for k, (mark, group) in enumerate(zip(marks, groups)):
     steps.append(TraceStep(k, mark.step_num, mark.start_s,
                            mark.end_s - mark.start_s, len(group)))
-    traces.append(make_trace(group, _step_source(trace, k)) if group else
-                  None)
+    traces.append(make_trace(group, _step_source(trace, k),
+                             skipped_files=trace.skipped_files)
+                  if group else None)
   if all(t is None for t in traces):
     raise TraceError(f"{trace.source}: no event falls in any of its "
                      f"{len(marks)} {marks[0].name!r} step markers")

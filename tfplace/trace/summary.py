@@ -19,7 +19,7 @@ import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from tfplace.trace import steps as steps_lib
-from tfplace.trace.trace import OP, TRANSFER, Trace
+from tfplace.trace.trace import OP, TRANSFER, SkippedFile, Trace
 
 _EPS = 1e-12
 
@@ -134,6 +134,8 @@ class TraceSummary:
       one step (no step markers, no repeated op runs).
     step: the index of the step summarized (None: the whole trace).
     steps_found_by: how the steps were found, in words ("" for one step).
+    skipped_files: the profile run's files the trace was read without
+      (`Trace.skipped_files`: path and why); what they held is missing.
   """
   source: str
   n_events: int
@@ -149,6 +151,7 @@ class TraceSummary:
   steps: Tuple[steps_lib.TraceStep, ...] = ()
   step: Optional[int] = None
   steps_found_by: str = ""
+  skipped_files: Tuple[SkippedFile, ...] = ()
 
   def to_dict(self) -> dict:
     """A JSON-ready dict (for `--json`)."""
@@ -320,6 +323,7 @@ def summarize(trace: Trace, top_k: int = 10,
 def _summarize(trace: Trace, top_k: int) -> TraceSummary:
   path = critical_path(trace)
   return TraceSummary(
+      skipped_files=trace.skipped_files,
       source=trace.source, n_events=len(trace.events), span_s=trace.span_s(),
       devices=tuple(device_usage(trace, d) for d in trace.devices()),
       transfers=transfer_stats(trace), top_ops=top_ops(trace, top_k),

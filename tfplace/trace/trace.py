@@ -90,6 +90,20 @@ class StepMark:
   end_s: float
 
 
+@dataclasses.dataclass(frozen=True)
+class SkippedFile:
+  """A file of a profile run that the trace was read without: a worker's
+  `.xplane.pb` that is empty or unreadable (`xplane.readable_spaces`).
+
+  Attributes:
+    path: the file.
+    why: why it was not read ("the file is empty", "not a readable TF
+      profiler xplane (...)").
+  """
+  path: str
+  why: str
+
+
 @dataclasses.dataclass(frozen=True, repr=False)
 class Trace:
   """A set of events, sorted by start time, from one profile.
@@ -99,17 +113,22 @@ class Trace:
     source: where the trace came from (a path or a description).
     step_marks: the step markers the profile holds, by start (none for
       step stats and most Chrome traces).
+    skipped_files: the run's files it was read without (a worker's
+      unreadable profile), with why; its events miss those workers.
   """
   events: Tuple[TraceEvent, ...]
   source: str = ""
   step_marks: Tuple[StepMark, ...] = ()
+  skipped_files: Tuple[SkippedFile, ...] = ()
 
   def __repr__(self) -> str:
     # Not every event: a trace has thousands (tfplace.summarize reads it).
     marks = (f", {len(self.step_marks)} step markers" if self.step_marks
              else "")
+    skipped = (f", {len(self.skipped_files)} unreadable file(s) skipped"
+               if self.skipped_files else "")
     return (f"Trace({len(self.events)} events on {len(self.devices())} "
-            f"device(s), span {self.span_s() * 1e3:.3f} ms{marks}, "
+            f"device(s), span {self.span_s() * 1e3:.3f} ms{marks}{skipped}, "
             f"source={self.source!r})")
 
   def devices(self) -> Tuple[str, ...]:
@@ -153,13 +172,15 @@ class Trace:
 
 
 def make_trace(events: Iterable[TraceEvent], source: str,
-               step_marks: Iterable[StepMark] = ()) -> Trace:
+               step_marks: Iterable[StepMark] = (),
+               skipped_files: Iterable[SkippedFile] = ()) -> Trace:
   """Builds a `Trace` from events: shifted to start at 0 and sorted.
 
   Args:
     events: events with start times on any common clock.
     source: where they came from (used in messages).
     step_marks: step markers on the same clock (shifted with the events).
+    skipped_files: files of the run it was read without.
 
   Returns:
     The trace, whose first event starts at 0.0.
@@ -176,7 +197,8 @@ def make_trace(events: Iterable[TraceEvent], source: str,
   marks = sorted((dataclasses.replace(m, start_s=m.start_s - t0,
                                       end_s=m.end_s - t0) for m in step_marks),
                  key=lambda m: (m.start_s, m.step_num))
-  return Trace(events=tuple(shifted), source=source, step_marks=tuple(marks))
+  return Trace(events=tuple(shifted), source=source, step_marks=tuple(marks),
+               skipped_files=tuple(skipped_files))
 
 
 def _name_parts(device: str) -> Tuple[List[str], int]:

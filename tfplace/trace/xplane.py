@@ -36,8 +36,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from absl import logging
 
 from tfplace.errors import TraceError
-from tfplace.trace.trace import (OP, TRANSFER, StepMark, Trace, TraceEvent,
-                                 is_transfer_op, make_trace)
+from tfplace.trace.trace import (OP, TRANSFER, SkippedFile, StepMark, Trace,
+                                 TraceEvent, is_transfer_op, make_trace)
 
 # "name:Type": node names hold no ":"; a type starts with a letter or "_".
 _TF_OP = re.compile(r"^([^:\s][^:]*):([A-Za-z_][\w>]*)$")
@@ -76,9 +76,10 @@ def parse_space(path: str):
   return space
 
 
-def readable_spaces(files: Sequence[str], source: str,
-                    warn: bool = True) -> List[Tuple[str, Any]]:
-  """(path, XSpace) of each readable file of one profile run.
+def readable_spaces(files: Sequence[str], source: str, warn: bool = True
+                    ) -> Tuple[List[Tuple[str, Any]], Tuple[SkippedFile, ...]]:
+  """((path, XSpace) of each readable file of one profile run, the files
+  skipped).
 
   A run of several files (one per worker) is read without a file that is
   empty or unreadable (a worker's profile cut short as it was written):
@@ -94,21 +95,22 @@ def readable_spaces(files: Sequence[str], source: str,
     TraceError: no file is readable (one file alone: why it is not).
   """
   if len(files) == 1:
-    return [(files[0], parse_space(files[0]))]
+    return [(files[0], parse_space(files[0]))], ()
   spaces, errors = [], []
   for path in files:
     try:
       spaces.append((path, parse_space(path)))
     except TraceError as e:
-      errors.append(str(e))
+      errors.append(SkippedFile(path, str(e).removeprefix(f"{path}: ")))
   if not spaces:
     raise TraceError(f"{source}: none of its {len(files)} xplane files is "
-                     "readable: " + "; ".join(errors))
+                     "readable: " + "; ".join(f"{e.path}: {e.why}"
+                                              for e in errors))
   for error in errors if warn else ():
-    logging.warning("skipped a worker's file, %s; the trace covers the "
-                    "other %d of the run's %d files", error, len(spaces),
-                    len(files))
-  return spaces
+    logging.warning("skipped a worker's file, %s: %s; the trace covers the "
+                    "other %d of the run's %d files", error.path, error.why,
+                    len(spaces), len(files))
+  return spaces, tuple(errors)
 
 
 def _stats(plane, stats) -> Dict[str, str]:
@@ -219,11 +221,12 @@ def read_xplanes(files: Sequence[str], source: str, transfer_fields) -> Trace:
 
   Raises:
     TraceError: no file is readable (of several, an unreadable one is
-      skipped with a warning: `readable_spaces`), or no TF op was traced.
+      skipped with a warning, and listed in the trace's `skipped_files`:
+      `readable_spaces`), or no TF op was traced.
   """
   raw, raw_marks = [], []
   merged = len(files) > 1  # Workers keep their task names without a file.
-  spaces = readable_spaces(files, source)
+  spaces, skipped = readable_spaces(files, source)
   for path, space in spaces:
     events, marks = _space_events(space, xplane_host(path) if merged else "")
     raw.extend(events)
@@ -241,7 +244,7 @@ def read_xplanes(files: Sequence[str], source: str, transfer_fields) -> Trace:
   marks = [StepMark(name, step, (start - t0_ns) * 1e-9,
                     (start - t0_ns) * 1e-9 + max(dur, 0) * 1e-12)
            for name, step, start, dur in raw_marks]
-  return make_trace(events, source, marks)
+  return make_trace(events, source, marks, skipped)
 
 
 def _plane_names(events: Sequence[TraceEvent]) -> Dict[str, str]:
