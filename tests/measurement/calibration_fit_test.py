@@ -311,6 +311,22 @@ def test_samples_subtract_the_tracer_and_skip_foreign_ops():
   assert samples[0].work_s > 0
 
 
+def test_a_wide_op_traced_beside_another_is_sampled_as_if_alone():
+  # On a multi-core CPU the suite's branches share the intra-op pool: a
+  # wide op's duration is taken as if it had run alone (op_concurrency).
+  from tfplace.measurement.op_concurrency import SHARE_EXPONENT
+  from tfplace.measurement.timing import OpRecord, StepTiming
+  graph, cluster, dev, mm = _one_matmul_graph()
+  other = next(op.name for i, op in enumerate(graph.ops)
+               if graph.step_mask[i] and op.name != mm)
+  records = (OpRecord(mm, dev, 0.0, 1e-3), OpRecord(other, dev, 0.0, 1e-3))
+  timing = StepTiming(1e-3, 1e-3, 1e-3, 0.0, 0.0, (1e-3,), records)
+  samples = fit.samples_from_timing(graph, cluster, timing, {dev: 5e-7})
+  matmul = next(x for x in samples if x.op_type == "MatMul")
+  assert matmul.measured_s == pytest.approx(1e-3 / 2 ** SHARE_EXPONENT
+                                            - 5e-7)
+
+
 def _simulated_split_runs(graph, cluster, bench, op_types, share,
                           byte_share, extra_latency_s=0.0):
   truth = fit.calibration_from_benchmark(

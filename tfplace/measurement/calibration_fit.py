@@ -9,8 +9,10 @@ is per op type and device type: the op's time beyond the launch overhead,
     fixed_s + scale * roofline_s
 
 (`roofline_s`: `AnalyticalCostModel.work_seconds` at the measured rates),
-from the op durations of traced one-device steps (`StepTiming.op_records`)
-less the tracer's cost per op (`DeviceBenchmark.traced_op_s`). Each fit is a
+from the op durations of traced one-device steps (`StepTiming.op_records`;
+on a multi-core CPU a wide op's duration as if it ran alone:
+`op_concurrency.solo_durations`) less the tracer's cost per op
+(`DeviceBenchmark.traced_op_s`). Each fit is a
 robust (soft-L1) least squares on log ratios (predicted + r) / (measured +
 r), r the tracer's 1 us resolution, with a weak prior
 pulling `scale` to 1 (when an op type comes in one size only, its time then
@@ -114,6 +116,7 @@ from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import MeasureError
 from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.cluster_benchmark import ClusterBenchmark
+from tfplace.measurement.op_concurrency import solo_durations
 from tfplace.measurement.timing import StepTiming
 from tfplace.simulator.simulator import Simulator
 
@@ -199,8 +202,10 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
   # an op without a kernel time ran none.
   traced_kernels = {r.device for r in timing.op_records
                     if r.kernel_s is not None and r.device in kernel_devices}
+  # Wide CPU ops traced beside others, as if alone (`op_concurrency`).
+  solo = solo_durations(timing.op_records)
   out = []
-  for rec in timing.op_records:
+  for rec, solo_s in zip(timing.op_records, solo):
     i = graph.index.get(rec.name)
     j = cluster.device_index.get(rec.device)
     if i is None or j is None or not graph.step_mask[i]:
@@ -213,7 +218,7 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
         continue
       measured = rec.kernel_s or 0.0
     else:
-      measured = max(0.0, rec.duration_s - traced_op_s.get(device.name, 0.0))
+      measured = max(0.0, solo_s - traced_op_s.get(device.name, 0.0))
     op = graph.ops[i]
     out.append(OpSample(op.type, device.type, float(work[i, j]), measured,
                         op.stride > 1, op.variant))
