@@ -202,7 +202,8 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
   # an op without a kernel time ran none.
   traced_kernels = {r.device for r in timing.op_records
                     if r.kernel_s is not None and r.device in kernel_devices}
-  # Wide CPU ops traced beside others, as if alone (`op_concurrency`).
+  # A wide op traced beside others, as if alone (`op_concurrency`; on a
+  # launch-bound device the kernel time below is used instead).
   solo = solo_durations(timing.op_records)
   out = []
   for rec, solo_s in zip(timing.op_records, solo):
