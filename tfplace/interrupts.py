@@ -7,11 +7,17 @@ goes through `tfplace.io_utils.atomic_write`, which refuses to write once the
 flag is set, so an interrupted run never half-writes or overwrites a file,
 and the command exits with status 130 when it returns. A search that stops
 on Ctrl-C and saves its best-so-far result does so inside `writes_allowed()`.
+Where TensorFlow's C++ code swallows the exception it can still print its
+traceback (`PyErr_Print`, through `sys.excepthook`; seen once in CI, a
+Ctrl-C inside `nest.flatten` while `tfplace import` built a model): once
+the flag is set, the hooks `install()` puts in front of Python's drop a
+KeyboardInterrupt's traceback, as the one-line "interrupted" says it all.
 """
 
 import contextlib
 import os
 import signal
+import sys
 import threading
 from typing import Optional
 
@@ -41,6 +47,33 @@ def install(program: Optional[str] = None) -> None:
   if threading.current_thread() is threading.main_thread():
     _program["name"] = program or _program["name"]
     signal.signal(signal.SIGINT, _handler)
+    if not getattr(sys.excepthook, "drops_interrupts", False):
+      sys.excepthook = _dropping_interrupts(sys.excepthook)
+    if not getattr(sys.unraisablehook, "drops_interrupts", False):
+      sys.unraisablehook = _dropping_unraisable_interrupts(
+          sys.unraisablehook)
+
+
+def _dropping_interrupts(hook):
+  """`sys.excepthook` that prints nothing for a KeyboardInterrupt once
+  the flag is set, and calls `hook` for everything else."""
+  def excepthook(kind, value, traceback):
+    if interrupted() and issubclass(kind, KeyboardInterrupt):
+      return
+    hook(kind, value, traceback)
+  excepthook.drops_interrupts = True
+  return excepthook
+
+
+def _dropping_unraisable_interrupts(hook):
+  """`sys.unraisablehook`, the same for exceptions Python cannot raise
+  (in a `__del__` or a callback)."""
+  def unraisablehook(unraisable):
+    if interrupted() and isinstance(unraisable.exc_value, KeyboardInterrupt):
+      return
+    hook(unraisable)
+  unraisablehook.drops_interrupts = True
+  return unraisablehook
 
 
 def started() -> None:

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -215,3 +216,34 @@ def test_a_reader_that_stops_reading_ends_the_run_quietly():
   err = proc.stderr.read().decode()
   assert proc.wait(timeout=120) == 141
   assert "Traceback" not in err and "BrokenPipe" not in err, err[-2000:]
+
+
+def test_a_swallowed_interrupt_prints_no_traceback():
+  # TensorFlow's C++ code can catch a Ctrl-C's KeyboardInterrupt and print
+  # it (PyErr_Print goes through sys.excepthook): once the flag is set,
+  # that traceback is dropped; other exceptions still print theirs.
+  code = textwrap.dedent("""
+      import sys
+      from tfplace import interrupts
+      interrupts.install("prog")
+      interrupts.started()
+      def report(kind):
+        try:
+          raise kind("from C++")
+        except BaseException as e:
+          sys.excepthook(type(e), e, e.__traceback__)
+      report(KeyboardInterrupt)  # Not yet interrupted: printed.
+      interrupts.note_interrupt()
+      report(KeyboardInterrupt)  # Dropped.
+      report(ValueError)
+      class Dying:
+        def __del__(self):
+          raise KeyboardInterrupt("in __del__")
+      Dying()  # Unraisable: dropped too.
+      """)
+  proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                        text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stderr.count("KeyboardInterrupt: from C++") == 1
+  assert "ValueError: from C++" in proc.stderr
+  assert "in __del__" not in proc.stderr
