@@ -39,6 +39,7 @@ from tfplace.device_names import canonical_device
 from tfplace.errors import TfplaceError
 from tfplace.io_utils import check_out_dir
 from tfplace.measurement.local_cluster import CPU_BFC_ENV
+from tfplace.measurement.timing import cpu_task
 from tfplace.units import format_bytes
 
 _PLACEMENT = flags.DEFINE_string("placement", None, "placement JSON file")
@@ -119,13 +120,11 @@ def _memory_line(peaks, predicted, unrecorded=None, placed=()) -> str:
   if not peaks:
     return ("peak memory not measured: TF's CPU allocator kept no "
             f"statistics (set {CPU_BFC_ENV}=true before TF starts)")
-  cpus = {d for d in set(peaks) | set(placed)
-          if d.rpartition("/device:")[2].upper().startswith("CPU")}
+  cpus = [cpu_task(d) for d in set(peaks) | set(placed)]
   shown = {}
   for device, nbytes in peaks.items():
-    task = device.rpartition("/device:")[0]
-    if device in cpus and sum(
-        d.startswith(task + "/device:CPU") for d in cpus) > 1:
+    task = cpu_task(device)
+    if task is not None and cpus.count(task) > 1:
       device = f"{task} CPUs (one allocator)"
     shown[device] = max(shown.get(device, 0), nbytes)
   parts = {device: format_bytes(nbytes) + (

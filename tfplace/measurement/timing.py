@@ -282,10 +282,10 @@ def memory_unrecorded(step_stats, devices: Iterable[str],
     for node in dev.node_stats:
       seen[0] = seen[0] or not _is_runtime_node(node.node_name)
       seen[1] = seen[1] or bool(node.memory)
-  tasks_measured = {_cpu_task(d) for d in peaks} - {None}
+  tasks_measured = {cpu_task(d) for d in peaks} - {None}
   out = {}
   for device in sorted(set(devices) - set(peaks)):
-    if _cpu_task(device) in tasks_measured:
+    if cpu_task(device) in tasks_measured:
       continue
     ran, had_memory = entries.get(device, (False, False))
     out[device] = (NO_STATISTICS if had_memory else
@@ -293,7 +293,7 @@ def memory_unrecorded(step_stats, devices: Iterable[str],
   return out
 
 
-def _cpu_task(device: str) -> Optional[str]:
+def cpu_task(device: str) -> Optional[str]:
   """"/job:w/replica:0/task:1" for a CPU device of that task, else None."""
   task, _, kind = device.rpartition("/device:")
   return task if kind.upper().startswith("CPU") else None
