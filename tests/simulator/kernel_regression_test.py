@@ -13,6 +13,8 @@ exactly (floats are stored with `repr`, which round-trips).
 
 Regenerate only when the simulator's semantics change on purpose:
   python tests/simulator/kernel_regression_test.py
+(Last: 2026-11-29, small constants TF copies to their consumers' devices,
+`replicated_constants`: only mlp_2tower on the multi-CPU clusters moved.)
 """
 
 import dataclasses

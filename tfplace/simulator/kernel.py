@@ -468,8 +468,9 @@ def _event_loop(g, c, w, stop_on_oom, strict):
 
 
 @njit(cache=True)
-def run_one(dev_all, g, c, w, stop_on_oom, strict):
-  """Simulates one placement `dev_all` [M] in `w`.
+def run_one(dev_all, g, c, w, stop_on_oom, strict, t_repl, host):
+  """Simulates one placement `dev_all` [M] in `w`; t_repl and host: the
+  constant copies (`kernel_state`).
 
   Fills w.start/end [m], w.busy/peak [D] and the transfer arrays. With
   `strict`, stops with ZERO_TIME as soon as an op ends when it starts.
@@ -487,7 +488,7 @@ def run_one(dev_all, g, c, w, stop_on_oom, strict):
   w.peak[:] = w.mem
   if stop_on_oom and _over(w.peak, c.mem_cap):
     return np.inf, OOM, 0, 0.0
-  nx = plan_transfers(g, w, c.rendezvous)
+  nx = plan_transfers(g, w, c.rendezvous, t_repl, host)
   if any_positive(c.xfer_ovh) or any_positive(c.xfer_byte):
     add_transfer_overheads(g, w, nx, c.xfer_ovh, c.xfer_byte, c.rendezvous)
   first_ready(g, c, w)
@@ -498,27 +499,28 @@ def run_one(dev_all, g, c, w, stop_on_oom, strict):
 
 
 @njit(cache=True)
-def _run_rows(devs, rows, g, c, strict, out, codes):
+def _run_rows(devs, rows, g, c, strict, out, codes, t_repl, host):
   """Simulates devs[rows] with one `Work`, stopping early on OOM."""
   w = new_work(g.ops.shape[0], g.cons.shape[0], max_transfers(g),
                c.slots.shape[0])
   for r in rows:
-    out[r], codes[r], _, _ = run_one(devs[r], g, c, w, True, strict)
+    out[r], codes[r], _, _ = run_one(devs[r], g, c, w, True, strict, t_repl,
+                                     host)
 
 
 @njit(cache=True)
-def run_batch(devs, g, c, strict):
+def run_batch(devs, g, c, strict, t_repl, host):
   """Step time per row of `devs` [B, M] (inf where infeasible) and the
   status of each row (ZERO_TIME rows need the unrestricted graph)."""
   b = devs.shape[0]
   out = np.empty(b, np.float64)
   codes = np.zeros(b, np.int64)
-  _run_rows(devs, np.arange(b), g, c, strict, out, codes)
+  _run_rows(devs, np.arange(b), g, c, strict, out, codes, t_repl, host)
   return out, codes
 
 
 @njit(cache=True, parallel=True)
-def run_batch_parallel(devs, g, c, strict, num_chunks):
+def run_batch_parallel(devs, g, c, strict, num_chunks, t_repl, host):
   """`run_batch` with the rows split into `num_chunks` chunks run on
   numba's thread pool (one `Work` per chunk)."""
   b = devs.shape[0]
@@ -526,5 +528,5 @@ def run_batch_parallel(devs, g, c, strict, num_chunks):
   codes = np.zeros(b, np.int64)
   for chunk in prange(num_chunks):
     rows = np.arange(chunk, b, num_chunks)
-    _run_rows(devs, rows, g, c, strict, out, codes)
+    _run_rows(devs, rows, g, c, strict, out, codes, t_repl, host)
   return out, codes

@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 
 from tfplace.graph.op_graph import OpGraph
-from tfplace.simulator import kernel_state
+from tfplace.simulator import kernel_state, replicated_constants
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class GraphArrays:
@@ -27,6 +27,8 @@ class GraphArrays:
     succ_ptr, succ: successors (data and control edges) as CSR.
     pred_count: [m] predecessors per op (CSR entries, duplicates counted).
     t_prod: [T] producer of each tensor (sorted); t_bytes: float64 [T].
+    t_repl: bool [T], a small constant TF copies to its consumers' devices
+      when they span two hosts (`replicated_constants`).
     c_ptr, cons: the unique consumers of each tensor (CSR).
     in_ptr, in_entry: the consumer entries each op reads (CSR).
     entry_tensor: [C] the tensor of each consumer entry.
@@ -40,6 +42,7 @@ class GraphArrays:
   pred_count: np.ndarray
   t_prod: np.ndarray
   t_bytes: np.ndarray
+  t_repl: np.ndarray
   c_ptr: np.ndarray
   cons: np.ndarray
   in_ptr: np.ndarray
@@ -79,6 +82,7 @@ def graph_arrays(graph: OpGraph) -> GraphArrays:
   and a consumer entry of an op the step does not run (e.g. a variable's
   handle read by its initializer) cause no transfer.
   """
+  step = graph.step_mask
   m = graph.num_ops
   topo = graph.topo_order.astype(np.int64)
   rank = np.empty(m, np.int64)
@@ -86,6 +90,8 @@ def graph_arrays(graph: OpGraph) -> GraphArrays:
   succ_ptr, succ = graph.successors_csr
   pred_count = np.diff(graph.predecessors_csr[0]).astype(np.int64)
   tensors = _tensor_arrays(graph)
+  tensors["t_repl"] = replicated_constants.replicable_constants(
+      graph, step)[tensors["t_prod"]]
   ctrl_ptr, ctrl_dst = _control_arrays(graph)
   return GraphArrays(
       ops=np.arange(m, dtype=np.int64), topo=topo, rank=rank,

@@ -25,6 +25,12 @@ structs):
     rendezvous clusters; 0 elsewhere), tf_exec [D] (bool: the device orders
     its ready ops as TF's executor on one thread does, `kernel`), inline_s
     [D] (on those, ops that take at most this long run inline).
+  Constant copies (`plan_transfers` only; not in the tuples above, which
+  every call in the event loop passes, field by field): t_repl [T] (a
+  small constant TF copies to its consumers' devices when they span two
+  hosts, `replicated_constants`), host [D] (where a copy read on each
+  device lives: a CPU itself, an accelerator its task's CPU, or -1 - d
+  where its task has none).
   Work: the per-placement state (`new_work`), reused across a batch.
     Transfers k < X = C + len(ctrl_dst) (`max_transfers`): one per data
     tensor and remote consumer device, and on rendezvous clusters one per
@@ -227,9 +233,22 @@ def init_state(dev_all, g, c, w):
 
 
 @njit(cache=True)
-def plan_transfers(g, w, control_messages):
+def _on_two_hosts(lo, hi, cons, dev, host):
+  """True if the consumers cons[lo:hi] are on two hosts or more."""
+  first = host[dev[cons[lo]]]
+  for e in range(lo + 1, hi):
+    if host[dev[cons[e]]] != first:
+      return True
+  return False
+
+
+@njit(cache=True)
+def plan_transfers(g, w, control_messages, t_repl, host):
   """Assigns one transfer per (tensor, remote destination device) and, with
   `control_messages`, one per (op, remote device its control edges reach).
+  A small constant TF replicates (`t_repl`: on a CPU, its consumers on
+  two hosts or more, `replicated_constants`) is read where it is by its
+  consumers on CPUs (each has its own copy there: no transfer).
 
   Fills the reference counts, the transfer of each consumer entry and input,
   each transfer's producer and bytes, and the per-op pending counts (an op
@@ -253,10 +272,12 @@ def plan_transfers(g, w, control_messages):
     sp = dev[p]
     x_first[p] = nx
     while t < t_prod.shape[0] and t_prod[t] == p:
+      copied = (t_repl[t] and host[sp] == sp
+                and _on_two_hosts(c_ptr[t], c_ptr[t + 1], cons, dev, host))
       for e in range(c_ptr[t], c_ptr[t + 1]):
         c = cons[e]
         dc = dev[c]
-        if dc == sp:
+        if dc == sp or (copied and host[dc] == dc):
           src_ref[p] += 1
           entry_x[e] = -1
           in_x[entry_in[e]] = -1

@@ -122,7 +122,8 @@ from tfplace.cost.cluster import Cluster
 from tfplace.cost.op_costs import OpCosts
 from tfplace.errors import PlacementError
 from tfplace.graph.op_graph import OpGraph
-from tfplace.simulator import kernel, kernel_arrays, kernel_state
+from tfplace.simulator import (kernel, kernel_arrays, kernel_state,
+                               replicated_constants)
 from tfplace.simulator.result import ScheduledOp, ScheduledTransfer, SimResult
 
 # Ops whose value the client feeds (to its own device, see the module doc).
@@ -236,7 +237,8 @@ class Simulator:
                 and np.all(self._out_bytes[outside] == 0))
 
   def _make_kernel_args(self, arrays: kernel_arrays.GraphArrays):
-    """(KernelGraph, KernelCluster) of `arrays` on this cluster."""
+    """(KernelGraph, KernelCluster, (t_repl, host)) of `arrays` on this
+    cluster (the last pair: `kernel_state`'s constant copies)."""
     cluster = self.cluster
     devices = cluster.devices
     return arrays.kernel_graph(), kernel_state.KernelCluster(
@@ -262,7 +264,9 @@ class Simulator:
                           dv.type == "CPU" and dv.slots == 1
                           for dv in devices], dtype=np.bool_),
         inline_s=np.array([dv.launch_overhead_s + INLINE_WORK_S
-                           for dv in devices], dtype=np.float64))
+                           for dv in devices], dtype=np.float64)), (
+            arrays.t_repl, replicated_constants.host_devices(
+                cluster.device_names, [dv.type for dv in devices]))
 
   def _check_ids(self, ids: np.ndarray) -> np.ndarray:
     ids = np.ascontiguousarray(ids, dtype=np.int32)
@@ -283,7 +287,7 @@ class Simulator:
     """Simulates `dev` in this simulator's `Work` for `arrays` (reused by
     every call: the caller copies what it keeps); with `stop_on_oom`, an
     out-of-memory placement stops early (its schedule is incomplete)."""
-    g, c = self._kernel_args[id(arrays)]
+    g, c, copies = self._kernel_args[id(arrays)]
     work = self._works.get(id(arrays))
     if work is None:
       work = kernel_state.new_work(arrays.num_ops, arrays.num_entries,
@@ -291,7 +295,7 @@ class Simulator:
                                    self.cluster.num_devices)
       self._works[id(arrays)] = work
     step, status, nx, moved = kernel.run_one(dev, g, c, work, stop_on_oom,
-                                             arrays is not self._all)
+                                             arrays is not self._all, *copies)
     return step, status, nx, moved, work
 
   def simulate(self, device_ids: np.ndarray,
@@ -378,15 +382,15 @@ class Simulator:
 
   def _run_batch(self, devs: np.ndarray, arrays: kernel_arrays.GraphArrays,
                  num_threads: int):
-    g, c = self._kernel_args[id(arrays)]
+    g, c, copies = self._kernel_args[id(arrays)]
     strict = arrays is not self._all
     threads = _threads(num_threads, len(devs))
     if threads <= 1:
-      return kernel.run_batch(devs, g, c, strict)
+      return kernel.run_batch(devs, g, c, strict, *copies)
     previous = numba.get_num_threads()
     numba.set_num_threads(threads)
     try:
-      return kernel.run_batch_parallel(devs, g, c, strict, threads)
+      return kernel.run_batch_parallel(devs, g, c, strict, threads, *copies)
     finally:
       numba.set_num_threads(previous)
 
