@@ -14,7 +14,8 @@ import dataclasses
 import numpy as np
 
 from tfplace.graph.op_graph import OpGraph
-from tfplace.simulator import kernel_state, replicated_constants
+from tfplace.simulator import (dead_accumulators, kernel_state,
+                               replicated_constants)
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class GraphArrays:
@@ -80,29 +81,32 @@ def graph_arrays(graph: OpGraph) -> GraphArrays:
   Loop back edges are dropped, and so is everything outside the training
   step (`OpGraph.step_mask`): a tensor whose producer the step does not run,
   and a consumer entry of an op the step does not run (e.g. a variable's
-  handle read by its initializer) cause no transfer.
+  handle read by its initializer) cause no transfer; nor do the step's
+  loop accumulators TF prunes (`dead_accumulators`), which still run
+  before their loop.
   """
-  step = graph.step_mask
+  live = graph.step_mask & ~dead_accumulators.dead_ops(graph,
+                                                       graph.step_mask)
   m = graph.num_ops
   topo = graph.topo_order.astype(np.int64)
   rank = np.empty(m, np.int64)
   rank[topo] = np.arange(m, dtype=np.int64)
   succ_ptr, succ = graph.successors_csr
   pred_count = np.diff(graph.predecessors_csr[0]).astype(np.int64)
-  tensors = _tensor_arrays(graph)
+  tensors = _tensor_arrays(graph, live)
   tensors["t_repl"] = replicated_constants.replicable_constants(
-      graph, step)[tensors["t_prod"]]
-  ctrl_ptr, ctrl_dst = _control_arrays(graph)
+      graph, live)[tensors["t_prod"]]
+  ctrl_ptr, ctrl_dst = _control_arrays(graph, live)
   return GraphArrays(
       ops=np.arange(m, dtype=np.int64), topo=topo, rank=rank,
       succ_ptr=succ_ptr.astype(np.int64), succ=succ.astype(np.int64),
       pred_count=pred_count, **tensors, ctrl_ptr=ctrl_ptr, ctrl_dst=ctrl_dst)
 
 
-def _tensor_arrays(graph: OpGraph) -> dict:
-  """Tensors sorted by producer and, per op, the consumer entries it reads."""
+def _tensor_arrays(graph: OpGraph, step: np.ndarray) -> dict:
+  """Tensors sorted by producer and, per op, the consumer entries it reads
+  (of the ops in `step` only)."""
   producer, nbytes, ptr, consumers = graph.tensors
-  step = graph.step_mask
   is_back_op = graph.is_back_edge_source
   order = np.argsort(producer, kind="stable")
   order = order[~is_back_op[producer[order]] & step[producer[order]]]
@@ -124,11 +128,10 @@ def _tensor_arrays(graph: OpGraph) -> dict:
               entry_tensor=entry_rank[kept])
 
 
-def _control_arrays(graph: OpGraph):
+def _control_arrays(graph: OpGraph, step: np.ndarray):
   """Unique control-edge successors per op (CSR; loop back edges and
-  edges outside the training step dropped)."""
+  edges outside `step` dropped)."""
   back = set(np.flatnonzero(graph.is_back_edge_source))
-  step = graph.step_mask
   pairs = sorted({(e.src, e.dst) for e in graph.edges
                   if e.is_control and e.src not in back and step[e.src]
                   and step[e.dst]})
