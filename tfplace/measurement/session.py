@@ -312,13 +312,16 @@ class StepSession:
       self._queues = _QueueFiller(self, close_ops)
     return self
 
-  def run_options(self, trace: bool = False):
-    """RunOptions with the run's deadline (and FULL_TRACE if `trace`)."""
+  def run_options(self, trace: bool = False, partition_graphs: bool = False):
+    """RunOptions with the run's deadline (and FULL_TRACE if `trace`; the
+    graphs each device ran, `RunMetadata.partition_graphs`, if
+    `partition_graphs`)."""
     import tensorflow as tf
     level = (tf.compat.v1.RunOptions.FULL_TRACE if trace
              else tf.compat.v1.RunOptions.NO_TRACE)
     return tf.compat.v1.RunOptions(
-        trace_level=level, timeout_in_ms=self.deadline.run_timeout_ms())
+        trace_level=level, timeout_in_ms=self.deadline.run_timeout_ms(),
+        output_partition_graphs=partition_graphs)
 
   def feed_dict(self) -> Dict[str, object]:
     """The feeds of the next run (counts the run)."""
@@ -339,12 +342,16 @@ class StepSession:
     if self._queues:
       self._queues.start()
 
-  def step(self, trace: bool = False) -> StepResult:
-    """Runs one training step; its wall time excludes building options."""
+  def step(self, trace: bool = False,
+           partition_graphs: bool = False) -> StepResult:
+    """Runs one training step; its wall time excludes building options.
+    `trace` and `partition_graphs`: as `run_options`, in the result's
+    `run_metadata`."""
     import tensorflow as tf
-    metadata = tf.compat.v1.RunMetadata() if trace else None
+    metadata = (tf.compat.v1.RunMetadata() if trace or partition_graphs
+                else None)
     feeds = self.feed_dict()
-    options = self.run_options(trace)
+    options = self.run_options(trace, partition_graphs)
     with tf_errors():
       start = time.perf_counter()
       values = self.session.run(self._run_list, feed_dict=feeds,

@@ -17,7 +17,13 @@ Semantics (one training step):
   * An op is ready when all its predecessors (data and control edges) are done
     and every input tensor produced on another device has arrived.
   * A tensor needed on another device is sent once per destination device,
-    when its producer finishes. The transfer occupies the directed link
+    when its producer finishes. Except where TF's runtime sends nothing
+    (checked against its partition graphs: the same messages on 79 of 79
+    split placements of 9 graphs on two TF server workers, 7 of 79
+    before): a small constant (at most 16 elements) on a CPU read on two
+    hosts or more is copied to each CPU that reads it
+    (`replicated_constants`), and a TF2 loop's accumulators whose loop
+    output nothing reads are pruned (`dead_accumulators`). The transfer occupies the directed link
     src->dst for `latency + bytes / bandwidth`; each link carries one transfer
     at a time, first come first served. Transfers overlap compute. With
     `Cluster.overlap_latency` a transfer holds its link for
