@@ -53,7 +53,10 @@ def main(argv):
   from tfplace.measurement.local_cluster import LocalCluster
   from tfplace.measurement.partition_messages import step_messages
   from tfplace.simulator.simulator import Simulator
-  record = load_record(_RECORD.value or _newest_record())
+  try:
+    record = load_record(_RECORD.value or _newest_record())
+  except MeasureError as e:
+    raise MeasureError(f"--record: {e}") from None
   judged = [j.runs for j in record.judged
             if not _GRAPHS.value or j.runs.graph.name in _GRAPHS.value]
   missing = set(_GRAPHS.value) - {r.graph.name for r in judged}
@@ -74,14 +77,15 @@ def main(argv):
         if len(set(ids[graph.step_mask].tolist())) < 2:
           continue
         sent = len(step_messages(graph, placement, config))
-        simulated = len(simulator.simulate(ids, True).transfers)
+        simulated = simulator.simulate(ids).num_transfers
         rows.append(dict(graph=graph.name, placement=label, tf=sent,
                          simulator=simulated,
                          per_tensor=cross_transfers(graph, ids)))
         print(f"{graph.name} {label}: TF {sent}, simulator {simulated}",
               flush=True)
   print("\n| graph | placements | same count | TF messages | simulator | "
-        "data tensors, one message per remote device |\n|---|---:|---:|---:|---:|---:|")
+        "data tensors, one message per remote device |\n"
+        "|---|---:|---:|---:|---:|---:|")
   for name in dict.fromkeys(r["graph"] for r in rows):
     mine = [r for r in rows if r["graph"] == name]
     print(f"| {name} | {len(mine)} | "

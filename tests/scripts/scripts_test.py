@@ -111,7 +111,9 @@ def test_every_script_imports_and_lists_its_flags(script, tmp_path):
     ("message_cost.py", "--few", "0"), ("message_cost.py", "--many", "500"),
     ("message_cost.py", "--steps", "0"),
     ("memory_fidelity.py", "--graphs", "small_cnn,bogus"),
-    ("memory_fidelity.py", "--placers", "best")])
+    ("memory_fidelity.py", "--placers", "best"),
+    ("message_count.py", "--graphs", "nosuch"),
+    ("message_count.py", "--record", "nosuch.json.gz")])
 def test_cluster_scripts_refuse_bad_flags_before_starting_a_cluster(
     script, flag, value, tmp_path):
   run = _run([os.path.join(SCRIPTS, script), flag, value], cwd=tmp_path)

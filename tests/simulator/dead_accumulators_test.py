@@ -2,10 +2,11 @@
 
 import collections
 
+import tfplace  # noqa: F401  (before TensorFlow)
+
 import numpy as np
 import tensorflow as tf
 
-import tfplace  # noqa: F401
 from tfplace.cost.op_costs import OpCosts
 from tfplace.cost.presets import cpu_cluster
 from tfplace.graph.op_graph import Edge, Op, OpGraph, StepFetches

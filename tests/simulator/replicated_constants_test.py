@@ -33,7 +33,10 @@ def transfers(graph, cluster, ids):
                   param_bytes=np.zeros(m, np.int64),
                   output_bytes=np.array([sum(op.output_bytes)
                                          for op in graph.ops], np.int64))
-  result = Simulator(graph, cluster, costs).simulate(np.array(ids), True)
+  simulator = Simulator(graph, cluster, costs)
+  result = simulator.simulate(np.array(ids), True)
+  assert simulator.simulate(np.array(ids)).num_transfers == len(
+      result.transfers)
   return sorted((t.src_device, t.dst_device) for t in result.transfers)
 
 

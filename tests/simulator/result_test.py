@@ -64,6 +64,7 @@ def test_to_dict_is_json_by_device_name():
   assert data["peak_memory_bytes"] == {first: 3072, second: 6144}
   assert data["device_busy_s"] == {first: 1e-3, second: 1e-3}
   assert data["bytes_moved"] == 3072 and data["oom_devices"] == []
+  assert data["transfers"] == 1  # a's output, to the second device
 
 
 def test_to_dict_of_an_infeasible_result():

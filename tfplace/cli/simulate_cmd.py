@@ -82,7 +82,8 @@ def _report(result, bound: float, cluster, coverage) -> None:
   if coverage is not None:
     sys.stdout.write(coverage.describe() + "\n")
   sys.stdout.write(f"bytes moved between devices: "
-                   f"{format_bytes(result.bytes_moved)}\n")
+                   f"{format_bytes(result.bytes_moved)} in "
+                   f"{result.num_transfers} transfers\n")
   for i, name in enumerate(names):
     mem = cluster.devices[i].memory_bytes
     sys.stdout.write(

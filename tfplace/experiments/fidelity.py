@@ -197,15 +197,17 @@ def evaluate(graph: OpGraph, cluster: Cluster, calibration: Calibration,
       looks at these only).
     calibration_report: kept in the report.
   """
-  predict = predictor(graph, cluster, calibration)
+  sim = calibrated_simulator(graph, cluster, calibration)
   plain = (uncalibrated_simulator(graph, bench.apply(cluster))
            if bench is not None else None)
   rows = []
   for (label, p), o in zip(labelled, outcomes):
     ids = p.to_array(graph, cluster)
+    predicted = sim.simulate(ids)
     rows.append(PredictedRun(
-        label, predict(p), o.timing.median_step_time_s if o.ok else None,
-        o.error, cross_transfers(graph, ids),
+        label, float(predicted.step_time_s),
+        o.timing.median_step_time_s if o.ok else None, o.error,
+        predicted.num_transfers,
         float(plain.simulate(ids).step_time_s) if plain else None))
   rows = tuple(rows)
   med, rho = summarize(rows)
@@ -398,7 +400,9 @@ def interleave(num_a: int, num_b: int) -> List[int]:
 
 
 def cross_transfers(graph: OpGraph, device_ids: np.ndarray) -> int:
-  """Tensors sent between devices: distinct (tensor, destination device)."""
+  """Tensors read on another device: distinct (tensor, destination device)
+  pairs (what a naive partition sends; TF sends fewer, and the simulator
+  counts what TF sends: `SimResult.num_transfers`)."""
   producer, _, ptr, consumers = graph.tensors
   count = 0
   for t, p in enumerate(producer):

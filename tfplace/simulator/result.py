@@ -41,6 +41,11 @@ class SimResult:
     peak_memory_bytes: int64 [D], peak memory per device.
     bytes_moved: total bytes sent between devices.
     oom_devices: indices of devices over their memory.
+    num_transfers: messages sent between devices (one per tensor and
+      remote device that reads it, and on server clusters one per op and
+      remote device its control edges reach; none for what TF's runtime
+      does not send: `tfplace.simulator.replicated_constants`,
+      `dead_accumulators`).
     schedule: op executions, if requested.
     transfers: transfers, if requested.
     device_names: the cluster's device names, index order (the simulator's
@@ -53,6 +58,7 @@ class SimResult:
   peak_memory_bytes: np.ndarray
   bytes_moved: int
   oom_devices: Tuple[int, ...] = ()
+  num_transfers: int = 0
   schedule: Optional[Tuple[ScheduledOp, ...]] = None
   transfers: Optional[Tuple[ScheduledTransfer, ...]] = None
   device_names: Tuple[str, ...] = ()
@@ -65,7 +71,7 @@ class SimResult:
     """The result as JSON-ready data, per device by name (what `tfplace
     simulate --json` prints): step_time_s (None if infeasible), feasible,
     peak_memory_bytes and device_busy_s as {device: value}, bytes_moved,
-    oom_devices (names)."""
+    transfers (`num_transfers`), oom_devices (names)."""
     names = self._names()
     step = self.step_time_s if math.isfinite(self.step_time_s) else None
     return {
@@ -75,6 +81,7 @@ class SimResult:
         "device_busy_s": {n: float(v) for n, v in
                           zip(names, self.device_busy_s)},
         "bytes_moved": int(self.bytes_moved),
+        "transfers": int(self.num_transfers),
         "oom_devices": [names[i] for i in self.oom_devices]}
 
   def _names(self, device_names: Optional[Sequence[str]] = None
@@ -99,7 +106,8 @@ class SimResult:
       where = ", ".join(names[i] for i in self.oom_devices)
       head = ("infeasible: " + (f"out of memory on {where}" if where else
                                 "an op has no kernel on its device"))
-    lines = [head, f"moved between devices: {format_bytes(self.bytes_moved)}"]
+    lines = [head, f"moved between devices: {format_bytes(self.bytes_moved)}"
+                   f" in {self.num_transfers} transfers"]
     width = max(len(n) for n in names) if names else 6
     lines.append(f"{'device':<{width}}  {'busy ms':>9}  peak memory")
     for i in range(d):

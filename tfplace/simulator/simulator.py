@@ -18,17 +18,19 @@ Semantics (one training step):
     and every input tensor produced on another device has arrived.
   * A tensor needed on another device is sent once per destination device,
     when its producer finishes. Except where TF's runtime sends nothing
-    (checked against its partition graphs: the same messages on 79 of 79
-    split placements of 9 graphs on two TF server workers, 7 of 79
-    before): a small constant (at most 16 elements) on a CPU read on two
-    hosts or more is copied to each CPU that reads it
-    (`replicated_constants`), and a TF2 loop's accumulators whose loop
-    output nothing reads are pruned (`dead_accumulators`). The transfer occupies the directed link
-    src->dst for `latency + bytes / bandwidth`; each link carries one transfer
-    at a time, first come first served. Transfers overlap compute. With
-    `Cluster.overlap_latency` a transfer holds its link for
-    `bytes / bandwidth` only and arrives `latency` after that (many RPCs in
-    flight at once, as in TF's gRPC runtime).
+    (checked against its partition graphs, `scripts/message_count.py`: the
+    same count on 99 of 99 split placements of 11 graphs on two TF server
+    workers, 7 of 79 of 9 graphs before): a small constant (at most 16
+    elements) on a CPU read on two hosts or more is copied to each CPU
+    that reads it (`replicated_constants`), and a TF2 loop's accumulators
+    whose loop output nothing reads are pruned (`dead_accumulators`).
+    The one message TF sends that the simulator leaves out: the fetched
+    loss, from its worker to the client's. A transfer occupies the
+    directed link src->dst for `latency + bytes / bandwidth`; each link
+    carries one transfer at a time, first come first served. Transfers
+    overlap compute. With `Cluster.overlap_latency` a transfer holds its
+    link for `bytes / bandwidth` only and arrives `latency` after that
+    (many RPCs in flight at once, as in TF's gRPC runtime).
   * With `Cluster.rendezvous_transfers` (one-core TF server workers) a
     device does message work only when it has no op running or ready: TF's
     worker queues RPC work (a RecvTensor request, the consumers of a
@@ -334,7 +336,8 @@ class Simulator:
         step_time_s=float(step) if status == kernel.OK else float("inf"),
         feasible=status == kernel.OK, device_busy_s=busy,
         peak_memory_bytes=peak.astype(np.int64), bytes_moved=int(moved),
-        oom_devices=oom, device_names=self._device_names,
+        oom_devices=oom, num_transfers=int(nx),
+        device_names=self._device_names,
         memory_capacity_bytes=self._mem_cap)
     if record_schedule and status != kernel.NO_KERNEL:
       result = _with_schedule(result, dev, out.start, out.end,
