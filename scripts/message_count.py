@@ -5,11 +5,12 @@ training step of every split placement of a cross record's judged graphs
 (`scripts/fidelity.py --cross --record`; default: the newest in
 testdata/cross_records) with `RunOptions.output_partition_graphs`; counts
 the tensors TF sent between the workers (`_Send`/`_HostSend`, control
-edges' dummies included, the fetched loss left out) and the simulator's
-transfers for the same placement. Prints per graph the placements whose
-counts match exactly, both totals, and the count one message per tensor
-and remote consumer device would give (data only). --json: the last line
-is a JSON object. Takes about a minute; timing does not matter here.
+edges' dummies and the fetched loss's way to task 0 included) and the
+simulator's transfers for the same placement. Prints per graph the
+placements whose counts match exactly, both totals, and the count one
+message per tensor and remote consumer device would give (data only).
+--json: the last line is a JSON object. Takes about a minute; timing does
+not matter here.
 """
 
 import glob

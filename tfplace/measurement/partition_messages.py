@@ -59,10 +59,9 @@ def step_messages(graph: OpGraph, placement: Placement,
                   cluster: Optional[Cluster] = None,
                   feeds=None) -> Tuple[Message, ...]:
   """Runs one training step of `graph` placed by `placement` (after its
-  init ops) and returns what TF sent between devices: all but the fetched
-  loss, which a server cluster sends from its worker to the client's
-  (task 0) when it is computed elsewhere (the simulator leaves that one
-  message out).
+  init ops) and returns what TF sent between devices (on a server cluster
+  also the fetched loss, from its worker to task 0's CPU, where the
+  client reads it).
 
   Args:
     graph: the training step.
@@ -83,6 +82,4 @@ def step_messages(graph: OpGraph, placement: Placement,
                    inputs=resolve_inputs(graph, feeds, None,
                                          fetches)) as session:
     session.initialize()
-    sent = sent_messages(session.step(partition_graphs=True).run_metadata)
-  loss = fetches.loss.split(":")[0] if fetches.loss else None
-  return tuple(m for m in sent if m.tensor.split(":")[0] != loss)
+    return sent_messages(session.step(partition_graphs=True).run_metadata)

@@ -21,8 +21,9 @@ every op takes time; see `Simulator`).
 import numpy as np
 from numba import njit, prange
 
-from tfplace.simulator.kernel_state import (CUR, HEAD, TAIL, UNSORTED,
-                                            any_positive, add_transfer_overheads,
+from tfplace.simulator.kernel_state import (CUR, FETCH, HEAD, TAIL,
+                                            UNSORTED, any_positive,
+                                            add_transfer_overheads,
                                             first_ready, init_state,
                                             max_transfers, new_work,
                                             plan_transfers)
@@ -392,6 +393,10 @@ def _event_loop(g, c, w, stop_on_oom, strict):
           free[x_dst[k]] += 1
         t = x_tensor[k]
         p = x_prod[k]
+        if t == FETCH:  # The client has the loss: the step may end now.
+          mem[x_dst[k]] -= x_bytes[k]
+          step = max(step, now)
+          continue
         if t < 0:  # A control message: p's successors there may start.
           for n in range(ctrl_ptr[p], ctrl_ptr[p + 1]):
             j = ctrl_dst[n]
@@ -468,9 +473,10 @@ def _event_loop(g, c, w, stop_on_oom, strict):
 
 
 @njit(cache=True)
-def run_one(dev_all, g, c, w, stop_on_oom, strict, t_repl, host):
-  """Simulates one placement `dev_all` [M] in `w`; t_repl and host: the
-  constant copies (`kernel_state`).
+def run_one(dev_all, g, c, w, stop_on_oom, strict, t_repl, host, fetch_op,
+            fetch_bytes, client):
+  """Simulates one placement `dev_all` [M] in `w`; t_repl to client: the
+  constant copies and the fetch (`kernel_state`).
 
   Fills w.start/end [m], w.busy/peak [D] and the transfer arrays. With
   `strict`, stops with ZERO_TIME as soon as an op ends when it starts.
@@ -488,7 +494,8 @@ def run_one(dev_all, g, c, w, stop_on_oom, strict, t_repl, host):
   w.peak[:] = w.mem
   if stop_on_oom and _over(w.peak, c.mem_cap):
     return np.inf, OOM, 0, 0.0
-  nx = plan_transfers(g, w, c.rendezvous, t_repl, host)
+  nx = plan_transfers(g, w, c.rendezvous, t_repl, host, fetch_op,
+                      fetch_bytes, client)
   if any_positive(c.xfer_ovh) or any_positive(c.xfer_byte):
     add_transfer_overheads(g, w, nx, c.xfer_ovh, c.xfer_byte, c.rendezvous)
   first_ready(g, c, w)
@@ -499,28 +506,28 @@ def run_one(dev_all, g, c, w, stop_on_oom, strict, t_repl, host):
 
 
 @njit(cache=True)
-def _run_rows(devs, rows, g, c, strict, out, codes, t_repl, host):
-  """Simulates devs[rows] with one `Work`, stopping early on OOM."""
+def _run_rows(devs, rows, g, c, strict, out, codes, extra):
+  """Simulates devs[rows] with one `Work`, stopping early on OOM; `extra`:
+  `run_one`'s last five arguments (constant copies, fetch)."""
   w = new_work(g.ops.shape[0], g.cons.shape[0], max_transfers(g),
                c.slots.shape[0])
   for r in rows:
-    out[r], codes[r], _, _ = run_one(devs[r], g, c, w, True, strict, t_repl,
-                                     host)
+    out[r], codes[r], _, _ = run_one(devs[r], g, c, w, True, strict, *extra)
 
 
 @njit(cache=True)
-def run_batch(devs, g, c, strict, t_repl, host):
+def run_batch(devs, g, c, strict, extra):
   """Step time per row of `devs` [B, M] (inf where infeasible) and the
   status of each row (ZERO_TIME rows need the unrestricted graph)."""
   b = devs.shape[0]
   out = np.empty(b, np.float64)
   codes = np.zeros(b, np.int64)
-  _run_rows(devs, np.arange(b), g, c, strict, out, codes, t_repl, host)
+  _run_rows(devs, np.arange(b), g, c, strict, out, codes, extra)
   return out, codes
 
 
 @njit(cache=True, parallel=True)
-def run_batch_parallel(devs, g, c, strict, num_chunks, t_repl, host):
+def run_batch_parallel(devs, g, c, strict, num_chunks, extra):
   """`run_batch` with the rows split into `num_chunks` chunks run on
   numba's thread pool (one `Work` per chunk)."""
   b = devs.shape[0]
@@ -528,5 +535,5 @@ def run_batch_parallel(devs, g, c, strict, num_chunks, t_repl, host):
   codes = np.zeros(b, np.int64)
   for chunk in prange(num_chunks):
     rows = np.arange(chunk, b, num_chunks)
-    _run_rows(devs, rows, g, c, strict, out, codes, t_repl, host)
+    _run_rows(devs, rows, g, c, strict, out, codes, extra)
   return out, codes

@@ -25,17 +25,20 @@ structs):
     rendezvous clusters; 0 elsewhere), tf_exec [D] (bool: the device orders
     its ready ops as TF's executor on one thread does, `kernel`), inline_s
     [D] (on those, ops that take at most this long run inline).
-  Constant copies (`plan_transfers` only; not in the tuples above, which
-  every call in the event loop passes, field by field): t_repl [T] (a
-  small constant TF copies to its consumers' devices when they span two
-  hosts, `replicated_constants`), host [D] (where a copy read on each
-  device lives: a CPU itself, an accelerator its task's CPU, or -1 - d
-  where its task has none).
+  Constant copies and the fetch (`plan_transfers` only; not in the tuples
+  above, which every call in the event loop passes, field by field):
+  t_repl [T] (a small constant TF copies to its consumers' devices when
+  they span two hosts, `replicated_constants`), host [D] (where a copy
+  read on each device lives: a CPU itself, an accelerator its task's CPU,
+  or -1 - d where its task has none); fetch_op, fetch_bytes, client (the
+  simulated op whose output the client fetches, -1 for none, its bytes,
+  and the client's device).
   Work: the per-placement state (`new_work`), reused across a batch.
-    Transfers k < X = C + len(ctrl_dst) (`max_transfers`): one per data
-    tensor and remote consumer device, and on rendezvous clusters one per
-    op and device its control edges reach on another device (TF's
-    partitioner sends a dummy tensor; `plan_transfers`).
+    Transfers k < X = C + len(ctrl_dst) + 1 (`max_transfers`): one per
+    data tensor and remote consumer device, and on rendezvous clusters one
+    per op and device its control edges reach on another device (TF's
+    partitioner sends a dummy tensor) and the fetched loss to the client's
+    device (x_tensor `FETCH`; `plan_transfers`).
 
 Functions read every array into a local first: numba reference-counts each
 attribute read of a named tuple.
@@ -157,8 +160,8 @@ class Work(NamedTuple):
 @njit(cache=True)
 def max_transfers(g):
   """X: the most transfers a placement can have (every consumer entry and
-  every control edge remote)."""
-  return g.cons.shape[0] + g.ctrl_dst.shape[0]
+  every control edge remote, and the fetched loss)."""
+  return g.cons.shape[0] + g.ctrl_dst.shape[0] + 1
 
 
 @njit(cache=True)
@@ -242,10 +245,18 @@ def _on_two_hosts(lo, hi, cons, dev, host):
   return False
 
 
+# x_tensor of the fetched loss's transfer (a control message's is -1).
+FETCH = -2
+
+
 @njit(cache=True)
-def plan_transfers(g, w, control_messages, t_repl, host):
+def plan_transfers(g, w, control_messages, t_repl, host, fetch_op,
+                   fetch_bytes, client):
   """Assigns one transfer per (tensor, remote destination device) and, with
-  `control_messages`, one per (op, remote device its control edges reach).
+  `control_messages`, one per (op, remote device its control edges reach),
+  and one from `fetch_op` to `client` where they differ (a server cluster's
+  client fetches the loss through task 0: TF sends it there; nothing waits
+  for it but the step's end).
   A small constant TF replicates (`t_repl`: on a CPU, its consumers on
   two hosts or more, `replicated_constants`) is read where it is by its
   consumers on CPUs (each has its own copy there: no transfer).
@@ -311,6 +322,12 @@ def plan_transfers(g, w, control_messages, t_repl, host):
           x_dst[nx] = dc
           nx += 1
         pending[c] += 1
+    if control_messages and p == fetch_op and sp != client:
+      x_tensor[nx] = FETCH
+      x_prod[nx] = p
+      x_bytes[nx] = fetch_bytes
+      x_dst[nx] = client
+      nx += 1
     x_count[p] = nx - x_first[p]
   return nx
 

@@ -43,9 +43,9 @@ class SimResult:
     oom_devices: indices of devices over their memory.
     num_transfers: messages sent between devices (one per tensor and
       remote device that reads it, and on server clusters one per op and
-      remote device its control edges reach; none for what TF's runtime
-      does not send: `tfplace.simulator.replicated_constants`,
-      `dead_accumulators`).
+      remote device its control edges reach, and the fetched loss to the
+      client's device; none for what TF's runtime does not send:
+      `tfplace.simulator.replicated_constants`, `dead_accumulators`).
     schedule: op executions, if requested.
     transfers: transfers, if requested.
     device_names: the cluster's device names, index order (the simulator's

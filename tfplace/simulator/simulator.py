@@ -20,17 +20,19 @@ Semantics (one training step):
     when its producer finishes. Except where TF's runtime sends nothing
     (checked against its partition graphs, `scripts/message_count.py`: the
     same count on 99 of 99 split placements of 11 graphs on two TF server
-    workers, 7 of 79 of 9 graphs before): a small constant (at most 16
-    elements) on a CPU read on two hosts or more is copied to each CPU
-    that reads it (`replicated_constants`), and a TF2 loop's accumulators
-    whose loop output nothing reads are pruned (`dead_accumulators`).
-    The one message TF sends that the simulator leaves out: the fetched
-    loss, from its worker to the client's. A transfer occupies the
-    directed link src->dst for `latency + bytes / bandwidth`; each link
-    carries one transfer at a time, first come first served. Transfers
-    overlap compute. With `Cluster.overlap_latency` a transfer holds its
-    link for `bytes / bandwidth` only and arrives `latency` after that
-    (many RPCs in flight at once, as in TF's gRPC runtime).
+    workers; 7 of 79 of 9 graphs before, the fetched loss left out): a
+    small constant (at most 16 elements) on a CPU read on two hosts or
+    more is copied to each CPU that reads it (`replicated_constants`), and
+    a TF2 loop's accumulators whose loop output nothing reads are pruned
+    (`dead_accumulators`). On a server cluster
+    (`Cluster.rendezvous_transfers`) the fetched loss also goes from its
+    worker to the first CPU (task 0's, where the client reads it), and the
+    step ends when it is there. A transfer occupies the directed link
+    src->dst for `latency + bytes / bandwidth`; each link carries one
+    transfer at a time, first come first served. Transfers overlap
+    compute. With `Cluster.overlap_latency` a transfer holds its link for
+    `bytes / bandwidth` only and arrives `latency` after that (many RPCs
+    in flight at once, as in TF's gRPC runtime).
   * With `Cluster.rendezvous_transfers` (one-core TF server workers) a
     device does message work only when it has no op running or ready: TF's
     worker queues RPC work (a RecvTensor request, the consumers of a
@@ -245,8 +247,9 @@ class Simulator:
                 and np.all(self._out_bytes[outside] == 0))
 
   def _make_kernel_args(self, arrays: kernel_arrays.GraphArrays):
-    """(KernelGraph, KernelCluster, (t_repl, host)) of `arrays` on this
-    cluster (the last pair: `kernel_state`'s constant copies)."""
+    """(KernelGraph, KernelCluster, extra) of `arrays` on this cluster;
+    extra: `kernel_state`'s constant copies and fetch (t_repl, host,
+    fetch_op, fetch_bytes, client)."""
     cluster = self.cluster
     devices = cluster.devices
     return arrays.kernel_graph(), kernel_state.KernelCluster(
@@ -274,7 +277,27 @@ class Simulator:
         inline_s=np.array([dv.launch_overhead_s + INLINE_WORK_S
                            for dv in devices], dtype=np.float64)), (
             arrays.t_repl, replicated_constants.host_devices(
-                cluster.device_names, [dv.type for dv in devices]))
+                cluster.device_names, [dv.type for dv in devices]),
+            *self._fetch(arrays))
+
+  def _fetch(self, arrays: kernel_arrays.GraphArrays):
+    """(simulated op, bytes, client device) of the fetched loss: on a
+    server cluster (`Cluster.rendezvous_transfers`) the client reads it
+    through task 0, its first CPU, and TF sends it there from its worker
+    (seen in the partition graphs: `scripts/message_count.py`); (-1, 0,
+    -1) elsewhere or without a loss."""
+    none = (np.int64(-1), 0.0, np.int64(-1))
+    loss = self.graph.fetches.loss
+    if not (loss and self.cluster.rendezvous_transfers
+            and self._feed_device >= 0):
+      return none
+    name, _, slot = loss.partition(":")
+    i = self.graph.index.get(name)
+    j = np.searchsorted(arrays.ops, i) if i is not None else len(arrays.ops)
+    if j >= len(arrays.ops) or arrays.ops[j] != i:
+      return none
+    nbytes = self.graph.ops[i].output_bytes[int(slot or 0)]
+    return np.int64(j), float(nbytes), np.int64(self._feed_device)
 
   def _check_ids(self, ids: np.ndarray) -> np.ndarray:
     ids = np.ascontiguousarray(ids, dtype=np.int32)
@@ -295,7 +318,7 @@ class Simulator:
     """Simulates `dev` in this simulator's `Work` for `arrays` (reused by
     every call: the caller copies what it keeps); with `stop_on_oom`, an
     out-of-memory placement stops early (its schedule is incomplete)."""
-    g, c, copies = self._kernel_args[id(arrays)]
+    g, c, extra = self._kernel_args[id(arrays)]
     work = self._works.get(id(arrays))
     if work is None:
       work = kernel_state.new_work(arrays.num_ops, arrays.num_entries,
@@ -303,7 +326,7 @@ class Simulator:
                                    self.cluster.num_devices)
       self._works[id(arrays)] = work
     step, status, nx, moved = kernel.run_one(dev, g, c, work, stop_on_oom,
-                                             arrays is not self._all, *copies)
+                                             arrays is not self._all, *extra)
     return step, status, nx, moved, work
 
   def simulate(self, device_ids: np.ndarray,
@@ -391,15 +414,15 @@ class Simulator:
 
   def _run_batch(self, devs: np.ndarray, arrays: kernel_arrays.GraphArrays,
                  num_threads: int):
-    g, c, copies = self._kernel_args[id(arrays)]
+    g, c, extra = self._kernel_args[id(arrays)]
     strict = arrays is not self._all
     threads = _threads(num_threads, len(devs))
     if threads <= 1:
-      return kernel.run_batch(devs, g, c, strict, *copies)
+      return kernel.run_batch(devs, g, c, strict, extra)
     previous = numba.get_num_threads()
     numba.set_num_threads(threads)
     try:
-      return kernel.run_batch_parallel(devs, g, c, strict, threads, *copies)
+      return kernel.run_batch_parallel(devs, g, c, strict, threads, extra)
     finally:
       numba.set_num_threads(previous)
 
