@@ -67,8 +67,10 @@ def main(argv):
   with LocalCluster(num_workers=2) as lc:
     cluster, config = lc.to_cluster(), MeasureConfig(target=lc.target)
     if cluster.device_names != record.cluster.device_names:
-      raise MeasureError("the record's cluster is not two one-core TF "
-                         "server workers")
+      raise MeasureError("--record: its cluster is not two one-core TF "
+                         "server workers, the cluster this script starts; "
+                         "give a record of `scripts/fidelity.py --cross "
+                         "--record F` (its default cluster)")
     for runs in judged:
       graph = runs.graph
       simulator = Simulator(graph, cluster,

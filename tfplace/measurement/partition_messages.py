@@ -18,7 +18,7 @@ from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.feeds import resolve_inputs
 from tfplace.measurement.graph_inputs import step_fetches
-from tfplace.measurement.local_devices import local_cpus_for
+from tfplace.measurement.runner import check_target
 from tfplace.measurement.session import Deadline, StepSession
 from tfplace.placement import Placement, placed_graph_def
 
@@ -75,7 +75,7 @@ def step_messages(graph: OpGraph, placement: Placement,
   """
   config = config or MeasureConfig()
   fetches = step_fetches(graph)
-  cpus = 1 if config.remote else local_cpus_for(placement.devices.values())
+  cpus = check_target(placement, config)
   with StepSession(placed_graph_def(graph, placement, cluster), fetches,
                    config=config, num_cpu_devices=cpus,
                    deadline=Deadline(config),

@@ -67,7 +67,7 @@ WATCHDOG_GRACE_S = 10.0
 # ---- checks before running ---------------------------------------------
 
 
-def _check_target(placement: Placement, config: MeasureConfig) -> int:
+def check_target(placement: Placement, config: MeasureConfig) -> int:
   """Logical CPUs to give an in-process session (1 on a server target).
 
   Raises:
@@ -195,7 +195,7 @@ def measure(graph: OpGraph, placement: Placement,
   graph_def = placed_graph_def(graph, placement, cluster)
   fetches = step_fetches(graph)
   inputs = resolve_inputs(graph, feeds, feed_options, fetches)
-  cpus = _check_target(placement, config)
+  cpus = check_target(placement, config)
   spec = _RunSpec(
       graph_def=graph_def, fetches=fetches, config=config,
       num_cpu_devices=cpus, deadline=Deadline(config), trace_dir=trace_dir,

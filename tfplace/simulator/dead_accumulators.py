@@ -43,18 +43,19 @@ def dead_ops(graph: OpGraph, step: np.ndarray) -> np.ndarray:
     return dead
   whiles = {graph.index[n.name]: n for n in graph.graph_def.node
             if n.op in WHILE_OPS and n.name in graph.index}
-  read = {w: set() for w in whiles}  # the outputs the step reads
-  for e in graph.edges:
-    if not e.is_control and e.src in read and step[e.dst]:
-      read[e.src].add(e.src_output)
+  if not whiles:
+    return dead
+  src, dst, out, _ = graph.edge_arrays
+  inside = step[src] & step[dst]
   dead_edges = set()
   for w, node in whiles.items():
     if not step[w]:
       continue
+    read = set(out[inside & (src == w) & (out >= 0)].tolist())
     inputs = [x for x in node.input if not x.startswith("^")]
     for k, tensor in enumerate(inputs):
       p = graph.index.get(tensor.split(":")[0])
-      if (p is not None and k not in read[w]
+      if (p is not None and k not in read
           and graph.ops[p].type in ACCUMULATOR_TYPES):
         dead_edges.add((p, w))
   if not dead_edges:
@@ -64,15 +65,14 @@ def dead_ops(graph: OpGraph, step: np.ndarray) -> np.ndarray:
     i = graph.index.get(name.lstrip("^").split(":")[0])
     if i is not None:
       fetched[i] = True
-  consumers = {}
-  for e in graph.edges:
-    if step[e.src] and step[e.dst] and not fetched[e.src]:
-      consumers.setdefault(e.src, []).append((e.src, e.dst))
+  consumers = {}  # op -> the ops it feeds in the step
+  for p, d in zip(src[inside].tolist(), dst[inside].tolist()):
+    if not fetched[p]:
+      consumers.setdefault(p, []).append(d)
   changed = True
   while changed:  # Backwards from the dead edges, a few rounds.
     changed = False
-    for p, out in consumers.items():
-      if not dead[p] and all(dead[d] or (s, d) in dead_edges
-                             for s, d in out):
+    for p, fed in consumers.items():
+      if not dead[p] and all(dead[d] or (p, d) in dead_edges for d in fed):
         dead[p] = changed = True
   return dead

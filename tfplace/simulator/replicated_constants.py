@@ -47,19 +47,16 @@ def replicable_constants(graph: OpGraph, step: np.ndarray) -> np.ndarray:
     step: bool [M], the ops a step runs (edges into other ops do not
       exist in the runtime graph, which is pruned to the step).
   """
-  data_out = np.zeros(graph.num_ops, np.int64)
-  control_out = np.zeros(graph.num_ops, bool)
-  for e in graph.edges:
-    if not (step[e.src] and step[e.dst]):
-      continue
-    if e.is_control:
-      control_out[e.src] = True
-    else:
-      data_out[e.src] += 1
-  small = np.array([op.type in CONSTANT_TYPES and bool(op.output_shapes)
-                    and np.prod(op.output_shapes[0]) <= MAX_ELEMENTS
-                    for op in graph.ops], dtype=bool)
-  return small & (data_out >= 2) & ~control_out
+  src, dst, out, _ = graph.edge_arrays
+  inside = step[src] & step[dst]
+  control = inside & (out < 0)
+  data_out = np.bincount(src[inside & ~control], minlength=graph.num_ops)
+  copied = np.zeros(graph.num_ops, bool)  # small, no control edge out
+  for i, op in enumerate(graph.ops):
+    if op.type in CONSTANT_TYPES and op.output_shapes:
+      copied[i] = np.prod(op.output_shapes[0]) <= MAX_ELEMENTS
+  copied[src[control]] = False
+  return copied & (data_out >= 2)
 
 
 def host_devices(device_names: Sequence[str],
