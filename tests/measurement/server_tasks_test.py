@@ -39,3 +39,31 @@ def test_a_spec_of_some_of_the_servers_says_how_many_there_are(addresses):
       r"lists 1 /job:worker task\(s\), but the server at .* is in a "
       "cluster of 2")):
     check_served_tasks(addresses[:1])
+
+
+def _one_task_placement(graph, task):
+  from tfplace.placement import Placement
+  return Placement({op.name: f"/job:worker/replica:0/task:{task}/device:CPU:0"
+                    for op in graph.ops})
+
+
+def test_measure_asks_the_servers_of_a_workers_list_it_was_given(addresses):
+  # `tfplace.measure` with the caller's own worker list (no LocalCluster's,
+  # no cluster spec file): swapped, the health checks and profiles would
+  # name each server by the other's task.
+  from tfplace.measurement.config import MeasureConfig
+  from tfplace.measurement.runner import measure
+  from tfplace.models.registry import build_model
+  graph = build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                      input_size=8, num_layers=1)
+  target = "grpc://" + addresses[0]
+  swapped = MeasureConfig(target=target, workers=tuple(addresses[::-1]),
+                          warmup=1, steps=1)
+  with pytest.raises(MeasureError, match=(
+      f"MeasureConfig.workers: the cluster spec lists {addresses[1]} as "
+      "/job:worker/task:0, but the server there is /job:worker/task:1")):
+    measure(graph, _one_task_placement(graph, 1), swapped)
+  renamed = tuple(a.replace("127.0.0.1", "localhost") for a in addresses)
+  timing = measure(graph, _one_task_placement(graph, 1), MeasureConfig(
+      target=target, workers=renamed, warmup=1, steps=1))
+  assert timing.devices_match

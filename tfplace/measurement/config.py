@@ -49,9 +49,11 @@ class MeasureConfig:
       of `timeout_s`).
     health_interval_s: seconds between checks that every worker of a server
       cluster is alive (no checks in process).
-    workers: "host:port" of every worker of the target's cluster, checked
-      while steps run (empty: those of the `LocalCluster` of this process
-      with this target, else the target's server alone).
+    workers: "host:port" of every worker of the target's cluster, in task
+      order, checked while steps run (empty: those of the `LocalCluster` of
+      this process with this target, else the target's server alone); a
+      list that is not a `LocalCluster`'s is first asked, once per
+      process, whether address i is task i (`runner.measure`).
   """
   target: str = ""
   warmup: int = 2

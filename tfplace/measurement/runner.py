@@ -32,7 +32,7 @@ import dataclasses
 import os
 import statistics
 import threading
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from absl import logging
 
@@ -49,6 +49,7 @@ from tfplace.measurement.local_cluster import (JOB, check_reachable,
                                                profiler_addresses_for,
                                                workers_for)
 from tfplace.measurement.local_devices import cpu_bytes_held, local_cpus_for
+from tfplace.measurement.server_tasks import check_served_tasks
 from tfplace.measurement.session import (Deadline, StepSession,
                                          TransientRunError, adopt_background)
 # The result types live in `timing`; they are importable from here too.
@@ -104,6 +105,32 @@ def _check_tasks(placement: Placement, config: MeasureConfig) -> None:
         f", which the target {config.target} lacks: its {len(workers)} "
         f"worker(s) are /job:{JOB}/replica:0/task:0 to task:"
         f"{len(workers) - 1}; place on the target's own cluster")
+
+
+# Worker lists whose servers said they are those tasks, in this process.
+_SERVED: Set[Tuple[str, ...]] = set()
+
+
+def _check_served(config: MeasureConfig) -> None:
+  """Asks each server of the caller's `config.workers` which task it is
+  (`server_tasks.check_served_tasks`, ~20 ms per server), once per list
+  and process: a list in another order than the servers' own spec would
+  name their liveness and profiles by the wrong task. A `LocalCluster`
+  of this process started its servers from its own list: not asked.
+
+  Raises:
+    MeasureError: address i is not task i of its servers' cluster, the
+      cluster has another number of tasks, or a server does not answer.
+  """
+  workers = config.workers
+  if (not workers or workers in _SERVED
+      or list(workers) == workers_for(config.target)[0]):
+    return
+  try:
+    check_served_tasks(workers)
+  except MeasureError as e:
+    raise MeasureError(f"MeasureConfig.workers: {e}") from None
+  _SERVED.add(workers)
 
 
 def _check_servers(monitor: HealthMonitor, config: MeasureConfig) -> None:
@@ -206,6 +233,7 @@ def measure(graph: OpGraph, placement: Placement,
   monitor = _monitor(config, wake)
   if monitor:
     _check_servers(monitor, config)
+    _check_served(config)
     monitor.start()
   # In process the session's CPUs share the allocator with this process's
   # own tensors (an imported Keras model's weights): left out of the peak.
