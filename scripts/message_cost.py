@@ -4,7 +4,8 @@ Starts a 2-worker local TF server cluster (one core each) and, for every
 --contexts entry, times steps that send --few and --many scalars from task
 0 to task 1 while the workers are idle, one of them or both run a chain of
 --chain_ops matmuls, the sender sends one scalar every few matmuls of its
-chain, or both send to each other (`tfplace.measurement.message_cost`). Prints one row per context: the
+chain, both send to each other, or chains of adds cross between them at
+every op (`tfplace.measurement.message_cost`). Prints one row per context: the
 measured seconds per message, the simulator's for the same graphs, and
 their ratio. The simulator uses --calibration (a calibration of these two
 workers, e.g. `scripts/fidelity.py --cross --calibration_out DIR`), or else
@@ -26,7 +27,7 @@ from absl import flags
 
 _CONTEXTS = flags.DEFINE_list(
     "contexts", ["idle", "sender_busy", "receiver_busy", "both_busy",
-                 "scattered", "two_way"],
+                 "scattered", "two_way", "crossing"],
     "what the workers do besides the messages")
 _FEW = flags.DEFINE_integer("few", 8, "scalars in the smaller step")
 _MANY = flags.DEFINE_integer("many", 40, "scalars in the larger step")
@@ -51,7 +52,7 @@ def main(argv):
                                                  make_worker_cluster,
                                                  worker_device)
   from tfplace.measurement.message_cost import (
-      CONTEXTS, MessageCostConfig, measure_message_costs,
+      CONTEXTS, MessageCostConfig, check_sizes, measure_message_costs,
       predicted_message_costs)
   from tfplace.measurement.recv_issue import with_recv_issue
   if not _CONTEXTS.value or set(_CONTEXTS.value) - set(CONTEXTS):
@@ -62,6 +63,7 @@ def main(argv):
   try:
     sizes = MessageCostConfig(_FEW.value, _MANY.value, _CHAIN_OPS.value,
                               _BYTES.value)
+    check_sizes(_CONTEXTS.value, sizes)
   except MeasureError as e:
     raise MeasureError(f"--few, --many, --chain_ops, --message_bytes: {e}"
                        ) from None

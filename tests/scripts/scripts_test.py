@@ -110,6 +110,7 @@ def test_every_script_imports_and_lists_its_flags(script, tmp_path):
     ("message_cost.py", "--contexts", "busy"),
     ("message_cost.py", "--few", "0"), ("message_cost.py", "--many", "500"),
     ("message_cost.py", "--steps", "0"),
+    ("message_cost.py", "--few", "4"),  # The crossing context: 8, 16...
     ("memory_fidelity.py", "--graphs", "small_cnn,bogus"),
     ("memory_fidelity.py", "--placers", "best"),
     ("message_count.py", "--graphs", "nosuch"),

@@ -1,7 +1,7 @@
 """What one message adds to a step, by what its two workers are doing.
 
 A sender makes `count` scalars (or vectors of `message_bytes`), each read
-by its own op on a receiver (the reads are summed there), in six contexts:
+by its own op on a receiver (the reads are summed there), in seven contexts:
 
 * "idle": the scalars come from one seed: a stream between two workers
   that have nothing else to run;
@@ -15,7 +15,10 @@ by its own op on a receiver (the reads are summed there), in six contexts:
   every `chain_ops // count` matmuls: messages one at a time while the
   sender computes;
 * "two_way": the idle stream, and as many scalars sent back at the same
-  time (the cost is per pair of messages, one each way).
+  time (the cost is per pair of messages, one each way);
+* "crossing": `CROSSING_CHAINS` chains of scalar adds, each op on the other
+  worker than the op before it (a hash placement's pattern): `count`
+  messages in all, both ways at once, each waited for by the next op.
 
 Each context's step is timed with `few` and with `many` scalars, in
 back-to-back pairs (`cluster_benchmark.BenchmarkRunner.median_difference`);
@@ -24,12 +27,12 @@ are in both steps, so they cancel. `predicted_message_costs` gives the
 simulator's figure for the same graphs, so the two can be read side by
 side (`scripts/message_cost.py`).
 
-On this project's 2-worker local cluster (one core each; medians of six
-runs, 2026-11-26), a message adds 42 us to an idle stream, 49-53 us
-behind one busy worker, 56 us scattered and 63 us with both workers busy,
-against a ping-pong hop of 139 us; the simulator's rendezvous clusters
-charge each end about half a hop, 73 us, whatever the context
-(WORKSPACE_NOTES.md, issue 13).
+On this project's 2-worker local cluster (one core each, one run,
+2026-11-29), a message adds 25 us to an idle stream, 30-36 us behind one
+busy worker, 33 us scattered and 43 us with both workers busy, against a
+ping-pong hop of 76 us; the simulator charges the idle stream's cost in
+each of those contexts. Crossing: 37-44 us per message, simulated
+0.76-0.89 of that (WORKSPACE_NOTES.md, issue 13).
 """
 
 import dataclasses
@@ -44,7 +47,10 @@ from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.send_delay import matmul_chain
 
 CONTEXTS = ("idle", "sender_busy", "receiver_busy", "both_busy", "scattered",
-            "two_way")
+            "two_way", "crossing")
+# Chains of the "crossing" context (each crosses count / CROSSING_CHAINS
+# times; an even number, so each chain ends on the worker it started on).
+CROSSING_CHAINS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,15 +87,33 @@ def _check_contexts(contexts: Sequence[str]) -> None:
                        f"got {list(contexts)}")
 
 
+def check_sizes(contexts: Sequence[str], sizes: MessageCostConfig) -> None:
+  """Raises MeasureError for an unknown context, or for counts the crossing
+  context cannot send (before any server is asked to run a step)."""
+  _check_contexts(contexts)
+  if "crossing" in contexts:
+    for count in (sizes.few, sizes.many):
+      _check_crossing_count(count)
+
+
+def _check_crossing_count(count: int) -> None:
+  if count % (2 * CROSSING_CHAINS):
+    raise MeasureError(f"message cost: the crossing context sends a "
+                       f"multiple of {2 * CROSSING_CHAINS} messages, got "
+                       f"{count}")
+
+
 def build_case(context: str, count: int, sender: str, receiver: str,
                chain_ops: int, message_bytes: int = 4) -> List:
   """Adds one context's step with `count` messages of `message_bytes` each
   to the default graph; returns its fetches (see the module docstring)."""
   import tensorflow as tf
   _check_contexts([context])
-  fetches = []
   # A scalar, or a vector that the sender fills from one.
   shape = [] if message_bytes == 4 else [message_bytes // 4]
+  if context == "crossing":
+    return [_crossing_chains(count, (sender, receiver), shape)]
+  fetches = []
   with tf.device(sender):
     seed = tf.random.stateless_uniform([], seed=[1, 1])
     if context == "scattered":
@@ -121,6 +145,23 @@ def build_case(context: str, count: int, sender: str, receiver: str,
   return fetches
 
 
+def _crossing_chains(count: int, ends: Sequence[str], shape: List[int]):
+  """The "crossing" context's step: its sum, on the sender."""
+  import tensorflow as tf
+  _check_crossing_count(count)
+  sums = []
+  for c in range(CROSSING_CHAINS):
+    with tf.device(ends[c % 2]):
+      x = tf.fill(shape, tf.random.stateless_uniform([], seed=[4, c]))
+    for hop in range(count // CROSSING_CHAINS):
+      with tf.device(ends[(c + hop + 1) % 2]):
+        x = tf.add(x, 1.0, name=f"hop_{c}_{hop}")
+    with tf.device(ends[c % 2]):  # Where the chain started.
+      sums.append(tf.reduce_sum(x))
+  with tf.device(ends[0]):
+    return tf.add_n(sums)
+
+
 def measure_message_costs(sender: str, receiver: str,
                           contexts: Sequence[str] = CONTEXTS,
                           sizes: MessageCostConfig = MessageCostConfig(),
@@ -137,7 +178,7 @@ def measure_message_costs(sender: str, receiver: str,
   from tfplace.graph.op_graph import StepFetches
   from tfplace.measurement.cluster_benchmark import BenchmarkRunner
   from tfplace.measurement.session import StepSession
-  _check_contexts(contexts)
+  check_sizes(contexts, sizes)
   graph, fetches = tf.Graph(), {}
   with graph.as_default():
     for context in contexts:
@@ -172,7 +213,7 @@ def predicted_message_costs(cluster: Cluster, calibration: Calibration,
   import tensorflow as tf
   from tfplace.graph.importers import from_tf_graph
   from tfplace.measurement.calibration_fit import calibrated_simulator
-  _check_contexts(contexts)
+  check_sizes(contexts, sizes)
   index = cluster.device_index
   for name in (sender, receiver):
     if name not in index:
