@@ -51,7 +51,8 @@ def main(argv):
   from tfplace.experiments.cross_record import load_record
   from tfplace.experiments.fidelity import cross_transfers
   from tfplace.measurement.config import MeasureConfig
-  from tfplace.measurement.local_cluster import LocalCluster
+  from tfplace.measurement.local_cluster import (LocalCluster,
+                                                 make_worker_cluster)
   from tfplace.measurement.partition_messages import step_messages
   from tfplace.simulator.simulator import Simulator
   try:
@@ -63,14 +64,14 @@ def main(argv):
   missing = set(_GRAPHS.value) - {r.graph.name for r in judged}
   if missing:
     raise MeasureError(f"--graphs: not in the record: {sorted(missing)}")
+  if make_worker_cluster(2).device_names != record.cluster.device_names:
+    raise MeasureError("--record: its cluster is not two one-core TF "
+                       "server workers, the cluster this script starts; "
+                       "give a record of `scripts/fidelity.py --cross "
+                       "--record F` (its default cluster)")
   rows = []
   with LocalCluster(num_workers=2) as lc:
     cluster, config = lc.to_cluster(), MeasureConfig(target=lc.target)
-    if cluster.device_names != record.cluster.device_names:
-      raise MeasureError("--record: its cluster is not two one-core TF "
-                         "server workers, the cluster this script starts; "
-                         "give a record of `scripts/fidelity.py --cross "
-                         "--record F` (its default cluster)")
     for runs in judged:
       graph = runs.graph
       simulator = Simulator(graph, cluster,

@@ -100,7 +100,8 @@ def _check_crossing_count(count: int) -> None:
   if count % (2 * CROSSING_CHAINS):
     raise MeasureError(f"message cost: the crossing context sends a "
                        f"multiple of {2 * CROSSING_CHAINS} messages, got "
-                       f"{count}")
+                       f"{count}; give such counts, or leave the crossing "
+                       "context out")
 
 
 def build_case(context: str, count: int, sender: str, receiver: str,
