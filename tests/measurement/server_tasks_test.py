@@ -60,10 +60,24 @@ def test_measure_asks_the_servers_of_a_workers_list_it_was_given(addresses):
   swapped = MeasureConfig(target=target, workers=tuple(addresses[::-1]),
                           warmup=1, steps=1)
   with pytest.raises(MeasureError, match=(
-      f"MeasureConfig.workers: the cluster spec lists {addresses[1]} as "
-      "/job:worker/task:0, but the server there is /job:worker/task:1")):
+      f"MeasureConfig.workers lists {addresses[1]} as /job:worker/task:0, "
+      "but the server there is /job:worker/task:1 of its own cluster; list "
+      "the servers' addresses in their own spec's order")):
     measure(graph, _one_task_placement(graph, 1), swapped)
   renamed = tuple(a.replace("127.0.0.1", "localhost") for a in addresses)
   timing = measure(graph, _one_task_placement(graph, 1), MeasureConfig(
       target=target, workers=renamed, warmup=1, steps=1))
   assert timing.devices_match
+
+
+def test_step_messages_asks_the_servers_of_a_workers_list_too(addresses):
+  from tfplace.measurement.config import MeasureConfig
+  from tfplace.measurement.partition_messages import step_messages
+  from tfplace.models.registry import build_model
+  graph = build_model("mlp_towers", num_towers=2, hidden=8, batch_size=4,
+                      input_size=8, num_layers=1)
+  swapped = MeasureConfig(target="grpc://" + addresses[0],
+                          workers=tuple(addresses[::-1]), warmup=1, steps=1)
+  with pytest.raises(MeasureError, match=(
+      f"MeasureConfig.workers lists {addresses[1]} as /job:worker/task:0")):
+    step_messages(graph, _one_task_placement(graph, 1), swapped)

@@ -18,7 +18,7 @@ from tfplace.graph.op_graph import OpGraph
 from tfplace.measurement.config import MeasureConfig
 from tfplace.measurement.feeds import resolve_inputs
 from tfplace.measurement.graph_inputs import step_fetches
-from tfplace.measurement.runner import check_target
+from tfplace.measurement.runner import check_served, check_target
 from tfplace.measurement.session import Deadline, StepSession
 from tfplace.placement import Placement, placed_graph_def
 
@@ -76,6 +76,7 @@ def step_messages(graph: OpGraph, placement: Placement,
   config = config or MeasureConfig()
   fetches = step_fetches(graph)
   cpus = check_target(placement, config)
+  check_served(config)
   with StepSession(placed_graph_def(graph, placement, cluster), fetches,
                    config=config, num_cpu_devices=cpus,
                    deadline=Deadline(config),

@@ -111,7 +111,7 @@ def _check_tasks(placement: Placement, config: MeasureConfig) -> None:
 _SERVED: Set[Tuple[str, ...]] = set()
 
 
-def _check_served(config: MeasureConfig) -> None:
+def check_served(config: MeasureConfig) -> None:
   """Asks each server of the caller's `config.workers` which task it is
   (`server_tasks.check_served_tasks`, ~20 ms per server), once per list
   and process: a list in another order than the servers' own spec would
@@ -126,10 +126,7 @@ def _check_served(config: MeasureConfig) -> None:
   if (not workers or workers in _SERVED
       or list(workers) == workers_for(config.target)[0]):
     return
-  try:
-    check_served_tasks(workers)
-  except MeasureError as e:
-    raise MeasureError(f"MeasureConfig.workers: {e}") from None
+  check_served_tasks(workers, source="MeasureConfig.workers")
   _SERVED.add(workers)
 
 
@@ -233,7 +230,7 @@ def measure(graph: OpGraph, placement: Placement,
   monitor = _monitor(config, wake)
   if monitor:
     _check_servers(monitor, config)
-    _check_served(config)
+    check_served(config)
     monitor.start()
   # In process the session's CPUs share the allocator with this process's
   # own tensors (an imported Keras model's weights): left out of the peak.

@@ -61,10 +61,17 @@ def _task_of(device: str) -> Optional[Tuple[str, int]]:
   return (m.group(1), int(m.group(2))) if m else None
 
 
+# What a mismatch tells the user to give, by the list checked.
+SPEC = "the cluster spec"
+_REMEDY = {SPEC: "give the spec the servers were started with"}
+_DEFAULT_REMEDY = "list the servers' addresses in their own spec's order"
+
+
 def check_served_tasks(addresses: Sequence[str], job: str = "worker",
-                       timeout_s: float = 10.0) -> None:
+                       timeout_s: float = 10.0, source: str = SPEC) -> None:
   """Raises unless the server at `addresses[i]` is `job` task i, and the
-  servers' cluster has as many `job` tasks as `addresses`.
+  servers' cluster has as many `job` tasks as `addresses`; `source` names
+  the list in the error ("the cluster spec", "MeasureConfig.workers").
 
   Raises:
     MeasureError: naming the first address that serves another task (and
@@ -73,7 +80,8 @@ def check_served_tasks(addresses: Sequence[str], job: str = "worker",
   """
   for i, address in enumerate(addresses):
     own, listed = served_task(address.replace("grpc://", ""), timeout_s)
-    wrong = task_mismatch(address, i, len(addresses), own, listed, job)
+    wrong = task_mismatch(address, i, len(addresses), own, listed, job,
+                          source)
     if wrong:
       raise MeasureError(wrong)
 
@@ -81,18 +89,18 @@ def check_served_tasks(addresses: Sequence[str], job: str = "worker",
 def task_mismatch(address: str, task: int, num_tasks: int,
                   own: Optional[Tuple[str, int]],
                   listed: Set[Tuple[str, int]],
-                  job: str = "worker") -> Optional[str]:
-  """Why the server at `address`, listed as `job` task `task` of a spec of
+                  job: str = "worker", source: str = SPEC
+                  ) -> Optional[str]:
+  """Why the server at `address`, listed as `job` task `task` of `source`'s
   `num_tasks` addresses, is not that task (its `served_task` answer: `own`,
   `listed`), or None if it is."""
+  remedy = _REMEDY.get(source, _DEFAULT_REMEDY)
   if own is not None and own != (job, task):
-    return (f"the cluster spec lists {address} as /job:{job}/task:{task}, "
-            f"but the server there is /job:{own[0]}/task:{own[1]} of its own "
-            "cluster; give the spec the servers were started with (each "
-            "task's address, in task order)")
+    return (f"{source} lists {address} as /job:{job}/task:{task}, but the "
+            f"server there is /job:{own[0]}/task:{own[1]} of its own "
+            f"cluster; {remedy} (each task's address, in task order)")
   tasks = sum(j == job for j, _ in listed)
   if tasks != num_tasks:
-    return (f"the cluster spec lists {num_tasks} /job:{job} task(s), but the "
-            f"server at {address} is in a cluster of {tasks}; give the spec "
-            "the servers were started with")
+    return (f"{source} lists {num_tasks} /job:{job} task(s), but the "
+            f"server at {address} is in a cluster of {tasks}; {remedy}")
   return None
