@@ -114,7 +114,11 @@ def test_every_script_imports_and_lists_its_flags(script, tmp_path):
     ("memory_fidelity.py", "--graphs", "small_cnn,bogus"),
     ("memory_fidelity.py", "--placers", "best"),
     ("message_count.py", "--graphs", "nosuch"),
-    ("message_count.py", "--record", "nosuch.json.gz")])
+    ("message_count.py", "--record", "nosuch.json.gz"),
+    ("comm_benchmark.py", "--sizes", "4096"),
+    ("comm_benchmark.py", "--sizes", "4k,8k"),
+    ("comm_benchmark.py", "--consumer", "all"),
+    ("comm_benchmark.py", "--knee_bytes", "8192")])
 def test_cluster_scripts_refuse_bad_flags_before_starting_a_cluster(
     script, flag, value, tmp_path):
   run = _run([os.path.join(SCRIPTS, script), flag, value], cwd=tmp_path)

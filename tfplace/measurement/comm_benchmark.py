@@ -1,10 +1,25 @@
 """Transfer times between two devices, and a latency + bandwidth fit.
 
-A tensor of n bytes is produced on `src` and consumed (one element sliced)
-on `dst`; the same graph with the consumer on `src` is the baseline. The
-difference of their median step times is the transfer time of n bytes. A
-least-squares fit of time = latency + n / bandwidth over several sizes gives
-the link figures the simulator uses (`Calibration.links`).
+A tensor of n bytes is produced on `src` and consumed on `dst`; the same
+graph with the consumer on `src` is the baseline. The difference of their
+median step times is the transfer time of n bytes. A least-squares fit of
+time = latency + n / bandwidth over several sizes gives the link figures
+the simulator uses (`Calibration.links`).
+
+The consumer takes one element (`strided_slice`, as the cluster
+benchmark's does: `cluster_benchmark`), or with `read` sums the whole
+tensor, as real ops read what they receive. The time per byte is not one
+rate. On this project's 2-worker local cluster (one core each,
+2026-11-29, twenty-first session; `scripts/comm_benchmark.py --sizes
+4096,...,8388608 --knee_bytes 2097152 --repeats 20`, two runs per
+consumer) tensors of up to 2 MB moved at 3.7-4.9 GB/s (read) and 4.1-4.6
+GB/s (slice), the bytes from 2 MB to 8 MB at 1.6-2.1 and 1.5-2.0 GB/s:
+two regimes with a knee at ~2 MB, with either consumer. The cluster
+benchmark's one slope over 4 KB, 2 MB and 8 MB (1.6-2.4 GB/s) sits
+between them. As the simulator's rate the faster one did not help: the
+calibration's fit then charged each message of the suite's split runs
+60-90 us more, and the judged graphs replayed worse (WORKSPACE_NOTES.md,
+issue 13).
 """
 
 import dataclasses
@@ -72,21 +87,24 @@ def fit_link(samples: Sequence[CommSample]) -> LinkFit:
                  r2=r2, num_points=len(samples))
 
 
-def _transfer_graph(nbytes: int, producer: str, consumer: str):
+def _transfer_graph(nbytes: int, producer: str, consumer: str,
+                    read: bool = False):
   import tensorflow as tf
   graph = tf.Graph()
   with graph.as_default():
     with tf.device(producer):
       x = tf.fill([max(1, nbytes // 4)], tf.constant(1.0), name="payload")
     with tf.device(consumer):
-      y = tf.strided_slice(x, [0], [1], name="take")
+      y = (tf.reduce_sum(x, name="read") if read else
+           tf.strided_slice(x, [0], [1], name="take"))
   return graph, y
 
 
 def _median_run(nbytes: int, producer: str, consumer: str,
-                config: MeasureConfig, num_cpu_devices: int) -> float:
+                config: MeasureConfig, num_cpu_devices: int,
+                read: bool) -> float:
   import tensorflow as tf
-  graph, y = _transfer_graph(nbytes, producer, consumer)
+  graph, y = _transfer_graph(nbytes, producer, consumer, read)
   session_cfg = session_config(num_cpu_devices, remote=config.remote,
                                timeout_s=config.step_timeout_s)
   options = tf.compat.v1.RunOptions(
@@ -110,7 +128,8 @@ def _median_run(nbytes: int, producer: str, consumer: str,
 def benchmark_transfers(src: str, dst: str, *,
                         sizes: Sequence[int] = DEFAULT_SIZES,
                         config: Optional[MeasureConfig] = None,
-                        num_cpu_devices: int = 2) -> List[CommSample]:
+                        num_cpu_devices: int = 2,
+                        read: bool = False) -> List[CommSample]:
   """Measures transfer time src -> dst for each size (baseline subtracted).
 
   Args:
@@ -121,6 +140,7 @@ def benchmark_transfers(src: str, dst: str, *,
       timed runs (`steps`, the median is used) per size and configuration,
       and the deadline of each run (`step_timeout_s`).
     num_cpu_devices: logical CPUs of an in-process session.
+    read: the consumer sums the whole tensor (else it takes one element).
 
   Returns:
     One `CommSample` per size (seconds clipped at 0).
@@ -128,7 +148,7 @@ def benchmark_transfers(src: str, dst: str, *,
   config = config or MeasureConfig()
   out = []
   for nbytes in sizes:
-    split = _median_run(nbytes, src, dst, config, num_cpu_devices)
-    local = _median_run(nbytes, src, src, config, num_cpu_devices)
+    split = _median_run(nbytes, src, dst, config, num_cpu_devices, read)
+    local = _median_run(nbytes, src, src, config, num_cpu_devices, read)
     out.append(CommSample(nbytes=int(nbytes), seconds=max(0.0, split - local)))
   return out
