@@ -135,6 +135,33 @@ def test_strided_convolutions_get_a_curve_of_their_own():
   assert only.seconds(middle) == pytest.approx(5.0 * middle)
 
 
+def test_narrow_window_filter_gradients_get_a_curve_of_their_own():
+  # Plain filter gradients take 1.2x their roofline, narrow-window ones 3x:
+  # the type's curve follows the plain executions only, the variant's the
+  # narrow ones; with strided executions too, a strided op takes theirs.
+  work = np.geomspace(1e-5, 1e-3, 9)
+  op_type = "Conv2DBackpropFilter"
+  samples = ([OpSample(op_type, "CPU", w, 1.2 * w) for w in work] +
+             [OpSample(op_type, "CPU", w, 3.0 * w, variant="narrow_window")
+              for w in work])
+  got = fit.fit_op_types(samples)["CPU"][op_type]
+  assert set(got.variants) == {"narrow_window"} and got.samples == 9
+  middle = np.array([work[4]])
+  assert got.seconds(middle) == pytest.approx(1.2 * middle)
+  narrow = got.for_op(False, "narrow_window")
+  assert narrow.samples == 9
+  assert narrow.seconds(middle) == pytest.approx(3.0 * middle)
+  strided = samples + [OpSample(op_type, "CPU", w, 5.0 * w, strided=True)
+                       for w in work[::2]]
+  got = fit.fit_op_types(strided)["CPU"][op_type]
+  assert set(got.variants) == {STRIDED, "narrow_window"}
+  assert got.for_op(True, "narrow_window") is got.variants[STRIDED]
+  # Narrow ones alone: one curve, theirs.
+  only = fit.fit_op_types(samples[9:])["CPU"][op_type]
+  assert not only.variants
+  assert only.seconds(middle) == pytest.approx(3.0 * middle)
+
+
 def test_op_variants_get_fits_of_their_own():
   # Plain einsums take 1x their roofline plus 5 us, batched ones 5x: each
   # kind gets its own fit; the type's fit is the plain executions'.

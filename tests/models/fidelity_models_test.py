@@ -159,3 +159,19 @@ def test_bad_sizes_and_suites_raise():
   assert {n for n, _ in calibration_suite.suite()} == {
       "calib_conv", "calib_depthwise", "calib_attention", "calib_matmul",
       "calib_embedding", "calib_elementwise"}
+
+
+def test_calib_conv_marks_its_narrow_window_filter_gradients():
+  # Windows (filter rows x columns x input channels): conv_0 3x3x3 = 27,
+  # conv_1 3x3x16 = 144, conv_2 1x1x16, conv_3 3x3x16 (stride 2), conv_4
+  # 1x1x32, the projection 1x1x16 (stride 2): the 3x3 ones over 16
+  # channels are plain, the others narrow.
+  graph = registry.build_model("calib_conv", batch_size=2, image_size=8,
+                               channels=16, projection=True)
+  filters = {op.name.split("/")[-3]: op.variant for op in graph.ops
+             if op.type == "Conv2DBackpropFilter"}
+  assert filters == {"conv_0": "narrow_window", "conv_1": "",
+                     "conv_2": "narrow_window", "conv_3": "",
+                     "conv_4": "narrow_window", "project": "narrow_window"}
+  assert not any(op.variant for op in graph.ops
+                 if op.type in ("Conv2D", "Conv2DBackpropInput"))

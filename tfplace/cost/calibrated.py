@@ -64,7 +64,8 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   roofline at knots, interpolated in log-log (`OpTypeCost`); "strided", where
   present, is the same for the type's ops with a stride above 1, and
   "variants", where present, for its ops of each `Op.variant` ("batched"
-  einsums, "channels_first" batch norms).
+  einsums, "channels_first" batch norms, "narrow_window" filter
+  gradients).
   Ops of other types keep the analytical time, times `compute_scale` of
   their device type and `op_type_scale` of their op type (the older,
   whole-graph form of a calibration).
@@ -128,7 +129,8 @@ class OpTypeCost:
     variants: the costs of kinds of the type's executions that were
       measured apart from the plain ones: `STRIDED` for those with a stride
       above 1 (`Op.stride`: convolutions), and each `Op.variant` ("batched"
-      einsums, "channels_first" batch norms). A kind not in it costs as the
+      einsums, "channels_first" batch norms, "narrow_window" filter
+      gradients). A kind not in it costs as the
       plain executions. (The JSON form keeps the strided cost under its own
       key "strided", as files have since convolutions were fitted.)
   """

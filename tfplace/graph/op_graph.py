@@ -131,8 +131,11 @@ class Op:
       with batch indices (attention's scores and context: TF runs one
       small matrix product per batch index, several times slower than one
       product of the same work); "channels_first", a fused batch norm over
-      NCHW data (Keras's layer normalization: one channel per row); ""
-      for other ops.
+      NCHW data (Keras's layer normalization: one channel per row);
+      "narrow_window", a filter gradient whose filter window (rows x
+      columns x input channels) is under `op_reader.NARROW_WINDOW` (1x1
+      filters, first layers: ~half the rate of wider ones at the same
+      work); "" for other ops.
   """
   name: str
   type: str

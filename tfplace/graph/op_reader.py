@@ -6,7 +6,7 @@ from typing import Callable, Optional, Sequence, Tuple
 import numpy as np
 
 from tfplace.graph import kernels, op_flops, unknown_dims
-from tfplace.graph.conv_geometry import conv_geometry
+from tfplace.graph.conv_geometry import ConvGeometry, conv_geometry
 from tfplace.graph.op_graph import VARIABLE_OPS, ControlFlowCost, Op
 
 # Bytes of one tensor whose dtype has no fixed element size (a handle).
@@ -132,6 +132,9 @@ def read_op(node, tf_op, unknown_dim: int,
         out_bytes[k] = out_bytes[k] if known is None else int(known)
   coloc = tuple(s.decode()[len("loc:@"):] for s in node.attr["_class"].list.s
                 if s.startswith(b"loc:@")) if "_class" in node.attr else ()
+  conv = conv_geometry(node.op, in_shapes, shapes,
+                       dtypes[0].size if dtypes else 0,
+                       _attr_reader(node, tf_op))
   return Op(
       name=node.name, type=node.op, output_shapes=shapes,
       output_dtypes=tuple(d.name for d in dtypes),
@@ -141,16 +144,28 @@ def read_op(node, tf_op, unknown_dim: int,
       kernels=kernels.kernel_device_types(node.op),
       requested_device=node.device, colocation_names=coloc, body=body,
       stride=_stride(node),
-      variant=cost_variant(node),
-      conv=conv_geometry(node.op, in_shapes, shapes,
-                         dtypes[0].size if dtypes else 0,
-                         _attr_reader(node, tf_op)))
+      variant=cost_variant(node, conv), conv=conv)
 
 
-def cost_variant(node) -> str:
+# A filter gradient whose window (filter rows x columns x input channels)
+# is under this many values is "narrow_window" (`cost_variant`).
+NARROW_WINDOW = 144
+
+
+def cost_variant(node, conv: Optional[ConvGeometry] = None) -> str:
   """`Op.variant` of a NodeDef: "batched" for an einsum with batch indices,
   "channels_first" for a fused batch norm (or its gradient) over NCHW
-  data, "" otherwise."""
+  data, "narrow_window" for a filter gradient whose window (`conv`, its
+  geometry) is under `NARROW_WINDOW` values, "" otherwise.
+
+  A filter gradient multiplies window x (batch x pixels) by (batch x
+  pixels) x output channels: on a CPU core here the narrow ones (1x1
+  filters over up to 128 channels, first layers over 3) ran at 60-93
+  GFLOP/s, the 3x3 ones over 16-64 channels at 127-200, at the same work
+  (2026-11-29, WORKSPACE_NOTES.md, issue 13)."""
+  if (node.op == "Conv2DBackpropFilter" and conv is not None
+      and conv.window < NARROW_WINDOW):
+    return "narrow_window"
   if node.op == "Einsum" and op_flops.einsum_is_batched(
       node.attr["equation"].s.decode()):
     return "batched"

@@ -53,7 +53,15 @@ normalization) took 4-5x what the fit of the NHWC ones (after
 convolutions) predicts (a Keras transformer's traced step,
 WORKSPACE_NOTES.md). Where the suite measured both kinds of a type, each
 variant gets a fit of its own (`OpTypeCost.variants`) and the type's fit
-is its plain executions'.
+is its plain executions'. So do convolution filter gradients with a
+narrow window (filter rows x columns x input channels under 144: 1x1
+filters, first layers), which multiply a narrow matrix: on the suite's
+records they ran at 60-93 GFLOP/s against 127-200 for 3x3 filters over
+16-64 channels at the same work, and in one curve the narrow ones set the
+knots where resnet_like's 3x3 gradients sit (predicted 1.75x their traced
+time; 1.20x with their own curves; WORKSPACE_NOTES.md, issue 13). Each
+such variant gets a curve of its own; the strided curve still takes every
+strided execution and comes first.
 What is fitted about transfers, on a cluster with the link model, is two
 shares of measured figures, chosen on the suite's split runs
 (`fit_transfer_figures`): how much of the measured per-message cost each end
@@ -131,7 +139,8 @@ class OpSample:
     work_s: roofline seconds at the device's measured rates.
     measured_s: traced duration less the tracer's cost per op (>= 0).
     strided: the op has a stride above 1 (`Op.stride`).
-    variant: the op's `Op.variant` ("batched", "channels_first" or "").
+    variant: the op's `Op.variant` ("batched", "channels_first",
+      "narrow_window" or "").
   """
   op_type: str
   device_type: str
@@ -297,13 +306,20 @@ def _fit_one_type(op_type: str, samples: Sequence[OpSample],
         fit_op_type(plain, bounds),
         variants={v: fit_op_type([s for s in samples if s.variant == v],
                                  bounds) for v in variants})
-  fit = _fit_conv(samples, bounds)
+  plain = [s for s in samples if not s.variant]
+  fit = _fit_conv(plain or samples, bounds)
+  variants = {}
   strided = [s for s in samples if s.strided]
   if strided and len(strided) < len(samples):
     strided_fit = _fit_conv(strided, bounds)
     if strided_fit.curve_work_s:
-      return dataclasses.replace(fit, variants={STRIDED: strided_fit})
-  return fit
+      variants[STRIDED] = strided_fit
+  if plain:
+    for v in sorted({s.variant for s in samples} - {""}):
+      variant_fit = _fit_conv([s for s in samples if s.variant == v], bounds)
+      if variant_fit.curve_work_s:
+        variants[v] = variant_fit
+  return dataclasses.replace(fit, variants=variants) if variants else fit
 
 
 def _fit_conv(samples: Sequence[OpSample], bounds: FitBounds) -> OpTypeCost:
