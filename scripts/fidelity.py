@@ -42,7 +42,10 @@ ends in .gz);
 judges it on those measurements, with no cluster: a change to the
 calibration model is judged on fixed data (`tfplace.experiments.
 cross_record`) before a live run. testdata/cross_records/ holds such
-records of this machine (see WORKSPACE_NOTES.md, issue 13).
+records of this machine (see WORKSPACE_NOTES.md, issue 13). With
+--op_types N it also prints, per judged graph, the N op types whose traced
+time in the one-device runs the calibration misses most
+(`tfplace.experiments.op_type_errors`).
 
 Without --cross: the per-graph check, each graph calibrated on its own
 one-device and split runs and judged on its other placements (the baselines
@@ -150,6 +153,9 @@ _REPLAY = flags.DEFINE_list(
     "measurements (no cluster, no runs; --graphs and the measuring flags "
     "are not used): one file prints its matrix, several the targets met "
     "per file and over all (e.g. testdata/cross_records/*.json.gz)")
+_OP_TYPES = flags.DEFINE_integer(
+    "op_types", 0, "with --replay: per judged graph, its N op types whose "
+    "traced time in the one-device runs the calibration misses most")
 _CALIBRATION_OUT = flags.DEFINE_string(
     "calibration_out", None, "write the fitted calibration(s) to this "
     "directory (--cross: DIR/cross.calibration.json; else "
@@ -199,24 +205,45 @@ def _cross(cluster, config, graphs, specs):
 
 def _replay(paths):
   from tfplace.experiments import cross_record, fidelity_report
-  named = []
+  named, op_types = [], {}
   for path in paths:
     record = cross_record.load_record(path)
     print(f"replaying {path}: {len(record.suite)} suite graphs, "
           f"{len(record.judged)} judged graphs, fitted and predicted with "
           f"this code", flush=True)
     named.append((os.path.basename(path), cross_record.replay(record)))
+    if _OP_TYPES.value > 0:
+      _add_op_types(op_types, record, named[-1][1])
   print()
   if len(named) == 1:
     _print_cross(named[0][1])
-    return
-  print("## targets met on each record\n")
-  print(fidelity_report.records_summary(named))
-  print("## predicted / measured per placement, over the records\n")
-  print(fidelity_report.placements_summary(named))
-  if _JSON.value:
+  else:
+    print("## targets met on each record\n")
+    print(fidelity_report.records_summary(named))
+    print("## predicted / measured per placement, over the records\n")
+    print(fidelity_report.placements_summary(named))
+  if _OP_TYPES.value > 0:
+    from tfplace.experiments import op_type_errors
+    print("## op types of the one-device runs: traced against calibrated "
+          "(ms per step, medians over the runs)\n")
+    print(op_type_errors.summary_table(op_types, _OP_TYPES.value))
+  if len(named) > 1 and _JSON.value:
     print(json.dumps({name: fidelity_report.cross_json(cross)
                       for name, cross in named}))
+
+
+def _add_op_types(op_types, record, cross):
+  """Adds each judged graph's one-device runs of `record`, per op type
+  against `cross`'s calibration, to `op_types` (graph -> runs)."""
+  from tfplace.experiments import op_type_errors
+  traced_op_s = {d.device: d.traced_op_s for d in record.benchmark.devices}
+  calibration = cross.calibration_report.calibration
+  for judged in record.judged:
+    runs = judged.runs
+    op_types.setdefault(runs.label, []).extend(
+        op_type_errors.one_device_errors(
+            runs.graph, record.cluster, calibration, runs.placements,
+            runs.outcomes, traced_op_s))
 
 
 def _print_cross(cross):

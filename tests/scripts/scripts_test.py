@@ -162,6 +162,22 @@ def test_a_script_refuses_positional_arguments(tmp_path):
   assert "comma-separated" in run.stderr and "replaying" not in run.stdout
 
 
+def test_a_replay_lists_the_op_types_its_calibration_misses(tmp_path):
+  record = os.path.join(ROOT, "testdata", "cross_records",
+                        "2026-11-29-r80.json.gz")
+  run = _run([os.path.join(SCRIPTS, "fidelity.py"), "--replay", record,
+              "--op_types", "2"], cwd=tmp_path)
+  assert run.returncode == 0, run.stderr[-2000:]
+  table = run.stdout[run.stdout.index("## op types of the one-device runs"):]
+  rows = [line.split(" | ") for line in table.splitlines()
+          if line.startswith("| ") and not line.startswith("| graph")]
+  # Two op types for each of the record's 11 judged graphs, each with a
+  # traced and a predicted time.
+  assert len(rows) == 2 * 11
+  assert {r[0][2:] for r in rows} >= {"resnet_like", "keras_transformer"}
+  assert all(float(r[4]) > 0 and float(r[5]) >= 0 for r in rows)
+
+
 def test_idle_slowdown_reads_a_shipped_record(tmp_path):
   record = os.path.join(ROOT, "testdata", "cross_records",
                         "2026-11-26-r27.json.gz")

@@ -109,8 +109,8 @@ reports the in-sample error of every calibration run).
 """
 
 import dataclasses
-from typing import (Collection, Dict, List, Mapping, Optional, Sequence,
-                    Tuple)
+from typing import (Collection, Dict, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple)
 
 from absl import logging
 import numpy as np
@@ -207,6 +207,26 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
     One sample per traced op of the training step on a cluster device.
   """
   work = AnalyticalCostModel().work_seconds(graph, cluster)
+  out = []
+  for i, j, measured in traced_op_times(graph, cluster, timing, traced_op_s,
+                                        kernel_devices):
+    if not np.isfinite(work[i, j]):
+      continue
+    op = graph.ops[i]
+    out.append(OpSample(op.type, cluster.devices[j].type, float(work[i, j]),
+                        measured, op.stride > 1, op.variant))
+  return out
+
+
+def traced_op_times(graph: OpGraph, cluster: Cluster, timing: StepTiming,
+                    traced_op_s: Mapping[str, float],
+                    kernel_devices: Collection[str] = ()
+                    ) -> Iterator[Tuple[int, int, float]]:
+  """(op index, device index, seconds) of each traced op of the training
+  step on a cluster device, as the op-type fit reads it: its duration as
+  if alone (`op_concurrency`) less the tracer's cost per op, or on a
+  launch-bound device (`kernel_devices`) its kernel time (see
+  `samples_from_timing`)."""
   # Launch-bound devices whose tracer recorded kernels in this step: there
   # an op without a kernel time ran none.
   traced_kernels = {r.device for r in timing.op_records
@@ -214,25 +234,18 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
   # A wide op traced beside others, as if alone (`op_concurrency`; on a
   # launch-bound device the kernel time below is used instead).
   solo = solo_durations(timing.op_records)
-  out = []
   for rec, solo_s in zip(timing.op_records, solo):
     i = graph.index.get(rec.name)
     j = cluster.device_index.get(rec.device)
     if i is None or j is None or not graph.step_mask[i]:
       continue
-    if not np.isfinite(work[i, j]):
-      continue
     device = cluster.devices[j]
     if device.name in kernel_devices:
       if device.name not in traced_kernels:
         continue
-      measured = rec.kernel_s or 0.0
+      yield i, j, rec.kernel_s or 0.0
     else:
-      measured = max(0.0, solo_s - traced_op_s.get(device.name, 0.0))
-    op = graph.ops[i]
-    out.append(OpSample(op.type, device.type, float(work[i, j]), measured,
-                        op.stride > 1, op.variant))
-  return out
+      yield i, j, max(0.0, solo_s - traced_op_s.get(device.name, 0.0))
 
 
 def fit_op_type(samples: Sequence[OpSample],
