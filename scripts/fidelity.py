@@ -215,19 +215,19 @@ def _replay(paths):
     if _OP_TYPES.value > 0:
       _add_op_types(op_types, record, named[-1][1])
   print()
-  if len(named) == 1:
-    _print_cross(named[0][1])
-  else:
-    print("## targets met on each record\n")
-    print(fidelity_report.records_summary(named))
-    print("## predicted / measured per placement, over the records\n")
-    print(fidelity_report.placements_summary(named))
-  if _OP_TYPES.value > 0:
+  if _OP_TYPES.value > 0:  # Before the tables that may end in --json's line.
     from tfplace.experiments import op_type_errors
     print("## op types of the one-device runs: traced against calibrated "
           "(ms per step, medians over the runs)\n")
     print(op_type_errors.summary_table(op_types, _OP_TYPES.value))
-  if len(named) > 1 and _JSON.value:
+  if len(named) == 1:
+    _print_cross(named[0][1])
+    return
+  print("## targets met on each record\n")
+  print(fidelity_report.records_summary(named))
+  print("## predicted / measured per placement, over the records\n")
+  print(fidelity_report.placements_summary(named))
+  if _JSON.value:
     print(json.dumps({name: fidelity_report.cross_json(cross)
                       for name, cross in named}))
 

@@ -166,9 +166,11 @@ def test_a_replay_lists_the_op_types_its_calibration_misses(tmp_path):
   record = os.path.join(ROOT, "testdata", "cross_records",
                         "2026-11-29-r80.json.gz")
   run = _run([os.path.join(SCRIPTS, "fidelity.py"), "--replay", record,
-              "--op_types", "2"], cwd=tmp_path)
+              "--op_types", "2", "--json"], cwd=tmp_path)
   assert run.returncode == 0, run.stderr[-2000:]
+  json.loads(run.stdout.strip().splitlines()[-1])  # --json: the last line.
   table = run.stdout[run.stdout.index("## op types of the one-device runs"):]
+  table = table[:table.index("\n\n", table.index("|---"))]
   rows = [line.split(" | ") for line in table.splitlines()
           if line.startswith("| ") and not line.startswith("| graph")]
   # Two op types for each of the record's 11 judged graphs, each with a
