@@ -22,8 +22,10 @@ from tfplace.cost.calibrated import (Calibration, CalibratedCostModel,
                                      apply_calibration)
 from tfplace.cost.cluster import Cluster
 from tfplace.graph.op_graph import OpGraph
+from tfplace.measurement.batch import MeasureOutcome
 from tfplace.measurement.calibration_fit import traced_op_times
 from tfplace.measurement.timing import StepTiming
+from tfplace.placement import Placement
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +82,9 @@ def op_type_errors(graph: OpGraph, cluster: Cluster, calibration: Calibration,
 
 def one_device_errors(graph: OpGraph, cluster: Cluster,
                       calibration: Calibration,
-                      placements: Sequence[Tuple[str, object]],
-                      outcomes: Sequence, traced_op_s: Mapping[str, float]
+                      placements: Sequence[Tuple[str, Placement]],
+                      outcomes: Sequence[MeasureOutcome],
+                      traced_op_s: Mapping[str, float]
                       ) -> List[Tuple[OpTypeError, ...]]:
   """`op_type_errors` of each measured run whose placement uses one
   device (its ops' whole cost is compute: no message in it)."""

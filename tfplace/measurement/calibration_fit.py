@@ -306,31 +306,25 @@ def _typical_small(work: np.ndarray, measured: np.ndarray) -> float:
 
 def _fit_one_type(op_type: str, samples: Sequence[OpSample],
                   bounds: FitBounds) -> OpTypeCost:
-  """`fit_op_type`; for a convolution also the scale where its work is and
-  its measured curve, the strided executions' apart where they give a
-  curve of their own; for other types, each `Op.variant` apart from the
-  plain executions where both were measured (see the module docstring)."""
-  if op_type not in CONV_OP_TYPES:
-    plain = [s for s in samples if not s.variant]
-    if not plain or len(plain) == len(samples):
-      return fit_op_type(samples, bounds)
-    variants = sorted({s.variant for s in samples} - {""})
-    return dataclasses.replace(
-        fit_op_type(plain, bounds),
-        variants={v: fit_op_type([s for s in samples if s.variant == v],
-                                 bounds) for v in variants})
+  """`fit_op_type`, or for a convolution `_fit_conv` (its measured curve)
+  with the strided executions' apart where they give a curve of their own;
+  for every type each `Op.variant` apart from the plain executions where
+  both were measured (a convolution's where it gives a curve; see the
+  module docstring)."""
+  conv = op_type in CONV_OP_TYPES
+  fit_one = _fit_conv if conv else fit_op_type
   plain = [s for s in samples if not s.variant]
-  fit = _fit_conv(plain or samples, bounds)
+  fit = fit_one(plain or samples, bounds)
   variants = {}
   strided = [s for s in samples if s.strided]
-  if strided and len(strided) < len(samples):
+  if conv and strided and len(strided) < len(samples):
     strided_fit = _fit_conv(strided, bounds)
     if strided_fit.curve_work_s:
       variants[STRIDED] = strided_fit
   if plain:
     for v in sorted({s.variant for s in samples} - {""}):
-      variant_fit = _fit_conv([s for s in samples if s.variant == v], bounds)
-      if variant_fit.curve_work_s:
+      variant_fit = fit_one([s for s in samples if s.variant == v], bounds)
+      if variant_fit.curve_work_s or not conv:
         variants[v] = variant_fit
   return dataclasses.replace(fit, variants=variants) if variants else fit
 

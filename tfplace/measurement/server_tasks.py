@@ -61,10 +61,8 @@ def _task_of(device: str) -> Optional[Tuple[str, int]]:
   return (m.group(1), int(m.group(2))) if m else None
 
 
-# What a mismatch tells the user to give, by the list checked.
+# The list `check_served_tasks` checks unless told another.
 SPEC = "the cluster spec"
-_REMEDY = {SPEC: "give the spec the servers were started with"}
-_DEFAULT_REMEDY = "list the servers' addresses in their own spec's order"
 
 
 def check_served_tasks(addresses: Sequence[str], job: str = "worker",
@@ -94,7 +92,8 @@ def task_mismatch(address: str, task: int, num_tasks: int,
   """Why the server at `address`, listed as `job` task `task` of `source`'s
   `num_tasks` addresses, is not that task (its `served_task` answer: `own`,
   `listed`), or None if it is."""
-  remedy = _REMEDY.get(source, _DEFAULT_REMEDY)
+  remedy = ("give the spec the servers were started with" if source == SPEC
+            else "list the servers' addresses in their own spec's order")
   if own is not None and own != (job, task):
     return (f"{source} lists {address} as /job:{job}/task:{task}, but the "
             f"server there is /job:{own[0]}/task:{own[1]} of its own "
