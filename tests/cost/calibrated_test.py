@@ -276,6 +276,39 @@ def test_op_variants_take_their_own_cost_and_round_trip(tmp_path):
   assert Calibration.load(str(tmp_path / "cal.json")) == cal
 
 
+def test_each_matrix_product_costs_its_fitted_time_and_round_trips(
+    tmp_path):
+  from tfplace.cost.calibrated import OpTypeCost
+  curve = OpTypeCost(0.0, 1.0, 6, curve_work_s=(0.1, 1.0),
+                     curve_time_s=(0.2, 2.0), per_product_s=0.01)
+  cal = dataclasses.replace(_new_calibration(), op_types={"CPU": {
+      "BatchMatMulV2": OpTypeCost(0.0, 0.5, 8, per_product_s=0.001),
+      "Einsum": curve}})
+  ops = [Op("one", "BatchMatMulV2", output_bytes=(0,), flops=2e9),
+         Op("many", "BatchMatMulV2", output_bytes=(0,), flops=2e9,
+            matrix_products=64),
+         Op("curve", "Einsum", output_bytes=(0,), flops=2e9,
+            matrix_products=3)]
+  cluster = apply_calibration(_cpu_cluster(launch=9e-6), cal)
+  s = CalibratedCostModel(cal, UNIT).op_costs(
+      OpGraph(ops, [], graph_def=None), cluster).compute_s
+  # 0.5 s of roofline: 0.25 s scaled, plus 1 ms per product; on the curve
+  # 1.0 s, plus 10 ms per product.
+  assert s[0] == pytest.approx([1e-6 + 0.25 + 0.001] * 2)
+  assert s[1] == pytest.approx([1e-6 + 0.25 + 0.064] * 2)
+  assert s[2] == pytest.approx([1e-6 + 1.0 + 0.03] * 2)
+  cal.save(str(tmp_path / "cal.json"))
+  data = json.loads((tmp_path / "cal.json").read_text())
+  assert data["op_types"]["CPU"]["BatchMatMulV2"]["per_product_s"] == 0.001
+  assert Calibration.load(str(tmp_path / "cal.json")) == cal
+  # A type without a cost per product writes no key: files stay as they were.
+  plain = dataclasses.replace(cal, op_types={"CPU": {
+      "MatMul": OpTypeCost(0.0, 0.5, 8)}})
+  plain.save(str(tmp_path / "plain.json"))
+  assert "per_product_s" not in json.loads(
+      (tmp_path / "plain.json").read_text())["op_types"]["CPU"]["MatMul"]
+
+
 @pytest.mark.parametrize("work,time", [
     ((1e-6,), (1e-5,)),  # one knot
     ((1e-6, 1e-5), (1e-5,)),  # unequal lengths
@@ -295,6 +328,8 @@ def test_bad_curves_raise(work, time):
     {"op_types": {"CPU": {"MatMul": {"fixed_s": -1e-6, "scale": 1.0}}}},
     {"op_types": {"CPU": {"MatMul": {"fixed_s": 1e-6, "scale": 0.0}}}},
     {"op_types": {"CPU": {"MatMul": {"scale": 1.0}}}},
+    {"op_types": {"CPU": {"MatMul": {"fixed_s": 0.0, "scale": 1.0,
+                                     "per_product_s": -1e-6}}}},
     {"run_overhead_s": {"/cpu:0": float("nan")}},
     {"rendezvous_transfers": "yes"},
 ])

@@ -2,7 +2,8 @@
 
 import pytest
 
-from tfplace.graph.op_flops import einsum_is_batched, num_elements, op_flops
+from tfplace.graph.op_flops import (einsum_is_batched, matrix_products,
+                                    num_elements, op_flops)
 
 
 def _attrs(**kw):
@@ -49,6 +50,22 @@ def test_einsum(equation, ins, out, expected):
 ])
 def test_einsum_is_batched(equation, batched):
   assert einsum_is_batched(equation) == batched
+
+
+@pytest.mark.parametrize("op_type,out,equation,products", [
+    ("BatchMatMulV2", (8, 4, 32, 16), "", 32),   # batch 8 x heads 4
+    ("BatchMatMul", (32, 16), "", 1),            # no batch dims
+    ("MatMul", (64, 16), "", 1),
+    ("Einsum", (16, 4, 32, 32), "aecd,abcd->acbe", 64),  # batch a, c
+    ("Einsum", (16, 32, 4, 16), "acbe,aecd->abcd", 64),
+    ("Einsum", (16, 32, 4, 16), "abc,cde->abde", 1),     # a projection
+    ("Einsum", (2, 3, 4, 5), "...ij,...jk->...ik", 6),   # broadcast batch
+    ("Einsum", (7, 2, 4, 5), "b...ij,b...jk->b...ik", 14),
+    ("Einsum", (6, 4), "ij->ji", 1),                     # one input
+    ("Einsum", (4, 2), "ij,jk", 1),                      # implicit output
+])
+def test_matrix_products(op_type, out, equation, products):
+  assert matrix_products(op_type, out, equation) == products
 
 
 def test_conv2d_and_backprops_match_forward():

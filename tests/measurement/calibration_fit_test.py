@@ -183,6 +183,24 @@ def test_op_variants_get_fits_of_their_own():
   assert not only.variants and only.scale == pytest.approx(5.0, rel=0.05)
 
 
+def test_a_batched_type_gets_a_cost_per_matrix_product():
+  # 0.5 us per product, 1 us fixed, 3x the roofline: the small products'
+  # count sets their time, the large ones' work theirs. A fit without the
+  # products charges the few large products' work to the many small ones.
+  rng = np.random.default_rng(0)
+  cases = [(w, n) for w in np.geomspace(1e-7, 1e-4, 6) for n in (4, 32, 64)]
+  samples = [OpSample("BatchMatMulV2", "CPU", w, 1e-6 + 5e-7 * n + 3.0 * w,
+                      matrix_products=n) for w, n in cases]
+  rng.shuffle(samples)
+  got = fit.fit_op_type(samples)
+  assert got.per_product_s == pytest.approx(5e-7, rel=0.05)
+  assert (got.fixed_s, got.scale) == pytest.approx((1e-6, 3.0), rel=0.05)
+  assert got.seconds(np.array([1e-5]), 64) == pytest.approx(
+      1e-6 + 3.2e-5 + 3e-5, rel=0.02)
+  # One product per execution everywhere: no cost per product.
+  assert fit.fit_op_type(_samples(3e-6, 1.7, WORKS)).per_product_s == 0.0
+
+
 def test_convolutions_get_their_measured_curve():
   # A bend no fixed part and scale follow: 20 us flat, then 2x the
   # roofline, then 1x. The curve goes through the middle of each bin.
@@ -459,6 +477,15 @@ def test_a_launch_bound_device_gives_kernel_time_samples():
                                  {dev}) == []
   assert len(fit.samples_from_timing(graph, cluster, timing,
                                      {dev: 5e-7})) == 2
+  # A batched product: its products on a CPU; on a launch-bound device
+  # one kernel runs them all.
+  i = graph.index[mm]
+  graph.ops[i] = dataclasses.replace(graph.ops[i], matrix_products=8)
+  products = {s.op_type: s.matrix_products for s in
+              fit.samples_from_timing(graph, cluster, timing, {dev: 5e-7})}
+  assert products == {"MatMul": 8, graph.ops[graph.index[ident]].type: 1}
+  assert {s.matrix_products for s in fit.samples_from_timing(
+      graph, cluster, timing, {dev: 5e-7}, {dev})} == {1}
   # Types that never ran a kernel there, per launch-bound device type.
   free = fit.kernel_free_types(
       [OpSample("Identity", "GPU", 0.0, 0.0),

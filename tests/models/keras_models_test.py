@@ -72,6 +72,10 @@ def test_keras_transformer_attends_with_einsums_in_every_layer():
   # The calibration's variants: scores and context batched, layer norms
   # channels-first (as the suite's calib_attention).
   assert sum(op.variant == "batched" for op in einsums) == 2 * 6
+  # Each batched one runs a product per sequence and head; the rest one.
+  assert sorted({op.matrix_products for op in einsums}) == [1, 2 * 2]
+  assert all((op.matrix_products > 1) == (op.variant == "batched")
+             for op in einsums)
   assert {op.variant for op in graph.ops
           if op.type.startswith("FusedBatchNorm")} == {"channels_first"}
 

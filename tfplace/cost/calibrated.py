@@ -24,7 +24,8 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
                              "Einsum": {"fixed_s": 1e-5, "scale": 1.2,
                                         "samples": 36,
                                         "variants": {"batched": {
-                                            "fixed_s": 1e-5, "scale": 6.0,
+                                            "fixed_s": 1e-6, "scale": 3.0,
+                                            "per_product_s": 5e-7,
                                             "samples": 36}}}}},
         "launch_overhead_s": {"CPU": 2e-7},
         "trace_excess_s": {"CPU": 1.2e-6},
@@ -65,7 +66,9 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   present, is the same for the type's ops with a stride above 1, and
   "variants", where present, for its ops of each `Op.variant` ("batched"
   einsums, "channels_first" batch norms, "narrow_window" filter
-  gradients).
+  gradients); "per_product_s", where present, is added per matrix product
+  an execution runs (`Op.matrix_products`: a batched matmul or einsum runs
+  one per batch index).
   Ops of other types keep the analytical time, times `compute_scale` of
   their device type and `op_type_scale` of their op type (the older,
   whole-graph form of a calibration).
@@ -114,7 +117,8 @@ STRIDED = "strided"
 class OpTypeCost:
   """The fitted time of one op type on one device type, beyond the launch
   overhead: `fixed_s + scale * roofline seconds`, or, where a curve was
-  measured, the curve.
+  measured, the curve; plus `per_product_s` per matrix product the
+  execution runs (`Op.matrix_products`).
 
   Attributes:
     fixed_s: seconds per execution whatever the size (>= 0).
@@ -133,6 +137,8 @@ class OpTypeCost:
       gradients). A kind not in it costs as the
       plain executions. (The JSON form keeps the strided cost under its own
       key "strided", as files have since convolutions were fitted.)
+    per_product_s: seconds per matrix product of an execution (>= 0; 0
+      where none was fitted: the type runs one product, or none).
   """
   fixed_s: float
   scale: float
@@ -141,6 +147,7 @@ class OpTypeCost:
   curve_time_s: Tuple[float, ...] = ()
   variants: Mapping[str, "OpTypeCost"] = dataclasses.field(
       default_factory=dict)
+  per_product_s: float = 0.0
 
   def for_op(self, strided: bool, variant: str) -> "OpTypeCost":
     """The cost of the type's executions with a stride above 1 or of an
@@ -150,7 +157,9 @@ class OpTypeCost:
     return self.variants.get(variant, self)
 
   def __post_init__(self):
-    _check_factors({"fixed_s": self.fixed_s}, "op_types", allow_zero=True)
+    _check_factors({"fixed_s": self.fixed_s,
+                    "per_product_s": self.per_product_s}, "op_types",
+                   allow_zero=True)
     _check_factors({"scale": self.scale}, "op_types", allow_zero=False)
     if int(self.samples) != self.samples or self.samples < 0:
       raise ClusterError(f"calibration op_types samples must be a whole "
@@ -167,18 +176,20 @@ class OpTypeCost:
       raise ClusterError("calibration op_types curve: the work knots must "
                          "increase and the times must not decrease")
 
-  def seconds(self, roofline_s: np.ndarray) -> np.ndarray:
+  def seconds(self, roofline_s: np.ndarray,
+              matrix_products: np.ndarray = 1.0) -> np.ndarray:
     """The op's time beyond the launch overhead for roofline seconds
-    `roofline_s`."""
+    `roofline_s` and `matrix_products` products per execution."""
     roofline_s = np.asarray(roofline_s, np.float64)
+    products = self.per_product_s * np.asarray(matrix_products, np.float64)
     if not self.curve_work_s:
-      return self.fixed_s + self.scale * roofline_s
+      return products + self.fixed_s + self.scale * roofline_s
     log_work = np.log(self.curve_work_s)
     log_time = np.log(self.curve_time_s)
     x = np.log(np.maximum(roofline_s, 1e-300))
     inside = np.exp(np.interp(x, log_work, log_time))
     beyond = roofline_s * (self.curve_time_s[-1] / self.curve_work_s[-1])
-    return np.where(x > log_work[-1], beyond, inside)
+    return products + np.where(x > log_work[-1], beyond, inside)
 
 
 # A calibration whose cluster benchmarks differ by more than this (any
@@ -402,6 +413,8 @@ def _op_type_dict(cost: OpTypeCost) -> dict:
   "strided" and "variants" only with such costs)."""
   out = {"fixed_s": cost.fixed_s, "scale": cost.scale,
          "samples": cost.samples}
+  if cost.per_product_s:
+    out["per_product_s"] = cost.per_product_s
   if cost.curve_work_s:
     out.update(curve_work_s=list(cost.curve_work_s),
                curve_time_s=list(cost.curve_time_s))
@@ -421,7 +434,8 @@ def _op_type_cost(v: dict) -> OpTypeCost:
   return OpTypeCost(
       float(v["fixed_s"]), float(v["scale"]), int(v.get("samples", 0)),
       tuple(float(x) for x in v.get("curve_work_s", ())),
-      tuple(float(x) for x in v.get("curve_time_s", ())), variants)
+      tuple(float(x) for x in v.get("curve_time_s", ())), variants,
+      float(v.get("per_product_s", 0.0)))
 
 
 def _op_types(data: dict) -> Dict[str, Dict[str, OpTypeCost]]:
@@ -566,7 +580,7 @@ class CalibratedCostModel(CostModel):
                                                              0.0))
         elif fit is not None:
           seconds[rows, j] = device.launch_overhead_s + fit.seconds(
-              work[rows, j])
+              work[rows, j], _matrix_products(graph, rows))
       if not launch:
         self._fitted_bodies(graph, cluster, j, fits, seconds)
 
@@ -622,11 +636,17 @@ class CalibratedCostModel(CostModel):
     kind = launch_kind(op_type, kernel_free)
     if kind == NO_KERNEL:
       kernel = np.zeros(len(rows))
+    elif fit is None:
+      kernel = work[rows, j]
     else:
-      kernel = fit.seconds(work[rows, j]) if fit is not None else (
-          work[rows, j])
+      kernel = fit.seconds(work[rows, j], _matrix_products(graph, rows))
     seconds[rows, j] = dispatch_s + np.maximum(
         launch.get(kind, launch[ELEMENTWISE]), kernel)
+
+
+def _matrix_products(graph: OpGraph, rows: list) -> np.ndarray:
+  """float64 [len(rows)]: each op's `Op.matrix_products`."""
+  return np.array([graph.ops[i].matrix_products for i in rows], np.float64)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -124,6 +124,36 @@ def einsum_is_batched(equation: str) -> bool:
   return bool(indices(terms[0]) & indices(terms[1]) & indices(out))
 
 
+BATCH_MATMUL_OP_TYPES = frozenset({"BatchMatMul", "BatchMatMulV2",
+                                   "BatchMatMulV3"})
+
+
+def matrix_products(op_type: str, output_shape: Shape,
+                    equation: str = "") -> int:
+  """The matrix products one execution runs: TF's batched matmul kernel
+  (a BatchMatMul, and a two-input einsum, which TF reduces to one) runs one
+  product per batch index of its output: the output's dims but the last two
+  for a BatchMatMul, those of an einsum's batch letters (in both inputs and
+  the output; "..." too) for an einsum (`equation`). 1 for other ops."""
+  if op_type in BATCH_MATMUL_OP_TYPES:
+    return max(1, num_elements(output_shape[:-2]))
+  if op_type != "Einsum" or "->" not in equation:
+    return 1
+  lhs, out = equation.replace(" ", "").split("->")
+  terms = lhs.split(",")
+  if len(terms) != 2:
+    return 1
+  labels = list(out.replace("...", ""))
+  if "..." in out:
+    at = out.index("...")
+    labels[at:at] = ["..."] * (len(output_shape) - len(labels))
+  if len(labels) != len(output_shape):
+    return 1
+  batch = [n for label, n in zip(labels, output_shape)
+           if label == "..." or (label in terms[0] and label in terms[1])]
+  return max(1, math.prod(int(n) for n in batch))
+
+
 def _einsum(ins, outs, attr) -> float:
   """2 x output elements x the sizes of the contracted indices (those of the
   inputs that the output lacks); one input: a transpose (0) or a reduction

@@ -136,6 +136,10 @@ class Op:
       columns x input channels) is under `op_reader.NARROW_WINDOW` (1x1
       filters, first layers: ~half the rate of wider ones at the same
       work); "" for other ops.
+    matrix_products: the matrix products one execution runs (a batched
+      matmul or einsum runs one per batch index: `op_flops.
+      matrix_products`); 1 for other ops. Each costs a fixed time beyond
+      its FLOPs where a calibration fitted one (`OpTypeCost.per_product_s`).
   """
   name: str
   type: str
@@ -151,6 +155,7 @@ class Op:
   stride: int = 1
   conv: Optional[ConvGeometry] = None
   variant: str = ""
+  matrix_products: int = 1
 
   @property
   def is_control_flow(self) -> bool:

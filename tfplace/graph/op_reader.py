@@ -144,7 +144,10 @@ def read_op(node, tf_op, unknown_dim: int,
       kernels=kernels.kernel_device_types(node.op),
       requested_device=node.device, colocation_names=coloc, body=body,
       stride=_stride(node),
-      variant=cost_variant(node, conv), conv=conv)
+      variant=cost_variant(node, conv), conv=conv,
+      matrix_products=op_flops.matrix_products(
+          node.op, shapes[0] if shapes else (),
+          node.attr["equation"].s.decode() if node.op == "Einsum" else ""))
 
 
 # A filter gradient whose window (filter rows x columns x input channels)

@@ -62,6 +62,17 @@ knots where resnet_like's 3x3 gradients sit (predicted 1.75x their traced
 time; 1.20x with their own curves; WORKSPACE_NOTES.md, issue 13). Each
 such variant gets a curve of its own; the strided curve still takes every
 strided execution and comes first.
+A batched matmul or einsum runs one small matrix product per batch index
+(`Op.matrix_products`), and on a CPU each costs a fixed time beyond its
+FLOPs: the suite's attention einsums (16-64 products of 16x16 to 64x32
+matrices) fitted 0.37-0.68 us per product on 19 of 21 records. A type
+some of whose executions ran several products gets that cost per product
+(`OpTypeCost.per_product_s`) besides its fixed part and scale. Without it
+the large products set the scale and the fixed part absorbed the rest:
+keras_transformer's 64-product einsums were predicted at 0.72 of their
+traced time (1.04 with it), its one-worker step at 0.84 of its measured
+time (0.90; WORKSPACE_NOTES.md, issue 13). A launch-bound device runs a
+batched product as one kernel: there every sample counts one product.
 What is fitted about transfers, on a cluster with the link model, is two
 shares of measured figures, chosen on the suite's split runs
 (`fit_transfer_figures`): how much of the measured per-message cost each end
@@ -141,6 +152,7 @@ class OpSample:
     strided: the op has a stride above 1 (`Op.stride`).
     variant: the op's `Op.variant` ("batched", "channels_first",
       "narrow_window" or "").
+    matrix_products: the op's `Op.matrix_products`.
   """
   op_type: str
   device_type: str
@@ -148,6 +160,7 @@ class OpSample:
   measured_s: float
   strided: bool = False
   variant: str = ""
+  matrix_products: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,8 +226,11 @@ def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
     if not np.isfinite(work[i, j]):
       continue
     op = graph.ops[i]
+    # A launch-bound device runs a batched product as one kernel.
+    products = (1 if cluster.devices[j].name in kernel_devices
+                else op.matrix_products)
     out.append(OpSample(op.type, cluster.devices[j].type, float(work[i, j]),
-                        measured, op.stride > 1, op.variant))
+                        measured, op.stride > 1, op.variant, products))
   return out
 
 
@@ -250,7 +266,9 @@ def traced_op_times(graph: OpGraph, cluster: Cluster, timing: StepTiming,
 
 def fit_op_type(samples: Sequence[OpSample],
                 bounds: FitBounds = FitBounds()) -> OpTypeCost:
-  """Fits `fixed_s + scale * work_s` to the samples of one op type.
+  """Fits `fixed_s + scale * work_s` to the samples of one op type, plus
+  `per_product_s` per matrix product where some execution ran several
+  (`OpSample.matrix_products`; see the module docstring).
 
   Raises:
     MeasureError: no samples.
@@ -260,10 +278,11 @@ def fit_op_type(samples: Sequence[OpSample],
     raise MeasureError("an op-type fit needs samples")
   w = np.array([s.work_s for s in samples], dtype=np.float64)
   m = np.array([s.measured_s for s in samples], dtype=np.float64)
+  n = np.array([s.matrix_products for s in samples], dtype=np.float64)
   hi_fixed = min(bounds.max_fixed_s, _typical_small(w, m))
   eps = bounds.resolution_s
-  # Unknowns: the fixed part in units of `unit`, and log(scale): both of
-  # order 1, whatever the magnitudes.
+  # Unknowns: the fixed part (and the cost per product) in units of
+  # `unit`, and log(scale): all of order 1, whatever the magnitudes.
   unit = max(hi_fixed, bounds.resolution_s)
   lo_u, hi_u = np.log(bounds.min_scale), np.log(bounds.max_scale)
   # Work the tracer cannot resolve cannot tell a scale: fitted, it follows
@@ -271,9 +290,13 @@ def fit_op_type(samples: Sequence[OpSample],
   # work, once fitted a scale of 115 and put rnnlm's 1000-class one at 5x
   # its time). Then the scale is the roofline's.
   scaled = bool(np.any(w >= bounds.resolution_s))
+  # A product costs at most what the type's small executions take.
+  per_product = bool(np.any(n > 1))
 
   def residuals(p):
     pred = p[0] * unit + (np.exp(p[1]) if scaled else 1.0) * w
+    if per_product:
+      pred = pred + p[2] * unit * n
     return np.append(np.log((pred + eps) / (m + eps)),
                      bounds.prior_weight * p[1])
 
@@ -281,20 +304,25 @@ def fit_op_type(samples: Sequence[OpSample],
   guesses = [(0.5 * hi_fixed / unit, 0.0),
              (0.0, float(np.log(np.median(ratio))) if ratio.size and
               np.median(ratio) > 0 else 0.0)]
+  lower, upper = [0.0, lo_u], [max(hi_fixed / unit, 1e-12), hi_u]
+  if per_product:
+    lower.append(0.0)
+    upper.append(upper[0])
   best = None
   for f0, u0 in guesses:
     x0 = [float(np.clip(f0, 0.0, hi_fixed / unit)),
-          float(np.clip(u0, lo_u, hi_u))]
-    fit = optimize.least_squares(
-        residuals, x0, bounds=([0.0, lo_u], [max(hi_fixed / unit, 1e-12),
-                                             hi_u]),
-        loss="soft_l1", f_scale=0.5)
+          float(np.clip(u0, lo_u, hi_u))] + [0.0] * per_product
+    fit = optimize.least_squares(residuals, x0, bounds=(lower, upper),
+                                 loss="soft_l1", f_scale=0.5)
     if best is None or fit.cost < best.cost:
       best = fit
   fixed = float(np.clip(best.x[0] * unit, 0.0, hi_fixed))
   scale = float(np.clip(np.exp(best.x[1]) if scaled else 1.0,
                         bounds.min_scale, bounds.max_scale))
-  return OpTypeCost(fixed_s=fixed, scale=scale, samples=len(samples))
+  product = float(np.clip(best.x[2] * unit, 0.0, hi_fixed)) if (
+      per_product) else 0.0
+  return OpTypeCost(fixed_s=fixed, scale=scale, samples=len(samples),
+                    per_product_s=product)
 
 
 def _typical_small(work: np.ndarray, measured: np.ndarray) -> float:
