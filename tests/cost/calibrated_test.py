@@ -169,11 +169,39 @@ def test_fitted_op_types_cost_launch_plus_fixed_plus_scaled_roofline():
   assert cluster.rendezvous_transfers and cluster.overlap_latency
   s = CalibratedCostModel(cal, UNIT).op_costs(_typed_graph(), cluster).compute_s
   # MatMul: 1 us + 2 us + 1.5 x (2e9 / 4e9); Conv2D at the conv rate;
-  # Identity: launch + fixed; Cumsum (unseen): analytical, matmul rate.
+  # Identity: launch + fixed; Cumsum (unseen): the fitted kernel types'
+  # median fixed part (1 us) and scale (1.0) on its roofline (matmul rate).
   assert s[0] == pytest.approx([1e-6 + 2e-6 + 0.75] * 2)
   assert s[1] == pytest.approx([1e-6 + 0.5 * 2.0] * 2)
   assert s[2] == pytest.approx([1.3e-6] * 2)
-  assert s[3] == pytest.approx([1e-6 + 0.25] * 2)
+  assert s[3] == pytest.approx([1e-6 + 1e-6 + 0.25] * 2)
+
+
+def test_an_unseen_type_costs_as_the_fitted_types_typically_do():
+  from tfplace.cost.calibrated import OpTypeCost, unseen_type_cost
+  fits = {"MatMul": OpTypeCost(2e-6, 1.5, 10), "Relu": OpTypeCost(1e-6, 3.0),
+          "Conv2D": OpTypeCost(0.0, 0.5, 4), "Const": OpTypeCost(9.0, 9.0)}
+  # Medians over the kernel types (Const's fit is left out).
+  assert unseen_type_cost(fits) == OpTypeCost(1e-6, 1.5)
+  assert unseen_type_cost({"Const": OpTypeCost(9.0, 9.0)}) is None
+  cal = dataclasses.replace(_new_calibration(), op_types={"CPU": fits})
+  cluster = apply_calibration(_cpu_cluster(launch=9e-6), cal)
+  ops = [Op("odd", "Cumsum", output_bytes=(0,), flops=1e9),
+         Op("shape", "Shape", output_bytes=(0,)),
+         Op("gpu_only", "NcclAllReduce", output_bytes=(0,), flops=1e9,
+            kernels=frozenset({"GPU"}))]
+  graph = OpGraph(ops, [], graph_def=None)
+  s = CalibratedCostModel(cal, UNIT).op_costs(graph, cluster).compute_s
+  assert s[0] == pytest.approx([1e-6 + 1e-6 + 1.5 * 0.25] * 2)
+  assert s[1] == pytest.approx([1e-6] * 2)  # a trivial op: its launch
+  assert np.isinf(s[2]).all()               # no kernel here
+  # A scale given for the type, or for the device type, keeps the
+  # analytical time it scales.
+  for scaled in (dict(op_type_scale={"Cumsum": 2.0}),
+                 dict(compute_scale={"CPU": 2.0})):
+    s = CalibratedCostModel(dataclasses.replace(cal, **scaled),
+                            UNIT).op_costs(graph, cluster).compute_s
+    assert s[0] == pytest.approx([2.0 * (1e-6 + 0.25)] * 2)
 
 
 def test_the_trace_excess_comes_off_every_op_down_to_the_launch_overhead(
@@ -185,7 +213,7 @@ def test_the_trace_excess_comes_off_every_op_down_to_the_launch_overhead(
   # launch overhead (1 us).
   assert s[0] == pytest.approx([1e-6 + 2e-6 + 0.75 - 5e-7] * 2)
   assert s[2] == pytest.approx([1e-6] * 2)
-  assert s[3] == pytest.approx([1e-6 + 0.25 - 5e-7] * 2)
+  assert s[3] == pytest.approx([1e-6 + 1e-6 + 0.25 - 5e-7] * 2)
   cal.save(str(tmp_path / "cal.json"))
   assert Calibration.load(str(tmp_path / "cal.json")) == cal
   with pytest.raises(ClusterError, match="trace_excess_s"):
