@@ -692,7 +692,8 @@ class CalibrationCoverage:
   Attributes:
     uncalibrated_share: the share of the predicted op time (each step op on
       its device, summed) spent in ops whose type the calibration has not
-      seen on that device type: analytical estimates, not fitted costs.
+      seen on that device type: stand-ins (`unseen_type_cost`) and
+      analytical estimates, not fitted costs.
     op_seconds: the summed predicted op time.
     unseen: op type -> predicted seconds of those ops, largest first.
   """
