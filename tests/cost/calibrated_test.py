@@ -184,6 +184,12 @@ def test_an_unseen_type_costs_as_the_fitted_types_typically_do():
   # Medians over the kernel types (Const's fit is left out).
   assert unseen_type_cost(fits) == OpTypeCost(1e-6, 1.5)
   assert unseen_type_cost({"Const": OpTypeCost(9.0, 9.0)}) is None
+  # A transcendental type: the fitted transcendental types' medians, where
+  # two or more were fitted.
+  assert unseen_type_cost(fits, "Erfc") == OpTypeCost(1e-6, 1.5)
+  curves = dict(fits, Exp=OpTypeCost(3e-6, 4.0), Tanh=OpTypeCost(1e-6, 2.0))
+  assert unseen_type_cost(curves, "Erfc") == OpTypeCost(2e-6, 3.0)
+  assert unseen_type_cost(curves, "Cumsum") == OpTypeCost(1e-6, 2.0)
   cal = dataclasses.replace(_new_calibration(), op_types={"CPU": fits})
   cluster = apply_calibration(_cpu_cluster(launch=9e-6), cal)
   ops = [Op("odd", "Cumsum", output_bytes=(0,), flops=1e9),
