@@ -675,9 +675,9 @@ def unseen_type_cost(fits: Mapping[str, OpTypeCost], op_type: str = ""
   keras_transformer's 0.19 ms a step, charged 0.02 ms, 0.09 ms so (its
   two Erfc 109 us traced: 15 us as a roofline, 21 us at the kernel types'
   medians, 59 us at the transcendental ones'; WORKSPACE_NOTES.md, issue
-  13). The ops of a loop body keep their
-  analytical time (`body_seconds`): costed so, keras_lstm's loops were
-  over-predicted and it met the error target on 12 records of 29, not 21."""
+  13). The ops of a loop body keep their analytical time (`body_seconds`):
+  costed so, keras_lstm's loops were over-predicted and it met the error
+  target on 12 records of 29, not 21."""
   kernels = [f for t, f in fits.items() if t not in TRIVIAL_OP_TYPES]
   if not kernels:
     return None

@@ -290,7 +290,6 @@ def fit_op_type(samples: Sequence[OpSample],
   # work, once fitted a scale of 115 and put rnnlm's 1000-class one at 5x
   # its time). Then the scale is the roofline's.
   scaled = bool(np.any(w >= bounds.resolution_s))
-  # A product costs at most what the type's small executions take.
   per_product = bool(np.any(n > 1))
 
   def residuals(p):
@@ -306,6 +305,8 @@ def fit_op_type(samples: Sequence[OpSample],
               np.median(ratio) > 0 else 0.0)]
   lower, upper = [0.0, lo_u], [max(hi_fixed / unit, 1e-12), hi_u]
   if per_product:
+    # A product costs at most what the fixed part may (the small
+    # executions' time).
     lower.append(0.0)
     upper.append(upper[0])
   best = None
