@@ -120,12 +120,14 @@ def test_calib_attention_runs_keras_attentions_equations_and_layer_norm():
   assert set(keras) == KERAS_ATTENTION_EQUATIONS
   graph = registry.build_model("calib_attention", **sizes)
   assert all(op.flops > 0 for op in graph.ops if op.type == "Einsum")
-  # Scores and context (and their gradients) are batched: 6 per block.
+  # Scores and context (and their gradients) are batched: 6 per block;
+  # the classifier's input gradient is a MatMul by its transposed weights.
   variants = collections.Counter((op.type, op.variant) for op in graph.ops
                                  if op.variant)
   assert variants == {("Einsum", "batched"): 2 * 6,
                       ("FusedBatchNormV3", "channels_first"): 2,
-                      ("FusedBatchNormGradV3", "channels_first"): 2}
+                      ("FusedBatchNormGradV3", "channels_first"): 2,
+                      ("MatMul", "transpose_b"): 1}
   # Layer norm as Keras runs it: rows as the channels of an NCHW batch
   # norm, whose reserve space (unknown to TF's shape function) is a scalar.
   norm = graph.ops[graph.index["attention_0/FusedBatchNormV3"]]
@@ -159,6 +161,20 @@ def test_bad_sizes_and_suites_raise():
   assert {n for n, _ in calibration_suite.suite()} == {
       "calib_conv", "calib_depthwise", "calib_attention", "calib_matmul",
       "calib_embedding", "calib_elementwise"}
+
+
+def test_matmuls_by_a_transposed_right_operand_are_their_own_variant():
+  built = registry.build_tf_graph("chain_mlp", num_layers=2, batch_size=2,
+                                  input_size=4, hidden=4)
+  graph = registry.build_model("chain_mlp", num_layers=2, batch_size=2,
+                               input_size=4, hidden=4)
+  transposed = {node.name: node.attr["transpose_b"].b
+                for node in built.graph.as_graph_def().node
+                if node.op == "MatMul"}
+  # Forward and weight-gradient products plain, input gradients apart.
+  assert sorted(transposed.values()) == [False] * 6 + [True] * 3
+  assert {op.name: op.variant == "transpose_b" for op in graph.ops
+          if op.type == "MatMul"} == transposed
 
 
 def test_calib_conv_marks_its_narrow_window_filter_gradients():

@@ -66,14 +66,14 @@ real runs. Its JSON file (format "tfplace.calibration/1"):
   present, is the same for the type's ops with a stride above 1, and
   "variants", where present, for its ops of each `Op.variant` ("batched"
   einsums, "channels_first" batch norms, "narrow_window" filter
-  gradients); "per_product_s", where present, is added per matrix product
-  an execution runs (`Op.matrix_products`: a batched matmul or einsum runs
-  one per batch index).
+  gradients, "transpose_b" matmuls); "per_product_s", where present, is
+  added per matrix product an execution runs (`Op.matrix_products`: a
+  batched matmul or einsum runs one per batch index).
   An op of a type not in it that runs a kernel costs as the fitted types
-  typically do (`unseen_type_cost`: their median fixed part and scale on its
-  roofline, a transcendental type's those of the transcendental types);
-  other ops, and ops of a type or device type given a scale,
-  keep the analytical time, times `compute_scale` of their device type and
+  typically do (`unseen_type_cost`: their median fixed part and scale on
+  its roofline, a transcendental type's those of the transcendental
+  types); other ops, and ops of a type or device type given a scale, keep
+  the analytical time, times `compute_scale` of their device type and
   `op_type_scale` of their op type (the older, whole-graph form of a
   calibration).
 
@@ -140,7 +140,7 @@ class OpTypeCost:
       measured apart from the plain ones: `STRIDED` for those with a stride
       above 1 (`Op.stride`: convolutions), and each `Op.variant` ("batched"
       einsums, "channels_first" batch norms, "narrow_window" filter
-      gradients). A kind not in it costs as the
+      gradients, "transpose_b" matmuls). A kind not in it costs as the
       plain executions. (The JSON form keeps the strided cost under its own
       key "strided", as files have since convolutions were fitted.)
     per_product_s: seconds per matrix product of an execution (>= 0; 0

@@ -135,7 +135,10 @@ class Op:
       "narrow_window", a filter gradient whose filter window (rows x
       columns x input channels) is under `op_reader.NARROW_WINDOW` (1x1
       filters, first layers: ~half the rate of wider ones at the same
-      work); "" for other ops.
+      work); "transpose_b", a MatMul by its transposed right operand (a
+      dense layer's input gradient: ~1.5-2x the time of the forward and
+      weight-gradient products at the same work on a CPU); "" for other
+      ops.
     matrix_products: the matrix products one execution runs (a batched
       matmul or einsum runs one per batch index: `op_flops.
       matrix_products`); 1 for other ops. Each costs a fixed time beyond

@@ -159,16 +159,23 @@ def cost_variant(node, conv: Optional[ConvGeometry] = None) -> str:
   """`Op.variant` of a NodeDef: "batched" for an einsum with batch indices,
   "channels_first" for a fused batch norm (or its gradient) over NCHW
   data, "narrow_window" for a filter gradient whose window (`conv`, its
-  geometry) is under `NARROW_WINDOW` values, "" otherwise.
+  geometry) is under `NARROW_WINDOW` values, "transpose_b" for a MatMul by
+  its transposed right operand (a dense layer's input gradient, dy x W^T),
+  "" otherwise.
 
   A filter gradient multiplies window x (batch x pixels) by (batch x
   pixels) x output channels: on a CPU core here the narrow ones (1x1
   filters over up to 128 channels, first layers over 3) ran at 60-93
   GFLOP/s, the 3x3 ones over 16-64 channels at 127-200, at the same work
-  (2026-11-29, WORKSPACE_NOTES.md, issue 13)."""
+  (2026-11-29, WORKSPACE_NOTES.md, issue 13). A MatMul with transpose_b
+  took 1.9x its roofline in the suite (r84), the plain and transpose_a
+  ones 1.3x and 1.2x; 2.3-4.6x against 1.2-1.3x in random_dag, mlp_towers
+  and rnnlm."""
   if (node.op == "Conv2DBackpropFilter" and conv is not None
       and conv.window < NARROW_WINDOW):
     return "narrow_window"
+  if node.op == "MatMul" and node.attr["transpose_b"].b:
+    return "transpose_b"
   if node.op == "Einsum" and op_flops.einsum_is_batched(
       node.attr["equation"].s.decode()):
     return "batched"

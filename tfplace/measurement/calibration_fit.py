@@ -61,7 +61,9 @@ records they ran at 60-93 GFLOP/s against 127-200 for 3x3 filters over
 knots where resnet_like's 3x3 gradients sit (predicted 1.75x their traced
 time; 1.20x with their own curves; WORKSPACE_NOTES.md, issue 13). Each
 such variant gets a curve of its own; the strided curve still takes every
-strided execution and comes first.
+strided execution and comes first. So do MatMuls by a transposed right
+operand (dense layers' input gradients: 1.9x their roofline in the suite,
+the others 1.2-1.3x; `op_reader.cost_variant`).
 A batched matmul or einsum runs one small matrix product per batch index
 (`Op.matrix_products`), and on a CPU each costs a fixed time beyond its
 FLOPs: the suite's attention einsums (16-64 products of 16x16 to 64x32
@@ -151,7 +153,7 @@ class OpSample:
     measured_s: traced duration less the tracer's cost per op (>= 0).
     strided: the op has a stride above 1 (`Op.stride`).
     variant: the op's `Op.variant` ("batched", "channels_first",
-      "narrow_window" or "").
+      "narrow_window", "transpose_b" or "").
     matrix_products: the op's `Op.matrix_products`.
   """
   op_type: str
