@@ -5,11 +5,11 @@ per op type and `Op.variant`, the traced time as the op-type fit reads it
 (`calibration_fit.traced_op_times`: as if alone, less the tracer's cost
 per op) stands beside what the calibrated cost model charges the same ops
 in the same terms (`CalibratedCostModel`'s cost without the trace excess
-it takes off, less the launch overhead: a fitted type's curve). The types that carry a
-one-device step's error then show, largest first: resnet_like's filter
-gradients, charged 1.75x their traced time, were found this way
-(WORKSPACE_NOTES.md, issue 13). Launch-bound devices (GPUs with measured
-launches) are left out: their costs are not in these terms.
+it takes off, less the launch overhead: a fitted type's curve). The types
+that carry a one-device step's error then show, largest first:
+resnet_like's filter gradients, charged 1.75x their traced time, were
+found this way (WORKSPACE_NOTES.md, issue 13). Launch-bound devices (GPUs
+with measured launches) are left out: their costs are not in these terms.
 `scripts/fidelity.py --replay FILES --op_types N` prints the table.
 """
 

@@ -41,9 +41,9 @@ is slower at the same roofline where it is small: a stride-2
 Conv2DBackpropInput of 10-90 us of work took 3-9x it, a stride-1 one
 1.5-3x. Where the suite measured strided executions of a type, they give
 that type a second curve, used for strided ops (`OpTypeCost.variants`
-under `STRIDED`); the type's own curve stays fitted on all executions (fitted on the stride-1
-ones alone, it moved resnet_like's one-worker prediction from 1.09x to
-1.20x over seventeen records).
+under `STRIDED`); the type's own curve stays fitted on all executions
+(fitted on the stride-1 ones alone, it moved resnet_like's one-worker
+prediction from 1.09x to 1.20x over seventeen records).
 Two kinds of execution of a type cost far from its other executions at
 the same roofline (`Op.variant`): an einsum with batch indices
 (attention's scores and context) runs one small matrix product per batch
@@ -61,9 +61,9 @@ records they ran at 60-93 GFLOP/s against 127-200 for 3x3 filters over
 knots where resnet_like's 3x3 gradients sit (predicted 1.75x their traced
 time; 1.20x with their own curves; WORKSPACE_NOTES.md, issue 13). Each
 such variant gets a curve of its own; the strided curve still takes every
-strided execution and comes first. So do MatMuls by a transposed right
-operand (dense layers' input gradients: 1.9x their roofline in the suite,
-the others 1.2-1.3x; `op_reader.cost_variant`).
+strided execution and comes first. MatMuls by a transposed right operand
+(dense layers' input gradients: 1.9x their roofline in the suite, the
+others 1.2-1.3x; `op_reader.cost_variant`) get a fit of their own too.
 A batched matmul or einsum runs one small matrix product per batch index
 (`Op.matrix_products`), and on a CPU each costs a fixed time beyond its
 FLOPs: the suite's attention einsums (16-64 products of 16x16 to 64x32
