@@ -46,6 +46,21 @@ def test_roofline_times():
   assert s[3, 0] == np.inf and s[3, 1] == pytest.approx(0.5 + 1e-4)
 
 
+def test_an_einsums_transposes_add_their_memory_traffic():
+  # The same product, once with 2e9 bytes of operand and result copies.
+  ops = [Op("plain", "Einsum", output_bytes=(0,), flops=2e9),
+         Op("copied", "Einsum", output_bytes=(0,), flops=2e9,
+            transpose_bytes=int(2e9))]
+  model = AnalyticalCostModel(UNIT)
+  s = model.op_costs(OpGraph(ops, [], graph_def=None), cluster()).compute_s
+  # The copies run beside the product's roofline, not under it: 2e9 /
+  # 1e9 B/s more on the CPU, 2e9 / 1e10 on the GPU.
+  assert s[0] == pytest.approx([2.0 + 1e-3, 1.0 + 1e-4])
+  assert s[1] == pytest.approx([4.0 + 1e-3, 1.2 + 1e-4])
+  work = model.work_seconds(OpGraph(ops, [], graph_def=None), cluster())
+  assert work[1] - work[0] == pytest.approx([2.0, 0.2])
+
+
 def test_slots_share_the_device_peak():
   s = AnalyticalCostModel(UNIT).op_costs(graph(), cluster(slots=2)).compute_s
   assert s[0, 0] == pytest.approx(4.0 + 1e-3)

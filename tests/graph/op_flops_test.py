@@ -2,8 +2,8 @@
 
 import pytest
 
-from tfplace.graph.op_flops import (einsum_is_batched, matrix_products,
-                                    num_elements, op_flops)
+from tfplace.graph.op_flops import (einsum_is_batched, einsum_transposes,
+                                    matrix_products, num_elements, op_flops)
 
 
 def _attrs(**kw):
@@ -66,6 +66,40 @@ def test_einsum_is_batched(equation, batched):
 ])
 def test_matrix_products(op_type, out, equation, products):
   assert matrix_products(op_type, out, equation) == products
+
+
+# key / query / value [a=2, seq 6 or 5, heads 3, depth 4], scores
+# [2, 3, 6, 5]: (elements copied keeping the last dim, moving it).
+@pytest.mark.parametrize("equation, ins, out, moved", [
+    # Keras attention's scores: key and query reordered to batch (a, c),
+    # free, contracted (d stays last); the product [a, c, e, b] reordered
+    # to [a, c, b, e] (the last dim moves).
+    ("aecd,abcd->acbe", [(2, 5, 3, 4), (2, 6, 3, 4)], (2, 3, 6, 5),
+     (120 + 144, 180)),
+    # Its context: the value reordered to [a, c, d, e] (d moves), the
+    # product [a, c, b, d] to [a, b, c, d] (d stays last).
+    ("acbe,aecd->abcd", [(2, 3, 6, 5), (2, 5, 3, 4)], (2, 6, 3, 4),
+     (144, 120)),
+    # The scores' query gradient: both inputs reordered, d stays last.
+    ("abcd,aecd->acbe", [(2, 6, 3, 4), (2, 5, 3, 4)], (2, 3, 6, 5),
+     (144 + 120, 0)),
+    # The key gradient: the first input's d and the product's move; the
+    # second input is already batch, contracted, free (the matmul
+    # transposes it).
+    ("abcd,acbe->aecd", [(2, 6, 3, 4), (2, 3, 6, 5)], (2, 5, 3, 4),
+     (0, 144 + 120)),
+    # A projection, a batch matmul and a broadcast one: nothing copied.
+    ("abc,cde->abde", [(2, 6, 8), (8, 3, 4)], (2, 6, 3, 4), (0, 0)),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)], (2, 3, 5), (0, 0)),
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)], (2, 3, 5), (0, 0)),
+    # One input: a transpose copies its result; a reduction over a middle
+    # dim first moves it last.
+    ("ij->ji", [(3, 4)], (4, 3), (0, 12)),
+    ("ijk->ik", [(3, 4, 5)], (3, 5), (0, 60)),
+    ("ij,jk", [(4, 6), (6, 2)], (4, 2), (0, 0)),  # implicit output
+])
+def test_einsum_transposes(equation, ins, out, moved):
+  assert einsum_transposes(equation, ins, out) == moved
 
 
 def test_conv2d_and_backprops_match_forward():

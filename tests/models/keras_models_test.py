@@ -78,6 +78,13 @@ def test_keras_transformer_attends_with_einsums_in_every_layer():
              for op in einsums)
   assert {op.variant for op in graph.ops
           if op.type.startswith("FusedBatchNorm")} == {"channels_first"}
+  # TF's kernel copies the scores' key, query and product into another
+  # order (its transposes are costed); the projections run as they are.
+  scores = [op for op in einsums if op.name.endswith("attention_0/einsum/"
+                                                     "Einsum")]
+  assert len(scores) == 1 and scores[0].transpose_bytes > 0
+  assert all(op.transpose_bytes == 0 for op in einsums
+             if "/query/" in op.name and "grad" not in op.name)
 
 
 def test_bad_sizes_are_clear_errors():

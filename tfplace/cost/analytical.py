@@ -22,9 +22,13 @@ transform too), tens of times a copy's time per element on a CPU. A
 matrix op in float16 or bfloat16 (`TENSOR_CORE_OP_TYPES`, its first output's
 dtype) on a device with tensor cores (`Device.half_flops`) runs
 half_flops / peak_flops times faster than its float32 rate (measured or
-datasheet); its bytes are already counted at two per element. A
-device with `slots` = k runs k ops at once and shares its peak among them,
-so each op gets 1/k of it (total throughput stays the device's peak). The
+datasheet); its bytes are already counted at two per element. An op that
+copies operands or its result into another order (`Op.transpose_bytes`:
+TF's einsum kernel does, `op_flops.einsum_transposes`) adds those bytes at
+the memory rate to its roofline: the copies run before or after the
+product, not under it. A device with `slots` = k runs k ops at once and
+shares its peak among them, so each op gets 1/k of it (total throughput
+stays the device's peak). The
 time is inf where the device type has no kernel for the op. Trivial ops
 (NoOp, Const, Identity, variable handles and reads, shape queries...) cost
 `trivial_overhead_factor` times the launch overhead and nothing else.
@@ -139,7 +143,8 @@ class AnalyticalCostModel(CostModel):
     seconds = self._seconds(graph.op_types, flops, moved, cluster,
                             _output_channels(graph, cluster),
                             _random_values(graph, cluster),
-                            _half_precision(graph, cluster))
+                            _half_precision(graph, cluster),
+                            graph.transpose_bytes)
     for i in bodies:
       seconds[i] += self._body_seconds(graph.ops[i].body, cluster)
     seconds[~kernel_mask(graph, cluster)] = np.inf
@@ -159,7 +164,8 @@ class AnalyticalCostModel(CostModel):
     work = self._work(graph.op_types, flops, moved, cluster,
                       _output_channels(graph, cluster),
                       _random_values(graph, cluster),
-                      _half_precision(graph, cluster))
+                      _half_precision(graph, cluster),
+                      graph.transpose_bytes)
     for i in bodies:
       work[i] += self._body_seconds(graph.ops[i].body, cluster)
     return work
@@ -168,28 +174,33 @@ class AnalyticalCostModel(CostModel):
                moved: np.ndarray, cluster: Cluster,
                channels: Optional[np.ndarray] = None,
                random_values: Optional[np.ndarray] = None,
-               half: Optional[np.ndarray] = None) -> np.ndarray:
+               half: Optional[np.ndarray] = None,
+               transposes: Optional[np.ndarray] = None) -> np.ndarray:
     """Roofline seconds [N, D] of one execution of N ops on every device
-    (`channels`, `random_values`, `half`: see `_work`)."""
+    (`channels`, `random_values`, `half`, `transposes`: see `_work`)."""
     cfg = self.config
     overhead = np.array([d.launch_overhead_s for d in cluster.devices])
     trivial = np.array([t in cfg.trivial_op_types for t in op_types],
                        dtype=bool)
     over = np.where(trivial[:, None], cfg.trivial_overhead_factor, 1.0)
     return (self._work(op_types, flops, moved, cluster, channels,
-                       random_values, half) + over * overhead[None, :])
+                       random_values, half, transposes)
+            + over * overhead[None, :])
 
   def _work(self, op_types: Sequence[str], flops: np.ndarray,
             moved: np.ndarray, cluster: Cluster,
             channels: Optional[np.ndarray] = None,
             random_values: Optional[np.ndarray] = None,
-            half: Optional[np.ndarray] = None) -> np.ndarray:
+            half: Optional[np.ndarray] = None,
+            transposes: Optional[np.ndarray] = None) -> np.ndarray:
     """Seconds [N, D] of the roofline work alone (0 for trivial ops).
     `channels`: each op's output channels ([N], 0: unknown), None when no
     device has `conv_lanes`; `random_values`: each random generator's
     output values ([N], 0 for other ops), None when no device has a
     measured random rate; `half`: bool [N], the ops that run on tensor
-    cores, None when no device has `half_flops`."""
+    cores, None when no device has `half_flops`; `transposes`: each op's
+    `Op.transpose_bytes` ([N]), memory traffic added to its roofline (the
+    copies run before or after its own work), None for none."""
     cfg = self.config
     flop_rate, conv_rate, bandwidth = self._rates(cluster)
     conv = np.array([t in CONV_OP_TYPES for t in op_types], dtype=bool)
@@ -209,6 +220,8 @@ class AnalyticalCostModel(CostModel):
     if random_values is not None:
       compute = np.maximum(compute, _random_seconds(op_types, random_values,
                                                     cluster))
+    if transposes is not None:
+      compute = compute + transposes[:, None] / bandwidth[None, :]
     scale = np.array([cfg.op_type_scale.get(t, 1.0) for t in op_types])
     compute *= scale[:, None]
     trivial = np.array([t in cfg.trivial_op_types for t in op_types],

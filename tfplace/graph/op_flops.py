@@ -7,7 +7,7 @@ types cost 0: the profiled cost model covers them.
 """
 
 import math
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 Shape = Tuple[int, ...]
 
@@ -152,6 +152,97 @@ def matrix_products(op_type: str, output_shape: Shape,
   batch = [n for label, n in zip(labels, output_shape)
            if label == "..." or (label in terms[0] and label in terms[1])]
   return max(1, math.prod(int(n) for n in batch))
+
+
+# An einsum transposes an operand or its result by copying it; one whose
+# last dimension moves (a strided copy) took twice the time per byte of one
+# that moves whole rows, on both CPU hosts measured (Keras attention's
+# equations, WORKSPACE_NOTES.md, twenty-third session).
+INNER_TRANSPOSE_WEIGHT = 2
+
+
+def einsum_transposes(equation: str, in_shapes: Sequence[Shape],
+                      output_shape: Shape) -> Tuple[int, int]:
+  """(elements moved by transposes that keep the last dimension, elements
+  moved by transposes that move it) of one execution of TF's einsum kernel.
+
+  The kernel orders each input's dimensions as batch, free (in this input
+  and the output), contracted, reduced, each kind in order of first
+  appearance in the equation, and copies the input where that order is
+  not the one it has (an input ordered batch, contracted, free is used as
+  it is: the matmul transposes it for free); the product comes out as
+  batch, the first input's free, the second's free (one input: its
+  reduced and sorted self), and is copied into the output's order where
+  that differs. "aecd,abcd->acbe" (Keras attention's scores) copies both
+  inputs and its result; "abc,cde->abde" nothing. (0, 0) where the
+  equation or the shapes cannot be read.
+  """
+  equation = equation.replace(" ", "")
+  if "->" not in equation:
+    return 0, 0
+  lhs, out = equation.split("->")
+  terms = lhs.split(",")
+  if len(terms) not in (1, 2) or len(terms) != len(in_shapes):
+    return 0, 0
+  inputs = [_einsum_labels(t, len(s)) for t, s in zip(terms, in_shapes)]
+  output = _einsum_labels(out, len(output_shape))
+  if (any(l is None or len(l) != len(s) for l, s in zip(inputs, in_shapes))
+      or output is None or len(output) != len(output_shape)):
+    return 0, 0
+  first_seen: Dict[str, int] = {}
+  for labels in inputs + [output]:
+    for label in labels:
+      first_seen.setdefault(label, len(first_seen))
+
+  def kind(label: str) -> int:
+    # 0 broadcast ("..."), 1 batch, 2 free, 3 contracted, 4 reduced.
+    if label.startswith("."):
+      return 0
+    both = len(inputs) == 2 and all(label in l for l in inputs)
+    if label in output:
+      return 1 if both else 2
+    return 3 if both else 4
+
+  swapped = (0, 1, 3, 2, 4)  # Contracted before free: no copy needed.
+  outer = inner = 0
+  free: List[List[str]] = []
+  for labels, shape in zip(inputs, in_shapes):
+    keys = [(swapped[kind(l)], first_seen[l]) for l in labels]
+    order = list(range(len(labels)))
+    if any(a > b for a, b in zip(keys, keys[1:])):
+      order.sort(key=lambda i: (kind(labels[i]), first_seen[labels[i]]))
+    if len(labels) >= 2 and order != list(range(len(labels))):
+      moved = num_elements(shape)
+      if order[-1] == len(labels) - 1:
+        outer += moved
+      else:
+        inner += moved
+    free.append([labels[i] for i in order if kind(labels[i]) == 2])
+  product = sorted((l for l in first_seen if kind(l) in (0, 1)),
+                   key=lambda l: (kind(l), first_seen[l]))
+  product += [l for labels in free for l in labels]
+  if len(output) >= 2 and product != output:
+    moved = num_elements(output_shape)
+    if product[-1] == output[-1]:
+      outer += moved
+    else:
+      inner += moved
+  return outer, inner
+
+
+def _einsum_labels(term: str, rank: int) -> Optional[List[str]]:
+  """The labels of one einsum term of a tensor of `rank` dims, "..."
+  expanded to one label per dim it stands for (".0", ".1", ... from the
+  left, as TF's kernel numbers them); None if the term has more letters
+  than the rank."""
+  letters = list(term.replace("...", ""))
+  if "..." not in term:
+    return letters
+  extra = rank - len(letters)
+  if extra < 0:
+    return None
+  at = term.index("...")
+  return letters[:at] + [f".{k}" for k in range(extra)] + letters[at:]
 
 
 def _einsum(ins, outs, attr) -> float:

@@ -143,6 +143,11 @@ class Op:
       matmul or einsum runs one per batch index: `op_flops.
       matrix_products`); 1 for other ops. Each costs a fixed time beyond
       its FLOPs where a calibration fitted one (`OpTypeCost.per_product_s`).
+    transpose_bytes: bytes one execution reads and writes to copy operands
+      into another order before its own work, or its result after (an
+      einsum's: `op_flops.einsum_transposes`; a copy that moves the last
+      dimension counted `op_flops.INNER_TRANSPOSE_WEIGHT` times); 0 for
+      other ops. Costed as memory traffic beside the op's roofline.
   """
   name: str
   type: str
@@ -159,6 +164,7 @@ class Op:
   conv: Optional[ConvGeometry] = None
   variant: str = ""
   matrix_products: int = 1
+  transpose_bytes: int = 0
 
   @property
   def is_control_flow(self) -> bool:
@@ -284,6 +290,12 @@ class OpGraph:
   @functools.cached_property
   def flops(self) -> np.ndarray:
     return np.array([op.flops for op in self.ops], dtype=np.float64)
+
+  @functools.cached_property
+  def transpose_bytes(self) -> np.ndarray:
+    """float64 [M]: each op's `Op.transpose_bytes`."""
+    return np.array([op.transpose_bytes for op in self.ops],
+                    dtype=np.float64)
 
   @functools.cached_property
   def param_bytes(self) -> np.ndarray:

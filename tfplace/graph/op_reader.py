@@ -123,6 +123,7 @@ def read_op(node, tf_op, unknown_dim: int,
       whose real size is known (TensorList accumulators).
   """
   shapes, in_shapes, flops = op_shapes_and_flops(node, tf_op, unknown_dim)
+  equation = node.attr["equation"].s.decode() if node.op == "Einsum" else ""
   dtypes = tuple(t.dtype for t in tf_op.outputs)
   out_bytes = [tensor_bytes(d, s) for d, s in zip(dtypes, shapes)]
   if variant_bytes is not None:
@@ -146,8 +147,19 @@ def read_op(node, tf_op, unknown_dim: int,
       stride=_stride(node),
       variant=cost_variant(node, conv), conv=conv,
       matrix_products=op_flops.matrix_products(
-          node.op, shapes[0] if shapes else (),
-          node.attr["equation"].s.decode() if node.op == "Einsum" else ""))
+          node.op, shapes[0] if shapes else (), equation),
+      transpose_bytes=_transpose_bytes(equation, in_shapes, shapes,
+                                       dtypes))
+
+
+def _transpose_bytes(equation: str, in_shapes, shapes, dtypes) -> int:
+  """`Op.transpose_bytes` of an einsum (`equation`; "" for other ops)."""
+  if not equation or not shapes or not dtypes:
+    return 0
+  outer, inner = op_flops.einsum_transposes(equation, in_shapes, shapes[0])
+  # Each moved element is read once and written once.
+  return int(2 * dtypes[0].size
+             * (outer + op_flops.INNER_TRANSPOSE_WEIGHT * inner))
 
 
 # A filter gradient whose window (filter rows x columns x input channels)
