@@ -143,14 +143,13 @@ def matrix_products(op_type: str, output_shape: Shape,
   terms = lhs.split(",")
   if len(terms) != 2:
     return 1
-  labels = list(out.replace("...", ""))
-  if "..." in out:
-    at = out.index("...")
-    labels[at:at] = ["..."] * (len(output_shape) - len(labels))
-  if len(labels) != len(output_shape):
+  labels = _einsum_labels(out, len(output_shape))
+  if labels is None or len(labels) != len(output_shape):
     return 1
+  # A "..." dim (".k") is a batch dim; a letter in both inputs too.
   batch = [n for label, n in zip(labels, output_shape)
-           if label == "..." or (label in terms[0] and label in terms[1])]
+           if label.startswith(".")
+           or (label in terms[0] and label in terms[1])]
   return max(1, math.prod(int(n) for n in batch))
 
 
