@@ -30,11 +30,14 @@ one graph. Six kinds, each at several sizes (`SUITES`):
   score tensor, softmax cross-entropy (Adam).
 * ``calib_embedding``: two embedding tables (gathers, sparse gradients),
   mean pooling over the sequence, a concatenation, a dense layer, softmax
-  cross-entropy (SGD).
+  cross-entropy (SGD). The default suite also runs it with Adam, whose
+  sparse update (Unique, UnsortedSegmentSum, a scatter into each slot)
+  every Keras model that trains an embedding with Adam runs.
 * ``calib_elementwise``: a chain of element-wise and data-movement ops
   (unary math, binary ops, layer norm, transpose, concat/split, pad/slice,
   tile, cast) on tensors from 16 KB to a few MB, scaled by a trainable
-  vector (SGD).
+  vector (SGD); in the default suite each pass ends with an exact GELU
+  (Erfc), the activation of Keras's transformer feed-forward layers.
 
 The losses' softmax cross-entropy runs over 10 to 2,000 classes: its time
 per element is ~12x its roofline (exp and log), which 10 classes, 0.03 us
@@ -152,6 +155,10 @@ class CalibEmbeddingConfig:
     dim: embedding width.
     num_classes: output classes.
     seed: seeds the graph and the data.
+    optimizer: "sgd" (the sparse gradients scattered into the tables) or
+      "adam" (summed per distinct row first: Unique, UnsortedSegmentSum,
+      then scattered into both slots, as Keras's and TF's Adam update an
+      embedding).
   """
   batch_size: int = 16
   seq_len: int = 8
@@ -159,6 +166,7 @@ class CalibEmbeddingConfig:
   dim: int = 32
   num_classes: int = 10
   seed: int = 1
+  optimizer: str = "sgd"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,11 +178,14 @@ class CalibElementwiseConfig:
     width: columns of the tensors (a multiple of 4).
     repeats: times the chain of ops is repeated.
     seed: seeds the graph and the data.
+    gelu: end each pass with an exact GELU (`tf.nn.gelu`: Erfc, as Keras's
+      "gelu" activation in transformer feed-forward layers).
   """
   batch_size: int = 16
   width: int = 256
   repeats: int = 1
   seed: int = 1
+  gelu: bool = False
 
 
 def _batch_norm(y: tf.Tensor) -> tf.Tensor:
@@ -326,7 +337,8 @@ def _embedding_loss(config: CalibEmbeddingConfig) -> tf.Tensor:
                           labels)
 
 
-def _elementwise_chain(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+def _elementwise_chain(x: tf.Tensor, y: tf.Tensor,
+                       gelu: bool = False) -> tf.Tensor:
   """One pass of the chain: every op keeps x's shape [B, W]."""
   x = tf.tanh(x) + tf.sigmoid(y)
   x = tf.exp(-tf.square(x)) * y - tf.math.log1p(tf.abs(x))
@@ -342,7 +354,8 @@ def _elementwise_chain(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
   x = tf.concat([right, left * 0.5], axis=1)
   x = tf.slice(tf.pad(x, [[0, 0], [1, 1]]), [0, 1], [b, w])
   x = x + tf.tile(tf.reduce_sum(x, axis=0, keepdims=True), [b, 1]) * 1e-3
-  return tf.cast(tf.cast(x, tf.float16), tf.float32) + tf.nn.softmax(y)
+  x = tf.cast(tf.cast(x, tf.float16), tf.float32) + tf.nn.softmax(y)
+  return tf.nn.gelu(x, approximate=False) if gelu else x
 
 
 def _elementwise_loss(config: CalibElementwiseConfig) -> tf.Tensor:
@@ -352,7 +365,7 @@ def _elementwise_loss(config: CalibElementwiseConfig) -> tf.Tensor:
   scale = common.variable("scale", [config.width], constant=1.0)
   x = x * scale
   for _ in range(config.repeats):
-    x = _elementwise_chain(x, y)
+    x = _elementwise_chain(x, y, config.gelu)
   return tf.reduce_mean(tf.square(x))
 
 
@@ -386,11 +399,18 @@ def build_matmul(config: CalibMatmulConfig) -> common.BuiltGraph:
   return common.build_graph(config, _matmul_loss, "adam", 0.001)
 
 
+# The step size of calib_embedding's optimizer (Adam's, and any other's,
+# 0.001).
+_EMBEDDING_LEARNING_RATES = {"sgd": 0.1}
+
+
 def build_embedding(config: CalibEmbeddingConfig) -> common.BuiltGraph:
   """Embedding lookups with sparse gradients."""
   common.check_positive(config, ["batch_size", "seq_len", "vocab", "dim",
                                  "num_classes"])
-  return common.build_graph(config, _embedding_loss, "sgd", 0.1)
+  return common.build_graph(config, _embedding_loss, config.optimizer,
+                            _EMBEDDING_LEARNING_RATES.get(config.optimizer,
+                                                          0.001))
 
 
 def build_elementwise(config: CalibElementwiseConfig) -> common.BuiltGraph:
@@ -439,8 +459,10 @@ SUITES: Dict[str, List[Tuple[str, dict]]] = {
         ("calib_embedding", dict(batch_size=16, seq_len=8, dim=32)),
         ("calib_embedding", dict(batch_size=64, seq_len=32, vocab=5000,
                                  dim=128, num_classes=2000)),
-        ("calib_elementwise", dict(batch_size=16, width=256)),
-        ("calib_elementwise", dict(batch_size=128, width=2048)),
+        ("calib_embedding", dict(batch_size=32, seq_len=16, vocab=2000,
+                                 dim=64, optimizer="adam")),
+        ("calib_elementwise", dict(batch_size=16, width=256, gelu=True)),
+        ("calib_elementwise", dict(batch_size=128, width=2048, gelu=True)),
     ],
     "tiny": [
         ("calib_matmul", dict(batch_size=4, widths=(16, 32, 16))),
