@@ -221,12 +221,39 @@ def test_convolutions_get_their_measured_curve():
 
 
 def test_one_size_goes_to_the_fixed_part_when_slower_than_the_roofline():
-  # One size only: fixed and scale cannot be told apart; the prior keeps
-  # scale 1 and the fixed part takes the rest.
-  got = fit.fit_op_type(_samples(0.0, 1.0, [2e-6] * 5)[:0]
-                        + [OpSample("Relu", "CPU", 2e-6, 5e-6)] * 5)
+  # One size only: fixed and scale cannot be told apart; alone, the prior
+  # keeps scale 1 and the fixed part takes the rest (`fit_op_types` bounds
+  # that fixed part: the next test).
+  got = fit.fit_op_type([OpSample("Relu", "CPU", 2e-6, 5e-6)] * 5)
   assert got.scale == pytest.approx(1.0, rel=0.05)
   assert got.fixed_s == pytest.approx(3e-6, rel=0.05)
+
+
+def test_a_type_of_one_size_takes_the_spanning_types_median_fixed_part():
+  # Adam's dense update of an embedding table, one size: 61 us traced at 12
+  # us of roofline. Alone it fits a 49 us fixed part, which a 0.1 us
+  # moving-average update of the same type would be charged.
+  spanning = (_samples(3e-6, 1.5, WORKS, "MatMul")
+              + _samples(4e-6, 2.0, WORKS, "Mul")
+              + _samples(6e-6, 1.2, WORKS, "Mean"))
+  update = [OpSample("AssignSubVariableOp", "CPU", 12e-6, 61e-6)] * 4
+  tiny = [OpSample("Unique", "CPU", 9e-8, 12e-6)] * 4
+  assert fit.fit_op_type(update).fixed_s > 40e-6
+  fits = fit.fit_op_types(spanning + update + tiny)["CPU"]
+  got = fits["AssignSubVariableOp"]
+  assert got.fixed_s <= 4e-6 * 1.05
+  assert got.fixed_s + got.scale * 12e-6 == pytest.approx(61e-6, rel=0.05)
+  # Work below the tracer's resolution shows no rate: its time stays fixed.
+  assert fits["Unique"].fixed_s == pytest.approx(12e-6, rel=0.05)
+  assert fits["Unique"].scale == 1.0
+  # Executions 2x apart or more tell the two apart: left as fitted.
+  two = [OpSample("AssignSubVariableOp", "CPU", w, 3e-5 + 2.5 * w)
+         for w in (6e-6, 12e-6, 24e-6)]
+  got = fit.fit_op_types(spanning + two)["CPU"]["AssignSubVariableOp"]
+  assert got == fit.fit_op_type(two) and got.fixed_s > 2e-5
+  # With no type that spans sizes there is nothing to bound it by.
+  alone = fit.fit_op_types(update)["CPU"]["AssignSubVariableOp"]
+  assert alone == fit.fit_op_type(update)
 
 
 def test_work_below_the_tracers_resolution_fits_no_scale():

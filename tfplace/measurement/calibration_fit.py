@@ -15,13 +15,21 @@ on a multi-core CPU a wide op's duration as if it ran alone:
 (`DeviceBenchmark.traced_op_s`). Each fit is a
 robust (soft-L1) least squares on log ratios (predicted + r) / (measured +
 r), r the tracer's 1 us resolution, with a weak prior
-pulling `scale` to 1 (when an op type comes in one size only, its time then
-goes to the fixed part if it exceeds the roofline, to a smaller scale if
-not; when all its work is below the tracer's resolution, scale is 1),
+pulling `scale` to 1 (when all an op type's work is below the tracer's
+resolution, scale is 1 and its time the fixed part),
 inside physical bounds (`FitBounds`): the fixed part never exceeds the
 mean duration of the type's smaller executions (those with at most the
 median work: so it cannot absorb the compute of larger ones) nor
 `max_fixed_s`, and the scale stays within [`min_scale`, `max_scale`].
+An op type whose executions all do about the same work (within
+`FitBounds.min_work_span`) cannot tell a fixed part from a rate: its
+fixed part is bounded by the median fixed part of the types whose work
+spans sizes, and its scale takes the rest. Left to the prior, the rest
+went to the fixed part: Adam's dense update of the suite's embedding
+tables (AssignSubVariableOp, 61 us traced at 12 us of roofline) fitted a
+55 us fixed part, and MobileNetV2's 104 batch-norm moving averages of the
+same type, under 0.1 us of roofline each, were charged it: 5.2 ms of a
+40 ms step (WORKSPACE_NOTES.md, issue 13).
 Convolutions (`CONV_OP_TYPES`) are then predicted from their measured
 curve (`measured_curve`: time against roofline at knots, each the median
 of three executions in the order of their work, interpolated in log-log):
@@ -190,6 +198,9 @@ class FitBounds:
     stall_gap_s: the shortest idle gap between a launch-bound device's op
       records that counts as a stall (`fit_stall`; ten times a kernel-free
       op's traced time).
+    min_work_span: the least ratio of the largest to the smallest work of a
+      type's executions (work above `resolution_s`) from which the fit
+      tells its fixed part from its scale (see the module docstring).
   """
   max_fixed_s: float = 1e-4
   min_scale: float = 0.05
@@ -200,6 +211,7 @@ class FitBounds:
   max_trace_excess_s: float = 5e-6
   max_dispatch_s: float = 2e-5
   stall_gap_s: float = 4e-5
+  min_work_span: float = 2.0
 
 
 def samples_from_timing(graph: OpGraph, cluster: Cluster, timing: StepTiming,
@@ -445,13 +457,44 @@ def fit_op_types(samples: Sequence[OpSample],
   groups: Dict[str, Dict[str, List[OpSample]]] = {}
   for s in samples:
     groups.setdefault(s.device_type, {}).setdefault(s.op_type, []).append(s)
-  out = {dtype: {t: _fit_one_type(t, group, bounds)
-                 for t, group in sorted(per_type.items())}
+  out = {dtype: _fit_device_type(per_type, bounds)
          for dtype, per_type in groups.items()}
   for dtype, fits in out.items():
     logging.info("calibration %s: %d op types from %d op records", dtype,
                  len(fits), sum(f.samples for f in fits.values()))
   return out
+
+
+def _fit_device_type(per_type: Mapping[str, List[OpSample]],
+                     bounds: FitBounds) -> Dict[str, OpTypeCost]:
+  """`_fit_one_type` for each op type of one device type; a type of one
+  size (`_one_size`) with its fixed part bounded by the median fixed part
+  of the types whose work spans sizes."""
+  fits = {t: _fit_one_type(t, group, bounds)
+          for t, group in sorted(per_type.items())}
+  one_size = {t for t, group in per_type.items() if _one_size(group, bounds)}
+  spanning = [f.fixed_s for t, f in fits.items()
+              if t not in one_size and _resolved(per_type[t], bounds)]
+  if one_size and spanning:
+    capped = dataclasses.replace(bounds, max_fixed_s=min(
+        bounds.max_fixed_s, float(np.median(spanning))))
+    for t in sorted(one_size):
+      fits[t] = _fit_one_type(t, per_type[t], capped)
+  return fits
+
+
+def _resolved(samples: Sequence[OpSample], bounds: FitBounds) -> bool:
+  """True if some execution's work is within the tracer's resolution."""
+  return any(s.work_s >= bounds.resolution_s for s in samples)
+
+
+def _one_size(samples: Sequence[OpSample], bounds: FitBounds) -> bool:
+  """True if the executions' work is resolved but spans less than
+  `min_work_span` (the fit cannot tell fixed part from scale)."""
+  if not _resolved(samples, bounds):
+    return False
+  work = [s.work_s for s in samples]
+  return max(work) < bounds.min_work_span * max(min(work), 1e-300)
 
 
 def kernel_free_types(samples: Sequence[OpSample],
