@@ -1,6 +1,7 @@
 """Tests for tfplace.experiments.cross_record (no real runs: the op
 durations and step times are made up, so that a replay has a fit to do)."""
 
+import collections
 import dataclasses
 import gzip
 import json
@@ -231,14 +232,20 @@ def test_the_shipped_records_still_rebuild_their_graphs():
   # records unusable fails here. r56-r58 add the three depthwise graphs
   # (13), r60 and r61 the three attention graphs (16), each of these
   # measured on one device at a time, and judge keras_transformer (11).
+  # r92 on add an embedding graph trained by Adam and a GELU to the
+  # element-wise graphs (17).
   names = sorted(f for f in os.listdir(SHIPPED) if f.endswith(".json.gz"))
   assert len(names) >= 10
-  first, eight, ten, attention = (
+  first, eight, ten, attention, adam = (
       cross_record.load_record(os.path.join(SHIPPED, n))
       for n in (names[0], "2026-11-27-r47.json.gz", "2026-11-27-r50.json.gz",
-                "2026-11-28-r61.json.gz"))
+                "2026-11-28-r61.json.gz", "2026-12-07-r92.json.gz"))
   assert len(first.suite) == 9 and len(ten.suite) == 10
-  assert len(attention.suite) == 16
+  assert len(attention.suite) == 16 and len(adam.suite) == 17
+  suite = {g.label: collections.Counter(op.type for op in g.graph.ops)
+           for g in adam.suite}
+  assert suite["calib_embedding#2"]["UnsortedSegmentSum"] == 2
+  assert suite["calib_elementwise#1"]["Erfc"] == 1
   runs = {g.label: [label for label, _ in g.placements]
           for g in attention.suite}
   assert runs["calib_depthwise#2"] == ["on_0", "on_1"]
@@ -251,7 +258,7 @@ def test_the_shipped_records_still_rebuild_their_graphs():
   assert {"resnet_xl", "mobilenet_v2", "keras_lstm"} <= {
       j.runs.label for j in ten.judged}
   assert "keras_transformer" in {j.runs.label for j in attention.judged}
-  for record in (first, eight, ten, attention):
+  for record in (first, eight, ten, attention, adam):
     assert record.cluster.rendezvous_transfers
     assert all(o.ok for j in record.judged for o in j.runs.outcomes)
 
