@@ -28,8 +28,8 @@ spans sizes, and its scale takes the rest. Left to the prior, the rest
 went to the fixed part: Adam's dense update of the suite's embedding
 tables (AssignSubVariableOp, 61 us traced at 12 us of roofline) fitted a
 55 us fixed part, and MobileNetV2's 104 batch-norm moving averages of the
-same type, under 0.1 us of roofline each, were charged it: 5.2 ms of a
-40 ms step (WORKSPACE_NOTES.md, issue 13).
+same type, under 0.1 us of roofline each, were charged it: 5.2 ms more
+in a one-worker step (WORKSPACE_NOTES.md, issue 13).
 Convolutions (`CONV_OP_TYPES`) are then predicted from their measured
 curve (`measured_curve`: time against roofline at knots, each the median
 of three executions in the order of their work, interpolated in log-log):
@@ -484,7 +484,8 @@ def _fit_device_type(per_type: Mapping[str, List[OpSample]],
 
 
 def _resolved(samples: Sequence[OpSample], bounds: FitBounds) -> bool:
-  """True if some execution's work is within the tracer's resolution."""
+  """True if some execution's work reaches the tracer's resolution (a
+  rate can show in its times)."""
   return any(s.work_s >= bounds.resolution_s for s in samples)
 
 
