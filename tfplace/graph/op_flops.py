@@ -110,11 +110,7 @@ def _batch_matmul(ins, outs, attr) -> float:
 def einsum_is_batched(equation: str) -> bool:
   """True if a two-input einsum `equation` has batch indices: a letter (or
   "...") in both inputs and the output ("aecd,abcd->acbe": a and c)."""
-  equation = equation.replace(" ", "")
-  if "->" not in equation:
-    return False
-  lhs, out = equation.split("->")
-  terms = lhs.split(",")
+  terms, out = _einsum_terms(equation)
   if len(terms) != 2:
     return False
 
@@ -137,10 +133,9 @@ def matrix_products(op_type: str, output_shape: Shape,
   the output; "..." too) for an einsum (`equation`). 1 for other ops."""
   if op_type in BATCH_MATMUL_OP_TYPES:
     return max(1, num_elements(output_shape[:-2]))
-  if op_type != "Einsum" or "->" not in equation:
+  if op_type != "Einsum":
     return 1
-  lhs, out = equation.replace(" ", "").split("->")
-  terms = lhs.split(",")
+  terms, out = _einsum_terms(equation)
   if len(terms) != 2:
     return 1
   labels = _einsum_labels(out, len(output_shape))
@@ -176,11 +171,7 @@ def einsum_transposes(equation: str, in_shapes: Sequence[Shape],
   inputs and its result; "abc,cde->abde" nothing. (0, 0) where the
   equation or the shapes cannot be read.
   """
-  equation = equation.replace(" ", "")
-  if "->" not in equation:
-    return 0, 0
-  lhs, out = equation.split("->")
-  terms = lhs.split(",")
+  terms, out = _einsum_terms(equation)
   if len(terms) not in (1, 2) or len(terms) != len(in_shapes):
     return 0, 0
   inputs = [_einsum_labels(t, len(s)) for t, s in zip(terms, in_shapes)]
@@ -229,6 +220,16 @@ def einsum_transposes(equation: str, in_shapes: Sequence[Shape],
   return outer, inner
 
 
+def _einsum_terms(equation: str) -> Tuple[List[str], str]:
+  """(input terms, output term) of an explicit einsum equation, spaces
+  dropped; ([], "") without "->"."""
+  equation = equation.replace(" ", "")
+  if "->" not in equation:
+    return [], ""
+  lhs, out = equation.split("->")
+  return lhs.split(","), out
+
+
 def _einsum_labels(term: str, rank: int) -> Optional[List[str]]:
   """The labels of one einsum term of a tensor of `rank` dims, "..."
   expanded to one label per dim it stands for (".0", ".1", ... from the
@@ -252,11 +253,10 @@ def _einsum(ins, outs, attr) -> float:
   equation = attr("equation")
   if isinstance(equation, bytes):
     equation = equation.decode()
-  if not equation or "->" not in equation or not outs:
+  if not equation or not outs:
     return 0.0
-  lhs, out = equation.replace(" ", "").split("->")
-  terms = lhs.split(",")
-  if len(terms) != len(ins):
+  terms, out = _einsum_terms(equation)
+  if not terms or len(terms) != len(ins):
     return 0.0
   sizes = {}
   for term, shape in zip(terms, ins):
