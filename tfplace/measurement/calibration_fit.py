@@ -470,17 +470,16 @@ def _fit_device_type(per_type: Mapping[str, List[OpSample]],
   """`_fit_one_type` for each op type of one device type; a type of one
   size (`_one_size`) with its fixed part bounded by the median fixed part
   of the types whose work spans sizes."""
-  fits = {t: _fit_one_type(t, group, bounds)
-          for t, group in sorted(per_type.items())}
   one_size = {t for t, group in per_type.items() if _one_size(group, bounds)}
+  fits = {t: _fit_one_type(t, group, bounds)
+          for t, group in sorted(per_type.items()) if t not in one_size}
   spanning = [f.fixed_s for t, f in fits.items()
-              if t not in one_size and _resolved(per_type[t], bounds)]
-  if one_size and spanning:
-    capped = dataclasses.replace(bounds, max_fixed_s=min(
-        bounds.max_fixed_s, float(np.median(spanning))))
-    for t in sorted(one_size):
-      fits[t] = _fit_one_type(t, per_type[t], capped)
-  return fits
+              if _resolved(per_type[t], bounds)]
+  capped = dataclasses.replace(bounds, max_fixed_s=min(
+      bounds.max_fixed_s, float(np.median(spanning)))) if spanning else bounds
+  fits.update((t, _fit_one_type(t, per_type[t], capped))
+              for t in sorted(one_size))
+  return dict(sorted(fits.items()))
 
 
 def _resolved(samples: Sequence[OpSample], bounds: FitBounds) -> bool:
