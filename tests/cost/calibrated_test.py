@@ -10,7 +10,7 @@ import tfplace  # noqa: F401
 from tfplace.cost.analytical import AnalyticalConfig
 from tfplace.cost.cluster import Device, Link, LinkSpec, make_cluster
 from tfplace.cost.calibrated import (Calibration, CalibratedCostModel,
-                                     apply_calibration)
+                                     OpTypeCost, apply_calibration)
 from tfplace.errors import ClusterError
 from tfplace.graph.op_graph import Op, OpGraph
 
@@ -50,6 +50,34 @@ def test_apply_calibration_replaces_links_by_kind():
   assert c.default_link.bandwidth == 1e8
   assert c.devices[1].launch_overhead_s == 1e-5
   assert c.devices[0].launch_overhead_s == 0.0
+
+
+def test_a_loop_body_takes_its_types_loop_fit_first(tmp_path):
+  # A type fitted on loop bodies (`loop_op_types`) costs a body row so; a
+  # type fitted only at the top level costs it as before; the top-level
+  # op of that type keeps its top-level fit.
+  from tfplace.graph.op_graph import BodyOp, ControlFlowCost
+  cal = dataclasses.replace(
+      _new_calibration(), trace_excess_s={"CPU": 1e-6},
+      op_types={"CPU": {"MatMul": OpTypeCost(2e-6, 1.5)}},
+      loop_op_types={"CPU": {"MatMul": OpTypeCost(1e-6, 1.0),
+                             "Merge": OpTypeCost(3e-7, 1.0)}})
+  cluster = apply_calibration(_cpu_cluster(), cal)
+  body = ControlFlowCost((BodyOp("while/MatMul", "MatMul", 4e6, 0, 10.0),
+                          BodyOp("while/Merge", "Merge", 0.0, 0, 30.0)),
+                         trip_count=10)
+  seconds = CalibratedCostModel(cal, UNIT).body_seconds(body, cluster, 0)
+  launch = 1e-6
+  assert seconds[0] == pytest.approx(launch + 1e-6 + 4e6 / 4e9 - 1e-6)
+  assert seconds[1] == pytest.approx(launch)  # not below the launch
+  top = dataclasses.replace(cal, loop_op_types={})
+  assert CalibratedCostModel(top, UNIT).body_seconds(
+      body, cluster, 0)[0] == pytest.approx(
+          launch + 2e-6 + 1.5 * 4e6 / 4e9 - 1e-6)
+  path = str(tmp_path / "cal.json")
+  cal.save(path)
+  assert Calibration.load(path) == cal
+  assert "loop_op_types" not in top.to_dict()  # Old files unchanged.
 
 
 def test_calibration_round_trip(tmp_path):

@@ -263,6 +263,49 @@ def test_the_shipped_records_still_rebuild_their_graphs():
     assert all(o.ok for j in record.judged for o in j.runs.outcomes)
 
 
+def test_a_shipped_record_with_loops_fits_their_bodies():
+  # From r99 on the suite runs two GRUs in While loops (19 graphs) and
+  # every traced step keeps the nodes its loops ran: the frame's op types
+  # are fitted, a loop body's types get fits of their own, the suite's
+  # loop graphs' one-worker runs are predicted within 25 %, and keras_lstm's
+  # forward frame counts what its step ran.
+  from tfplace.cost.calibrated import apply_calibration
+  from tfplace.graph.lowered_loops import body_row
+  from tfplace.measurement.calibration_fit import calibrated_simulator
+  from tfplace.measurement.calibration_runs import fit_from_runs
+  record = cross_record.load_record(
+      os.path.join(SHIPPED, "2026-12-07-r100.json.gz"))
+  assert len(record.suite) == 19
+  calibration = fit_from_runs(record.cluster, record.benchmark,
+                              record.suite)[0]
+  for op_type in ("Merge", "Switch", "NextIteration", "TensorListPushBack",
+                  "TensorListPopBack"):
+    assert calibration.seen("CPU", op_type), op_type
+    assert op_type in calibration.loop_op_types["CPU"], op_type
+  assert "MatMul" in calibration.loop_op_types["CPU"]
+  loops = [g for g in record.suite if g.graph.name == "calib_loop"]
+  assert len(loops) == 2
+  for runs in loops:
+    for (label, placement), outcome in zip(runs.placements, runs.outcomes):
+      if len(set(placement.devices.values())) > 1:
+        continue  # A split run: the messages' model is judged elsewhere.
+      ids = placement.to_array(runs.graph, record.cluster)
+      predicted = calibrated_simulator(runs.graph, record.cluster,
+                                       calibration).simulate(ids)
+      ratio = predicted.step_time_s / outcome.timing.median_step_time_s
+      assert 0.8 < ratio < 1.25, (runs.label, label, ratio)
+  lstm = next(j.runs for j in record.judged if j.runs.label == "keras_lstm")
+  timing = dict(zip((label for label, _ in lstm.placements),
+                    lstm.outcomes))["single_cpu"].timing
+  forward = next(op for op in lstm.graph.ops if op.body is not None
+                 and not op.name.startswith("gradients"))
+  merges = sum(r.executions for r in timing.loop_records
+               if r.loop == forward.name and r.op_type == "Merge"
+               and body_row(r.name, r.op_type, forward.body) is not None)
+  assert merges == sum(r.executions for r in forward.body.ops
+                       if r.type == "Merge")
+
+
 def test_the_shipped_gpu_records_hold_cpu_and_gpu_runs():
   # Measured in process on an H200 and its host CPU (scripts/fidelity.py
   # --cross --in_process): every placement ran, the GPU's stream records

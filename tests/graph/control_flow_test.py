@@ -274,3 +274,52 @@ def test_grappler_model_keeps_the_body_costs():
   for name in ("while", "gradient_tape/while/while_grad"):
     i = g.index[name]
     assert grappler[i, 0] == analytical[i, 0] > 6 * 2 * 1e-6
+
+
+def _frame_rows(op):
+  return {r.type: r.executions for r in op.body.ops
+          if r.name.endswith("(loop frame)")}
+
+
+def test_a_loop_variable_nothing_reads_is_not_costed():
+  # TensorFlow prunes a loop variable whose output nothing reads, with the
+  # body ops that only feed it (the accumulators a gradient loop does not
+  # read): a loop with a used and an unused variable costs the used one's
+  # ops and frame alone.
+  trips = 5
+
+  @tf.function(input_signature=[tf.TensorSpec([B, H], tf.float32)])
+  def step(x):
+    _, used, _ = tf.while_loop(
+        lambda t, a, b: t < trips,
+        lambda t, a, b: (t + 1, tf.tanh(a), tf.matmul(b, b)),
+        [tf.constant(0), x, tf.eye(H)])
+    return tf.reduce_sum(used)
+
+  (loop,) = _loops(import_graph(step)).values()
+  assert loop.body.trip_count == trips
+  assert {r.type for r in loop.body.ops} >= {"Tanh", "AddV2", "Merge"}
+  assert "MatMul" not in {r.type for r in loop.body.ops}
+  # Two variables run: the counter (the condition reads it) and the used
+  # one.
+  frame = _frame_rows(loop)
+  assert frame["Merge"] == 2 * (trips + 1)
+  assert frame["NextIteration"] == 2 * trips and frame["Enter"] == 2
+
+
+def test_a_loop_variable_a_kept_one_needs_is_costed():
+  # The unread variable feeds the read one's update: both run.
+  trips = 4
+
+  @tf.function(input_signature=[tf.TensorSpec([B, H], tf.float32)])
+  def step(x):
+    _, used, _ = tf.while_loop(
+        lambda t, a, b: t < trips,
+        lambda t, a, b: (t + 1, tf.tanh(a + tf.reduce_sum(b)),
+                         tf.matmul(b, b)),
+        [tf.constant(0), x, tf.eye(H)])
+    return tf.reduce_sum(used)
+
+  (loop,) = _loops(import_graph(step)).values()
+  assert [r.executions for r in _rows(loop, "MatMul")] == [trips]
+  assert _frame_rows(loop)["Merge"] == 3 * (trips + 1)

@@ -587,3 +587,18 @@ def test_the_dispatch_is_what_launch_bound_steps_are_under_by():
   assert fit.fit_dispatch(cluster, cal, [(graph, on0, 1e-7)]) == {
       "CPU": 0.0}
   assert fit.fit_trace_excess(cluster, cal, [(graph, on0, 1e-7)]) == {}
+
+
+def test_a_loops_nodes_fit_only_the_types_no_top_level_op_samples():
+  # A loop's executions (`OpSample.in_loop`) of a type the top-level ops
+  # sample leave its fit as it was; a type only loops run is fitted on
+  # them.
+  top = _samples(2e-6, 1.3, WORKS, "MatMul", seed=1)
+  in_loop = [dataclasses.replace(s, measured_s=10 * s.measured_s,
+                                 in_loop=True)
+             for s in _samples(2e-6, 1.3, WORKS, "MatMul", seed=2)]
+  merges = [OpSample("Merge", "CPU", 0.0, 7e-7, in_loop=True)] * 5
+  fits = fit.fit_op_types(top + in_loop + merges)["CPU"]
+  alone = fit.fit_op_types(top)["CPU"]["MatMul"]
+  assert fits["MatMul"] == alone
+  assert fits["Merge"].fixed_s == pytest.approx(7e-7, rel=0.05)

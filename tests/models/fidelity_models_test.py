@@ -28,6 +28,7 @@ SMALL = [
     ("calib_embedding", dict(batch_size=2, seq_len=3, vocab=20, dim=4,
                              optimizer="adam")),
     ("calib_elementwise", dict(batch_size=2, width=8, gelu=True)),
+    ("calib_loop", dict(batch_size=2, seq_len=3, input_dim=4, hidden=4)),
 ]
 
 
@@ -57,16 +58,16 @@ def test_each_graph_has_the_ops_its_kind_promises():
   assert transformer["ResourceGather"] >= 1
   dag = _types("random_dag", **SMALL[2][1])
   assert dag["MatMul"] >= 1
-  assert _types("calib_conv", **SMALL[-4][1])["MaxPool"] == 1
-  assert _types("calib_embedding", **SMALL[-3][1])["ResourceGather"] == 2
+  assert _types("calib_conv", **SMALL[-5][1])["MaxPool"] == 1
+  assert _types("calib_embedding", **SMALL[-4][1])["ResourceGather"] == 2
   elementwise = _types("calib_elementwise", batch_size=2, width=8)
   assert {"Tanh", "Exp", "Rsqrt", "Transpose", "ConcatV2", "Pad",
           "Cast"} <= set(elementwise)
 
 
 def test_adam_and_gelu_add_the_sparse_update_and_erfc_to_the_suite():
-  sgd = _types("calib_embedding", **SMALL[-3][1])
-  adam = _types("calib_embedding", **SMALL[-2][1])
+  sgd = _types("calib_embedding", **SMALL[-4][1])
+  adam = _types("calib_embedding", **SMALL[-3][1])
   # Adam sums each table's sparse gradient per distinct row, then scatters
   # it into both slots; SGD scatters the gradient into the table.
   for op_type, count in (("Unique", 2), ("UnsortedSegmentSum", 2),
@@ -74,7 +75,7 @@ def test_adam_and_gelu_add_the_sparse_update_and_erfc_to_the_suite():
     assert adam[op_type] == count, op_type
   assert sgd["Unique"] == 0 and sgd["UnsortedSegmentSum"] == 0
   assert sgd["ResourceScatterAdd"] == 2
-  exact = _types("calib_elementwise", **SMALL[-1][1])
+  exact = _types("calib_elementwise", **SMALL[-2][1])
   assert exact["Erfc"] == 1
   assert _types("calib_elementwise", batch_size=2, width=8)["Erfc"] == 0
   default = calibration_suite.suite()
@@ -89,7 +90,7 @@ def test_calib_embedding_names_an_unknown_optimizer():
 
 
 def test_calib_conv_projection_adds_a_strided_1x1_shortcut():
-  sizes = SMALL[-4][1]
+  sizes = SMALL[-5][1]
   plain = registry.build_model("calib_conv", **sizes)
   projected = registry.build_model("calib_conv", **sizes, projection=True)
 
@@ -104,7 +105,7 @@ def test_calib_conv_projection_adds_a_strided_1x1_shortcut():
 
 
 def test_calib_depthwise_runs_each_depthwise_kernel_at_both_strides():
-  graph = registry.build_model("calib_depthwise", **SMALL[-5][1])
+  graph = registry.build_model("calib_depthwise", **SMALL[-6][1])
   types = collections.Counter(op.type for op in graph.ops)
   for kind in ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
                "DepthwiseConv2dNativeBackpropFilter"):
@@ -137,7 +138,7 @@ def _equations(built):
 
 
 def test_calib_attention_runs_keras_attentions_equations_and_layer_norm():
-  sizes = dict(SMALL[-6][1], blocks=2)
+  sizes = dict(SMALL[-7][1], blocks=2)
   equations = _equations(registry.build_tf_graph("calib_attention", **sizes))
   assert set(equations) == KERAS_ATTENTION_EQUATIONS
   assert sum(equations.values()) == 2 * 18
@@ -187,7 +188,7 @@ def test_bad_sizes_and_suites_raise():
     calibration_suite.suite("huge")
   assert {n for n, _ in calibration_suite.suite()} == {
       "calib_conv", "calib_depthwise", "calib_attention", "calib_matmul",
-      "calib_embedding", "calib_elementwise"}
+      "calib_embedding", "calib_elementwise", "calib_loop"}
 
 
 def test_matmuls_by_a_transposed_right_operand_are_their_own_variant():

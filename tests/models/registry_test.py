@@ -10,7 +10,7 @@ from tfplace.models import registry
 def test_list_models():
   assert registry.list_models() == [
       "calib_attention", "calib_conv", "calib_depthwise", "calib_elementwise",
-      "calib_embedding", "calib_matmul",
+      "calib_embedding", "calib_loop", "calib_matmul",
       "chain_mlp", "inception_v3", "keras_lstm", "keras_transformer",
       "mlp_towers",
       "mobilenet_v2", "nmt", "random_dag", "resnet_like", "rnnlm",

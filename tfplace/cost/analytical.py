@@ -248,6 +248,17 @@ class AnalyticalCostModel(CostModel):
         np.array([d.memory_bandwidth for d in devices]) * cfg.memory_efficiency)
     return flop_rate / slots, conv_rate / slots, bandwidth / slots
 
+  def body_work_seconds(self, body: ControlFlowCost,
+                        cluster: Cluster) -> np.ndarray:
+    """float64 [R, D]: the roofline part of one execution of each of a
+    control-flow op's body rows (0 for trivial ops; a loop frame's rows
+    move nothing)."""
+    rows = body.ops
+    return self._work([r.type for r in rows],
+                      np.array([r.flops for r in rows], np.float64),
+                      np.array([r.bytes_moved for r in rows], np.float64),
+                      cluster)
+
   def _body_seconds(self, body: ControlFlowCost,
                     cluster: Cluster) -> np.ndarray:
     """Seconds [D] of everything a control-flow op's bodies run."""

@@ -241,6 +241,9 @@ class Calibration:
       overhead.
     kernel_free: device type -> op types whose traced executions there ran
       no kernel.
+    loop_op_types: device type -> op type -> `OpTypeCost` fitted on the
+      executions of While loop bodies alone (`loop_samples`): a body op's
+      cost where its type has one (`CalibratedCostModel.body_seconds`).
     benchmark_spread: how far the cluster benchmarks taken while it was
       calibrated differ, per figure ("compute", "per_op", "message",
       "empty_step": the widest ratio between two, >= 1;
@@ -277,6 +280,8 @@ class Calibration:
   kernel_free: Mapping[str, Tuple[str, ...]] = dataclasses.field(
       default_factory=dict)
   benchmark_spread: Mapping[str, float] = dataclasses.field(
+      default_factory=dict)
+  loop_op_types: Mapping[str, Mapping[str, OpTypeCost]] = dataclasses.field(
       default_factory=dict)
 
   def __post_init__(self):
@@ -328,6 +333,8 @@ class Calibration:
   def to_dict(self) -> dict:
     spread = ({"benchmark_spread": dict(self.benchmark_spread)}
               if self.benchmark_spread else {})
+    if self.loop_op_types:
+      spread["loop_op_types"] = _op_types_dict(self.loop_op_types)
     return {"format": FORMAT, "compute_scale": dict(self.compute_scale),
             "op_type_scale": dict(self.op_type_scale),
             "launch_overhead_s": dict(self.launch_overhead_s),
@@ -346,9 +353,7 @@ class Calibration:
             "overlap_latency": self.overlap_latency,
             "rendezvous_transfers": self.rendezvous_transfers,
             "device_rates": {t: dict(r) for t, r in self.device_rates.items()},
-            "op_types": {t: {k: _op_type_dict(v) for k, v in
-                             sorted(per_type.items())}
-                         for t, per_type in self.op_types.items()},
+            "op_types": _op_types_dict(self.op_types),
             **spread, "notes": self.notes}
 
   def save(self, path: str) -> None:
@@ -396,6 +401,7 @@ class Calibration:
                                for t, rates in data.get("device_rates",
                                                         {}).items()},
                  op_types=_op_types(data.get("op_types", {})),
+                 loop_op_types=_op_types(data.get("loop_op_types", {})),
                  benchmark_spread=_factors(data, "benchmark_spread"))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
       raise ClusterError(f"malformed calibration: {e!r}") from None
@@ -412,6 +418,12 @@ class Calibration:
     if warning:
       logging.warning("%s", warning)
     return calibration
+
+
+def _op_types_dict(op_types: Mapping[str, Mapping[str, OpTypeCost]]
+                   ) -> dict:
+  return {t: {k: _op_type_dict(v) for k, v in sorted(per_type.items())}
+          for t, per_type in op_types.items()}
 
 
 def _op_type_dict(cost: OpTypeCost) -> dict:
@@ -605,10 +617,13 @@ class CalibratedCostModel(CostModel):
     """Sets, in place, the cost on device `j` of each control-flow op
     whose bodies run op types with fits: its launch plus each body op's
     executions times its cost (`body_seconds`)."""
+    in_loops = self.calibration.loop_op_types.get(
+        cluster.devices[j].type, {})
     for i, op in enumerate(graph.ops):
       body = op.body
       if (body is None or not body.ops or not np.isfinite(seconds[i, j])
-          or not any(r.type in fits for r in body.ops)):
+          or not any(r.type in fits or r.type in in_loops
+                     for r in body.ops)):
         continue
       executions = np.array([r.executions for r in body.ops])
       seconds[i, j] = cluster.devices[j].launch_overhead_s + float(
@@ -617,17 +632,19 @@ class CalibratedCostModel(CostModel):
   def body_seconds(self, body: ControlFlowCost, cluster: Cluster,
                    j: int) -> np.ndarray:
     """float64 [R]: one run of each of a control-flow op's body ops on
-    device `j`: as a top-level op of its type where the calibration
-    fitted the type (its fit, less the device type's trace excess, not
-    below the launch overhead), else its analytical time."""
+    device `j`: its type's fit on loop bodies where the calibration has
+    one (`Calibration.loop_op_types`), else its fit as a top-level op,
+    less the device type's trace excess, not below the launch overhead;
+    its analytical time where neither."""
     device = cluster.devices[j]
-    fits = self.calibration.op_types.get(device.type, {})
+    fits = dict(self.calibration.op_types.get(device.type, {}))
+    fits.update(self.calibration.loop_op_types.get(device.type, {}))
     excess = self.calibration.trace_excess_s.get(device.type, 0.0)
     types = [r.type for r in body.ops]
     flops = np.array([r.flops for r in body.ops], np.float64)
     moved = np.array([r.bytes_moved for r in body.ops], np.float64)
     one = dataclasses.replace(cluster, devices=(device,))
-    work = self.base._work(types, flops, moved, one)[:, 0]
+    work = self.base.body_work_seconds(body, one)[:, 0]
     plain = self.base._seconds(types, flops, moved, one)[:, 0]
     launch = device.launch_overhead_s
     return np.array([

@@ -7,12 +7,17 @@ control flow and function calls), each with how many times it runs:
   * While: body ops x trip count, cond ops x (trip count + 1), plus the loop
     frame the runtime lowers the op to (per loop variable one Enter and one
     Exit, and per trip a Merge, Switch and NextIteration; a LoopCond per
-    test). The trip count is inferred where the graph makes it static (see
-    `tfplace.graph.trip_counts` for the recognised patterns: a counter
-    compared with a constant, `maximum_iterations`, gradient loops that run
-    as many times as their forward loop), else taken from the user's
-    `loop_trip_counts` ({loop name: trips}; a nested loop's name is its outer
-    op's name, "/", its node name inside the body), else the import fails
+    test; an Identity per argument and result of the inlined functions;
+    a variable handle the body passes on gets an Enter alone). Only the
+    live variables are counted, with the body ops they need: TF prunes a
+    variable nothing reads (`_live_variables`), so that keras_lstm's
+    forward loop runs 21 of its 44. The trip count is inferred where the
+    graph makes it static (see `tfplace.graph.trip_counts` for the
+    recognised patterns: a counter compared with a constant,
+    `maximum_iterations`, gradient loops that run as many times as their
+    forward loop), else taken from the user's `loop_trip_counts` ({loop
+    name: trips}; a nested loop's name is its outer op's name, "/", its
+    node name inside the body), else the import fails
     with a `GraphImportError` naming every such loop and the option. A count
     given for a top-level loop is recorded in its NodeDef (attr
     `_tfplace_trip_count`), so a graph written by `tfplace import` keeps it.
@@ -32,7 +37,7 @@ cost (`parallel_iterations` overlap is not modelled).
 """
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Set, Tuple
 
 from absl import logging
 import numpy as np
@@ -43,13 +48,13 @@ from tfplace.graph.function_bodies import (ArgSpec, CALL_OPS, CASE_OPS,
                                            IF_OPS, WHILE_OPS, function_graph)
 from tfplace.graph.loop_values import (EMPTY, FLOW_OPS, Frame, Loop,
                                       LoopValues)
-from tfplace.graph.op_graph import BodyOp, CONTROL_FLOW_OPS, ControlFlowCost
+from tfplace.graph.op_graph import (BodyOp, CONTROL_FLOW_OPS, ControlFlowCost,
+                                   LOOP_FRAME)
 from tfplace.graph.op_reader import op_shapes_and_flops, tensor_bytes
 from tfplace.graph.trip_counts import Induction, through_identity
 
 # NodeDef attr recording a trip count the user gave (read back at import).
 TRIP_COUNT_ATTR = "_tfplace_trip_count"
-LOOP_FRAME = "(loop frame)"
 BRANCH_FRAME = "(branch frame)"
 
 
@@ -129,15 +134,26 @@ class ControlFlowAnalysis(LoopValues):
     self._loops[key] = loop
     loop.trips, source = self._trip_count(op, frame, cond, loop)
     n = loop.trips if loop.trips is not None else 1
-    body_rows, body_work = self._rows(body, n)
+    live, needed = _live_variables(op, body, cond)
+    body_rows, body_work = self._rows(body, n, needed)
     cond_rows, cond_work = self._rows(cond, n + 1)
-    nvars = len(op.inputs)
+    # The lowering gives a resource the body passes on unchanged (a
+    # variable's handle) an Enter alone; every other variable its frame.
+    entered = {k for k in live if k in body.invariant
+               and op.inputs[k].dtype.name == "resource"}
+    nvars = len(live) - len(entered)
+    # The inlined functions take each argument and give each result through
+    # an Identity: per trip one for each live variable into the body, one
+    # for each result out of it and one that starts the body, per test one
+    # for each variable the condition reads and one for its result.
+    tested = len(_slice(cond.fg, [cond.fg.outputs[0]])[1])
+    forwards = (len(live) + nvars + 1) * n + (tested + 1) * (n + 1)
     frame_rows = [BodyOp(f"{body.path}{LOOP_FRAME}", t, 0.0, 0, float(e))
-                  for t, e in (("Enter", nvars), ("Exit", nvars),
+                  for t, e in (("Enter", len(live)), ("Exit", nvars),
                                ("Merge", nvars * (n + 1)),
                                ("Switch", nvars * (n + 1)),
                                ("NextIteration", nvars * n),
-                               ("LoopCond", n + 1))]
+                               ("LoopCond", n + 1), ("Identity", forwards))]
     self._remember_handles(op, frame, body)
     loop.cost = ControlFlowCost(
         tuple(body_rows + cond_rows + frame_rows), loop.trips, source,
@@ -174,10 +190,14 @@ class ControlFlowAnalysis(LoopValues):
     self._remember_handles(op, frame, callee)
     return ControlFlowCost(tuple(rows), None, "", work)
 
-  def _rows(self, frame: Frame, executions: int) -> Tuple[List[BodyOp], int]:
-    """The ops of a body run `executions` times, and its working bytes."""
+  def _rows(self, frame: Frame, executions: int,
+            needed: Optional[Set[str]] = None) -> Tuple[List[BodyOp], int]:
+    """The ops of a body run `executions` times (those named in `needed`
+    where given), and its working bytes."""
     rows, work = [], 0
     for op in frame.fg.ops:
+      if needed is not None and op.name not in needed:
+        continue
       name = frame.path + op.name
       shapes, in_shapes, flops = op_shapes_and_flops(op.node_def, op,
                                                      self.unknown_dim)
@@ -312,6 +332,51 @@ class ControlFlowAnalysis(LoopValues):
       message += (f" (the trip count of {', '.join(map(repr, followers))} "
                   "then follows)")
     raise GraphImportError(message)
+
+
+def _live_variables(op, body: Frame, cond: Frame
+                    ) -> Tuple[Set[int], Set[str]]:
+  """The loop variables of While `op` that its step computes, and the
+  names of the body ops that compute them.
+
+  TensorFlow prunes a loop variable whose output nothing reads and that no
+  kept variable's update or the condition needs, with the body ops that
+  only feed it: the accumulators a gradient loop does not read (keras_lstm's
+  forward loop carries 44 variables, 33 of them accumulators; its traced
+  step ran 21 of them and 11 of the accumulators: WORKSPACE_NOTES.md, issue
+  13). Kept: the variables whose outputs are read, those the condition
+  reads, the stateful body ops, and everything they need in the body,
+  closed over the variables' updates.
+  """
+  fg = body.fg
+  live = {k for k, t in enumerate(op.outputs) if t.consumers()}
+  live |= _slice(cond.fg, [cond.fg.outputs[0]])[1]
+  stateful = [o for o in fg.ops if o.op_def.is_stateful]
+  while True:
+    roots = stateful + [fg.outputs[k] for k in live if k < len(fg.outputs)]
+    needed, args = _slice(fg, roots)
+    if args <= live:
+      return live, needed
+    live |= args
+
+
+def _slice(fg, roots) -> Tuple[Set[str], Set[int]]:
+  """Names of the ops of function graph `fg` that `roots` (tensors or
+  ops) depend on, and the indices of the arguments they read."""
+  seen, args = set(), set()
+  stack = [getattr(r, "op", r) for r in roots]
+  while stack:
+    o = stack.pop()
+    if o.name in seen:
+      continue
+    seen.add(o.name)
+    k = fg.arg_index(o)
+    if k is not None:
+      args.add(k)
+      continue
+    stack.extend(t.op for t in o.inputs)
+    stack.extend(o.control_inputs)
+  return seen, args
 
 
 def _check_counts(counts: Dict[str, int], name: str) -> Dict[str, int]:

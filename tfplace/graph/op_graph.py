@@ -32,6 +32,9 @@ LOOP_FRAME_OPS = frozenset({
     "Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
     "RefNextIteration", "Merge", "RefMerge", "Switch", "RefSwitch", "LoopCond",
 })
+# The name of a While's frame rows in its `ControlFlowCost` (after the path
+# of its body: "while/(loop frame)").
+LOOP_FRAME = "(loop frame)"
 # Ops whose output is a variable's own buffer, already held as the variable's
 # parameter bytes: the variable ops, and a resource read (TF's
 # ReadVariableOp returns the variable's tensor, sharing its buffer).

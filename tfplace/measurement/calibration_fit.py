@@ -163,6 +163,8 @@ class OpSample:
     variant: the op's `Op.variant` ("batched", "channels_first",
       "narrow_window", "transpose_b" or "").
     matrix_products: the op's `Op.matrix_products`.
+    in_loop: a node a While loop ran (`loop_samples`): used only for op
+      types no top-level op of the device type samples.
   """
   op_type: str
   device_type: str
@@ -171,6 +173,7 @@ class OpSample:
   strided: bool = False
   variant: str = ""
   matrix_products: int = 1
+  in_loop: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -456,7 +459,15 @@ def fit_op_types(samples: Sequence[OpSample],
     raise MeasureError("calibration needs traced op records; none given")
   groups: Dict[str, Dict[str, List[OpSample]]] = {}
   for s in samples:
-    groups.setdefault(s.device_type, {}).setdefault(s.op_type, []).append(s)
+    if not s.in_loop:
+      groups.setdefault(s.device_type, {}).setdefault(s.op_type, []).append(s)
+  # A loop's nodes only for the types no top-level op samples (see
+  # `loop_samples`): a loop's fused kernels and its many small executions
+  # leave the top-level fits as they were.
+  top = {(d, t) for d, per_type in groups.items() for t in per_type}
+  for s in samples:
+    if s.in_loop and (s.device_type, s.op_type) not in top:
+      groups.setdefault(s.device_type, {}).setdefault(s.op_type, []).append(s)
   out = {dtype: _fit_device_type(per_type, bounds)
          for dtype, per_type in groups.items()}
   for dtype, fits in out.items():
@@ -516,7 +527,8 @@ def calibration_from_benchmark(
     bench: ClusterBenchmark, cluster: Cluster,
     op_types: Optional[Mapping[str, Mapping[str, OpTypeCost]]] = None,
     notes: str = "",
-    kernel_free: Optional[Mapping[str, Tuple[str, ...]]] = None
+    kernel_free: Optional[Mapping[str, Tuple[str, ...]]] = None,
+    loop_op_types: Optional[Mapping[str, Mapping[str, OpTypeCost]]] = None
 ) -> Calibration:
   """A calibration holding the measured figures (medians per device type)
   and the fitted op types.
@@ -528,6 +540,7 @@ def calibration_from_benchmark(
       calibration).
     notes: free text.
     kernel_free: `Calibration.kernel_free` (launch-bound device types).
+    loop_op_types: `Calibration.loop_op_types`.
   """
   measured = bench.apply(cluster)
   by_type: Dict[str, list] = {}
@@ -571,7 +584,8 @@ def calibration_from_benchmark(
       overlap_latency=measured.overlap_latency,
       rendezvous_transfers=measured.rendezvous_transfers, device_rates=rates,
       op_types={t: dict(v) for t, v in (op_types or {}).items()},
-      launch_s=launch, kernel_free=dict(kernel_free or {}), notes=notes)
+      launch_s=launch, kernel_free=dict(kernel_free or {}), notes=notes,
+      loop_op_types={t: dict(v) for t, v in (loop_op_types or {}).items()})
 
 
 # Shares of the measured per-message cost charged to each end, and of the
@@ -588,7 +602,9 @@ def fit_transfer_figures(cluster: Cluster, bench: ClusterBenchmark,
                          split_runs: Sequence[tuple],
                          shares: Optional[Sequence[float]] = None,
                          byte_shares: Optional[Sequence[float]] = None,
-                         extra_latencies_s: Optional[Sequence[float]] = None
+                         extra_latencies_s: Optional[Sequence[float]] = None,
+                         loop_op_types: Optional[
+                             Mapping[str, Mapping[str, OpTypeCost]]] = None
                          ) -> Tuple[float, float, float]:
   """What of the measured transfer figures best predicts multi-device runs
   (`ClusterBenchmark.with_message_share`): on a link-model cluster the
@@ -614,6 +630,7 @@ def fit_transfer_figures(cluster: Cluster, bench: ClusterBenchmark,
     extra_latencies_s: the extra-latency candidates (>= 0); default
       `EXTRA_LATENCIES_S` when the cluster has rendezvous transfers, else
       only 0.
+    loop_op_types: the op types fitted on loop bodies.
 
   Returns:
     (message share, byte share, extra latency); (1.0, 0.0, 0.0) when there
@@ -633,7 +650,8 @@ def fit_transfer_figures(cluster: Cluster, bench: ClusterBenchmark,
   if len(grid) == 1:
     return tuple(float(x) for x in grid[0])
   # The op costs do not depend on the figures: computed once per graph.
-  plain = calibration_from_benchmark(bench, cluster, op_types)
+  plain = calibration_from_benchmark(bench, cluster, op_types,
+                                     loop_op_types=loop_op_types)
   base = apply_calibration(cluster, plain)
   graphs = {id(g): g for g, _, _ in split_runs}
   costs = {k: CalibratedCostModel(plain).op_costs(g, base)

@@ -44,6 +44,7 @@ from tfplace.measurement.cluster_benchmark import (BenchmarkConfig,
                                                    benchmark_cluster,
                                                    median_benchmark)
 from tfplace.measurement.config import MeasureConfig
+from tfplace.measurement.loop_samples import loop_samples
 from tfplace.measurement.recv_issue import with_recv_issue
 from tfplace.placement import Placement
 
@@ -218,6 +219,8 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
       if len(set(p.devices.values())) == 1:
         samples += samples_from_timing(r.graph, measured, o.timing, traced,
                                        launch_bound)
+        samples += loop_samples(r.graph, measured, o.timing, traced,
+                                launch_bound)
         single.append(run)
         timings.append((device_type_of(next(iter(p.devices.values()))),
                         o.timing))
@@ -228,10 +231,12 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
     raise MeasureError("no one-device calibration run succeeded"
                        + (f": {errors[0]}" if errors else ""))
   op_types = fit_op_types(samples, bounds)
+  in_loops = [s for s in samples if s.in_loop]
+  loop_op_types = fit_op_types(in_loops, bounds) if in_loops else {}
   kernel_free = kernel_free_types(
       samples, {d.type for d in measured.devices if d.name in launch_bound})
-  share, byte_share, extra = fit_transfer_figures(cluster, bench, op_types,
-                                                  split)
+  share, byte_share, extra = fit_transfer_figures(
+      cluster, bench, op_types, split, loop_op_types=loop_op_types)
   message_fit = (f"per-message cost share {share:.2f}, per-byte host share "
                  f"{byte_share:.2f}, extra latency per message "
                  f"{extra * 1e6:.0f} us" if split else
@@ -240,7 +245,7 @@ def fit_from_runs(cluster: Cluster, bench: ClusterBenchmark,
       bench.with_message_share(share, byte_share, extra), cluster, op_types,
       notes or f"fitted from {len(samples)} op records of "
       f"{', '.join(r.label for r in runs)} on {cluster.name}; {message_fit}",
-      kernel_free)
+      kernel_free, loop_op_types)
   excess = fit_trace_excess(cluster, calibration, single, bounds)
   calibration = dataclasses.replace(
       calibration, trace_excess_s=excess,

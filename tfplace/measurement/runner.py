@@ -56,6 +56,7 @@ from tfplace.measurement.session import (Deadline, StepSession,
 from tfplace.measurement.timing import (STEP_STATS_FILE, DeviceMismatch,  # noqa: F401
                                         OpRecord, StepTiming,
                                         device_mismatches,
+                                        loop_op_records,
                                         memory_unrecorded, op_records,
                                         peak_memory, save_timing,
                                         timing_from_steps, without_held)
@@ -242,11 +243,13 @@ def measure(graph: OpGraph, placement: Placement,
       monitor.stop()
   stats = result.metadata.step_stats
   records = op_records(stats, graph)
+  loops = loop_op_records(stats, graph)
   mismatches = device_mismatches(records, placement)
   peaks = without_held(peak_memory(stats), held)
   placed = {canonical_device(d) for d in placement.devices.values()}
   return timing_from_steps(
-      collected, op_records=tuple(records), devices_match=not mismatches,
+      collected, op_records=tuple(records), loop_records=tuple(loops),
+      devices_match=not mismatches,
       mismatches=tuple(mismatches), trace_path=trace_dir,
       target=config.target, profile_error=result.profile_error,
       loss=result.loss, inputs=inputs.sources, peak_memory_bytes=peaks,

@@ -1,22 +1,28 @@
 """What a measurement gives: step time statistics and the traced op records.
 
 `StepTiming` holds the timed steps of one placement, the ops of its traced
-step (`OpRecord`: device, start, duration, read from `RunMetadata.step_stats`)
+step (`OpRecord`: device, start, duration, read from `RunMetadata.step_stats`),
+the nodes its While loops ran (`LoopOpRecord`, summed over their executions)
 and whether they ran where placed (`DeviceMismatch`).
 """
 
+import collections
 import dataclasses
 import json
+import re
 import statistics
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from tfplace.errors import MeasureError
+from tfplace.graph.lowered_loops import loop_of
 from tfplace.io_utils import atomic_write
 
 # The traced step's step stats in a trace directory (read by tfplace.trace).
 STEP_STATS_FILE = "step_stats.pb"
+# "name = Type(inputs)": a node's timeline label.
+_LABEL_OP_TYPE = re.compile(r"^\S+ = ([\w.>-]+)\(")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +43,27 @@ class OpRecord:
   start_s: float
   duration_s: float
   kernel_s: Optional[float] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopOpRecord:
+  """The executions of one node of a lowered While loop in the traced step
+  (`tfplace.graph.lowered_loops`).
+
+  Attributes:
+    name: the node's name in the lowered step ("<While>/body/_1/MatMul").
+    loop: the name of the While op (in the graph) that ran it.
+    op_type: its type as traced (a kernel's name, such as "_MklMatMul").
+    device: full device string it ran on.
+    executions: how many times it ran in the step.
+    total_s: the sum of their durations.
+  """
+  name: str
+  loop: str
+  op_type: str
+  device: str
+  executions: int
+  total_s: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +120,7 @@ class StepTiming:
     iqr_s: interquartile range of the timed steps.
     step_times_s: every timed step, in order.
     op_records: graph ops of the traced step (runtime nodes left out).
+    loop_records: the nodes the step's While loops ran (`loop_op_records`).
     devices_match: True if every traced graph op ran on its placed device.
     mismatches: the ops that did not.
     trace_path: directory with the profiler trace and step_stats.pb, if any.
@@ -133,6 +161,7 @@ class StepTiming:
   process_cpu_bytes: int = 0
   memory_unrecorded: Mapping[str, str] = dataclasses.field(
       default_factory=dict)
+  loop_records: Tuple[LoopOpRecord, ...] = ()
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -143,6 +172,8 @@ class StepTiming:
     data["step_times_s"] = tuple(data["step_times_s"])
     data["op_records"] = tuple(merge_stream_records(
         [OpRecord(**r) for r in data.get("op_records", ())]))
+    data["loop_records"] = tuple(
+        LoopOpRecord(**r) for r in data.get("loop_records", ()))
     data["mismatches"] = tuple(
         DeviceMismatch(**m) for m in data.get("mismatches", ()))
     data["inputs"] = tuple(
@@ -359,6 +390,47 @@ def op_records(step_stats, graph=None) -> List[OpRecord]:
                 duration_s=max(0, dur) * 1e-6)
        for (n, d), (s, dur) in raw.items()])
   return sorted(merged, key=lambda r: (r.start_s, r.name))
+
+
+def loop_op_records(step_stats, graph) -> List[LoopOpRecord]:
+  """The nodes that the lowered While loops of `graph` (an `OpGraph`) ran
+  in `step_stats`, each with its executions and their summed durations.
+
+  A node listed on several dev_stats entries (the master and the worker of
+  a remote task) is kept from the entry where it ran longest in all; GPU
+  stream records are left out (a loop's kernels are not told apart).
+  """
+  loops = {op.name: op for op in graph.ops
+           if op.body is not None and op.body.trip_count is not None}
+  if not loops:
+    return []
+  best: Dict[Tuple[str, str], LoopOpRecord] = {}
+  for dev in step_stats.dev_stats:
+    if "/stream:" in dev.device or dev.device.endswith("/memcpy"):
+      continue
+    device = _device_name(dev.device)
+    runs = collections.defaultdict(lambda: [0, 0.0])
+    types = {}
+    for node in dev.node_stats:
+      name = node.node_name.split(":")[0]
+      if name in graph.index:
+        continue
+      m = _LABEL_OP_TYPE.match(node.timeline_label)
+      if m is None:
+        continue
+      runs[name][0] += 1
+      runs[name][1] += max(0, node.all_end_rel_micros) * 1e-6
+      types[name] = m.group(1)
+    for name, (count, total) in runs.items():
+      loop = loop_of(name, loops)
+      if loop is None or types[name].startswith(("_Send", "_Recv",
+                                                  "_HostSend", "_HostRecv")):
+        continue
+      key = (name, device)
+      if key not in best or total > best[key].total_s:
+        best[key] = LoopOpRecord(name, loop, types[name], device, count,
+                                 total)
+  return sorted(best.values(), key=lambda r: (r.loop, r.name, r.device))
 
 
 def device_mismatches(records: Sequence[OpRecord],

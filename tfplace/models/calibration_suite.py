@@ -2,7 +2,7 @@
 
 `tfplace calibrate` measures these on a cluster and fits per-op-type costs
 from their op records, so that one calibration describes the cluster, not
-one graph. Six kinds, each at several sizes (`SUITES`):
+one graph. Seven kinds, each at several sizes (`SUITES`):
 
 * ``calib_conv``: 3x3 and 1x1 convolutions at stride 1 and 2 (the 1x1
   stride-2 one a projection shortcut, in the default suite), fused batch
@@ -38,6 +38,14 @@ one graph. Six kinds, each at several sizes (`SUITES`):
   tile, cast) on tensors from 16 KB to a few MB, scaled by a trainable
   vector (SGD); in the default suite each pass ends with an exact GELU
   (Erfc), the activation of Keras's transformer feed-forward layers.
+* ``calib_loop``: a GRU over a sequence in a `tf.while_loop` (reading its
+  inputs from and writing its states to TensorArrays), whose gradient is a
+  second While: the frame ops a session lowers each While to (Enter,
+  Merge, Switch, NextIteration, Exit, LoopCond), the TensorList ops of the
+  arrays and of the gradient's accumulators (push in the forward loop, pop
+  in the gradient loop), and small matmuls and gates run once per step
+  (Adam). The other graphs run no loop; a traced step records a loop's
+  nodes under their lowered names (`tfplace.graph.lowered_loops`).
 
 The losses' softmax cross-entropy runs over 10 to 2,000 classes: its time
 per element is ~12x its roofline (exp and log), which 10 classes, 0.03 us
@@ -186,6 +194,26 @@ class CalibElementwiseConfig:
   repeats: int = 1
   seed: int = 1
   gelu: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibLoopConfig:
+  """Sizes of `calib_loop`.
+
+  Attributes:
+    batch_size: sequences per step.
+    seq_len: steps of the loop (its trip count).
+    input_dim: width of each step's input.
+    hidden: width of the GRU's state.
+    num_classes: output classes.
+    seed: seeds the graph and the data.
+  """
+  batch_size: int = 16
+  seq_len: int = 10
+  input_dim: int = 32
+  hidden: int = 64
+  num_classes: int = 10
+  seed: int = 1
 
 
 def _batch_norm(y: tf.Tensor) -> tf.Tensor:
@@ -337,6 +365,40 @@ def _embedding_loss(config: CalibEmbeddingConfig) -> tf.Tensor:
                           labels)
 
 
+def _loop_loss(config: CalibLoopConfig) -> tf.Tensor:
+  b, t, h = config.batch_size, config.seq_len, config.hidden
+  inputs = tf.random.stateless_normal([t, b, config.input_dim],
+                                      seed=[config.seed, 6], name="inputs")
+  labels = common.synthetic_tokens([b], config.num_classes, config.seed,
+                                   name="labels")
+  with _V1.variable_scope("gru"):
+    gates_w = common.variable("gates_kernel", [config.input_dim + h, 2 * h],
+                              stddev=0.1)
+    gates_b = common.variable("gates_bias", [2 * h], constant=0.0)
+    cand_w = common.variable("candidate_kernel", [config.input_dim + h, h],
+                             stddev=0.1)
+    cand_b = common.variable("candidate_bias", [h], constant=0.0)
+  steps = tf.TensorArray(tf.float32, size=t).unstack(inputs)
+  states = tf.TensorArray(tf.float32, size=t)
+
+  def cell(i, state, out):
+    x = steps.read(i)
+    gates = tf.sigmoid(tf.nn.bias_add(
+        tf.matmul(tf.concat([x, state], axis=1), gates_w), gates_b))
+    update, reset = tf.split(gates, 2, axis=1)
+    candidate = tf.tanh(tf.nn.bias_add(
+        tf.matmul(tf.concat([x, reset * state], axis=1), cand_w), cand_b))
+    state = update * state + (1.0 - update) * candidate
+    return i + 1, state, out.write(i, state)
+
+  _, last, states = tf.while_loop(
+      lambda i, *_: i < t, cell, [tf.constant(0), tf.zeros([b, h]), states],
+      maximum_iterations=t)
+  pooled = tf.reduce_mean(states.stack(), axis=0) + last
+  return common.mean_xent(_dense(pooled, config.num_classes, "logits"),
+                          labels)
+
+
 def _elementwise_chain(x: tf.Tensor, y: tf.Tensor,
                        gelu: bool = False) -> tf.Tensor:
   """One pass of the chain: every op keeps x's shape [B, W]."""
@@ -422,6 +484,13 @@ def build_elementwise(config: CalibElementwiseConfig) -> common.BuiltGraph:
   return common.build_graph(config, _elementwise_loss, "sgd", 0.01)
 
 
+def build_loop(config: CalibLoopConfig) -> common.BuiltGraph:
+  """A GRU in a While loop, trained through its gradient loop."""
+  common.check_positive(config, ["batch_size", "seq_len", "input_dim",
+                                 "hidden", "num_classes"])
+  return common.build_graph(config, _loop_loss, "adam", 0.001)
+
+
 # Suite name -> (model name, config overrides) of each graph measured. The
 # four convolution graphs put strided (3x3 and 1x1) convolutions at eight
 # sizes, 0.15 to 1,400 us of work on this machine's cores, for their own
@@ -432,7 +501,11 @@ def build_elementwise(config: CalibElementwiseConfig) -> common.BuiltGraph:
 # The three attention graphs run Keras attention's 11 equations (36
 # einsums a graph, 0.03 to 34 MFLOP each) and 4 NCHW batch norms
 # (forward and gradient) over 128 to 1,024 rows of 32 to 128, widths 32
-# to 128; keras_transformer's are 512 rows of 64.
+# to 128; keras_transformer's are 512 rows of 64. The two loop graphs run
+# 8 and 16 trips of GRUs 32 and 128 wide (their frames 19 loop variables
+# forward, 22 in the gradient), whose TensorList pushes and pops move a few
+# bytes (shapes) to 200 KB (the gradient keeps each trip's read of the
+# weights too).
 SUITES: Dict[str, List[Tuple[str, dict]]] = {
     "default": [
         ("calib_conv", dict(batch_size=4, image_size=16, channels=8,
@@ -463,6 +536,9 @@ SUITES: Dict[str, List[Tuple[str, dict]]] = {
                                  dim=64, optimizer="adam")),
         ("calib_elementwise", dict(batch_size=16, width=256, gelu=True)),
         ("calib_elementwise", dict(batch_size=128, width=2048, gelu=True)),
+        ("calib_loop", dict(batch_size=8, seq_len=8, input_dim=16, hidden=32)),
+        ("calib_loop", dict(batch_size=32, seq_len=16, input_dim=64,
+                            hidden=128)),
     ],
     "tiny": [
         ("calib_matmul", dict(batch_size=4, widths=(16, 32, 16))),

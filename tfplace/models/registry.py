@@ -11,7 +11,7 @@ the Keras-built ``mobilenet_v2``, ``keras_lstm`` and ``keras_transformer``
 (`tfplace.models.keras_models`), and the calibration suite's
 ``calib_conv``, ``calib_depthwise``, ``calib_attention``, ``calib_matmul``,
 ``calib_embedding``,
-``calib_elementwise`` (`tfplace.models.calibration_suite`).
+``calib_elementwise``, ``calib_loop`` (`tfplace.models.calibration_suite`).
 """
 
 import dataclasses
@@ -62,6 +62,8 @@ MODELS: Dict[str, Tuple[type, Callable[[Any], BuiltGraph]]] = {
                         calibration_suite.build_embedding),
     "calib_elementwise": (calibration_suite.CalibElementwiseConfig,
                           calibration_suite.build_elementwise),
+    "calib_loop": (calibration_suite.CalibLoopConfig,
+                   calibration_suite.build_loop),
 }
 
 
