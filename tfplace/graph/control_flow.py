@@ -134,7 +134,8 @@ class ControlFlowAnalysis(LoopValues):
     self._loops[key] = loop
     loop.trips, source = self._trip_count(op, frame, cond, loop)
     n = loop.trips if loop.trips is not None else 1
-    live, needed = _live_variables(op, body, cond)
+    tested = _slice(cond.fg, [cond.fg.outputs[0]])[1]
+    live, needed = _live_variables(op, body, tested)
     body_rows, body_work = self._rows(body, n, needed)
     cond_rows, cond_work = self._rows(cond, n + 1)
     # The lowering gives a resource the body passes on unchanged (a
@@ -146,8 +147,7 @@ class ControlFlowAnalysis(LoopValues):
     # an Identity: per trip one for each live variable into the body, one
     # for each result out of it and one that starts the body, per test one
     # for each variable the condition reads and one for its result.
-    tested = len(_slice(cond.fg, [cond.fg.outputs[0]])[1])
-    forwards = (len(live) + nvars + 1) * n + (tested + 1) * (n + 1)
+    forwards = (len(live) + nvars + 1) * n + (len(tested) + 1) * (n + 1)
     frame_rows = [BodyOp(f"{body.path}{LOOP_FRAME}", t, 0.0, 0, float(e))
                   for t, e in (("Enter", len(live)), ("Exit", nvars),
                                ("Merge", nvars * (n + 1)),
@@ -334,10 +334,11 @@ class ControlFlowAnalysis(LoopValues):
     raise GraphImportError(message)
 
 
-def _live_variables(op, body: Frame, cond: Frame
+def _live_variables(op, body: Frame, tested: Set[int]
                     ) -> Tuple[Set[int], Set[str]]:
-  """The loop variables of While `op` that its step computes, and the
-  names of the body ops that compute them.
+  """The loop variables of While `op` that its step computes (`tested`:
+  those its condition reads), and the names of the body ops that compute
+  them.
 
   TensorFlow prunes a loop variable whose output nothing reads and that no
   kept variable's update or the condition needs, with the body ops that
@@ -349,8 +350,7 @@ def _live_variables(op, body: Frame, cond: Frame
   closed over the variables' updates.
   """
   fg = body.fg
-  live = {k for k, t in enumerate(op.outputs) if t.consumers()}
-  live |= _slice(cond.fg, [cond.fg.outputs[0]])[1]
+  live = {k for k, t in enumerate(op.outputs) if t.consumers()} | tested
   stateful = [o for o in fg.ops if o.op_def.is_stateful]
   while True:
     roots = stateful + [fg.outputs[k] for k in live if k < len(fg.outputs)]

@@ -63,10 +63,9 @@ def loop_samples(graph: OpGraph, cluster: Cluster, timing: StepTiming,
     if row is None or row.type != traced_type(rec.op_type):
       continue
     if rec.loop not in work:
-      work[rec.loop] = dict(zip(
-          (r.name + "\0" + r.type for r in body.ops),
-          model.body_work_seconds(body, cluster)))
-    row_work = work[rec.loop][row.name + "\0" + row.type][j]
+      work[rec.loop] = dict(zip(body.ops,
+                                model.body_work_seconds(body, cluster)))
+    row_work = work[rec.loop][row][j]
     measured = (rec.total_s / rec.executions
                 - traced_op_s.get(cluster.devices[j].name, 0.0))
     if np.isfinite(row_work):

@@ -22,7 +22,7 @@ from tfplace.io_utils import atomic_write
 # The traced step's step stats in a trace directory (read by tfplace.trace).
 STEP_STATS_FILE = "step_stats.pb"
 # "name = Type(inputs)": a node's timeline label.
-_LABEL_OP_TYPE = re.compile(r"^\S+ = ([\w.>-]+)\(")
+_LABEL_OP_TYPE = re.compile(r"(\S+) = ([\w.>-]+)\(")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -392,6 +392,14 @@ def op_records(step_stats, graph=None) -> List[OpRecord]:
   return sorted(merged, key=lambda r: (r.start_s, r.name))
 
 
+def label_op_type(label: str) -> Optional[str]:
+  """The op type a node's timeline label names ("x = MatMul(a, b)" ->
+  "MatMul"; a kernel's own name, such as "_MklMatMul", as it stands), or
+  None where it names none."""
+  m = _LABEL_OP_TYPE.search(label)
+  return m.group(2) if m else None
+
+
 def loop_op_records(step_stats, graph) -> List[LoopOpRecord]:
   """The nodes that the lowered While loops of `graph` (an `OpGraph`) ran
   in `step_stats`, each with its executions and their summed durations.
@@ -415,12 +423,12 @@ def loop_op_records(step_stats, graph) -> List[LoopOpRecord]:
       name = node.node_name.split(":")[0]
       if name in graph.index:
         continue
-      m = _LABEL_OP_TYPE.match(node.timeline_label)
-      if m is None:
+      op_type = label_op_type(node.timeline_label)
+      if op_type is None:
         continue
       runs[name][0] += 1
       runs[name][1] += max(0, node.all_end_rel_micros) * 1e-6
-      types[name] = m.group(1)
+      types[name] = op_type
     for name, (count, total) in runs.items():
       loop = loop_of(name, loops)
       if loop is None or types[name].startswith(("_Send", "_Recv",

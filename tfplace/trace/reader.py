@@ -35,12 +35,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tfplace.errors import TraceError
 from tfplace.measurement.runner import STEP_STATS_FILE
+from tfplace.measurement.timing import label_op_type
 from tfplace.trace.trace import (CLIENT, OP, TRANSFER, TraceEvent, Trace,
                                  is_transfer_op, make_trace)
 
 _SKIPPED_NODES = ("_SOURCE", "_SINK")
 _DEVICE_IN_TEXT = re.compile(r"(/job:[^\s,;()@]+|/device:[^\s,;()@]+)")
-_LABEL_OP_TYPE = re.compile(r"(\S+) = ([\w.>-]+)\(")
 _LABEL_BYTES = re.compile(r"\[(\d+)B\]|\b(\d+) bytes\b")
 _RECV_TENSOR = re.compile(r"from (\S+) to (\S+)")
 _STREAM_SUFFIX = re.compile(r"^(.*?/device:[A-Za-z_]+:\d+)(/.*)?$")
@@ -341,8 +341,8 @@ def _node_event(ns, raw_device: str, t0_ns: int) -> Optional[TraceEvent]:
   if ns.node_name in _SKIPPED_NODES:
     return None
   device = _base_device(raw_device)
-  m = _LABEL_OP_TYPE.search(ns.timeline_label)
-  op_type = m.group(2) if m else ns.node_name.split(":")[0]
+  op_type = (label_op_type(ns.timeline_label)
+             or ns.node_name.split(":")[0])
   if raw_device.endswith("/memcpy") or "MEMCPY" in ns.timeline_label:
     op_type = op_type if is_transfer_op(op_type) else "MEMCPY"
   start_ns, dur_ns = _node_times_ns(ns)
