@@ -50,7 +50,7 @@ def test_an_einsums_transposes_add_their_memory_traffic():
   # The same product, once with 2e9 bytes of operand and result copies.
   ops = [Op("plain", "Einsum", output_bytes=(0,), flops=2e9),
          Op("copied", "Einsum", output_bytes=(0,), flops=2e9,
-            transpose_bytes=int(2e9))]
+            copy_bytes=int(2e9))]
   model = AnalyticalCostModel(UNIT)
   s = model.op_costs(OpGraph(ops, [], graph_def=None), cluster()).compute_s
   # The copies run beside the product's roofline, not under it: 2e9 /
@@ -59,6 +59,20 @@ def test_an_einsums_transposes_add_their_memory_traffic():
   assert s[1] == pytest.approx([4.0 + 1e-3, 1.2 + 1e-4])
   work = model.work_seconds(OpGraph(ops, [], graph_def=None), cluster())
   assert work[1] - work[0] == pytest.approx([2.0, 0.2])
+
+
+def test_a_variable_read_in_copy_on_read_mode_costs_its_copy():
+  # A ReadVariableOp is trivial (launch only) unless it copies the
+  # variable: then its 2e9 bytes of copy traffic at the memory rate.
+  ops = [Op("read", "ReadVariableOp", output_bytes=(int(1e9),)),
+         Op("copying_read", "ReadVariableOp", output_bytes=(int(1e9),),
+            variant="copy_on_read", copy_bytes=int(2e9))]
+  model = AnalyticalCostModel(UNIT)
+  s = model.op_costs(OpGraph(ops, [], graph_def=None), cluster()).compute_s
+  assert s[0] == pytest.approx([1e-3, 1e-4])
+  assert s[1] == pytest.approx([2.0 + 1e-3, 0.2 + 1e-4])
+  work = model.work_seconds(OpGraph(ops, [], graph_def=None), cluster())
+  assert work[:, 0] == pytest.approx([0.0, 2.0])
 
 
 def test_slots_share_the_device_peak():

@@ -82,8 +82,8 @@ def test_keras_transformer_attends_with_einsums_in_every_layer():
   # order (its transposes are costed); the projections run as they are.
   scores = [op for op in einsums if op.name.endswith("attention_0/einsum/"
                                                      "Einsum")]
-  assert len(scores) == 1 and scores[0].transpose_bytes > 0
-  assert all(op.transpose_bytes == 0 for op in einsums
+  assert len(scores) == 1 and scores[0].copy_bytes > 0
+  assert all(op.copy_bytes == 0 for op in einsums
              if "/query/" in op.name and "grad" not in op.name)
 
 

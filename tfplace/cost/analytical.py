@@ -23,15 +23,17 @@ matrix op in float16 or bfloat16 (`TENSOR_CORE_OP_TYPES`, its first output's
 dtype) on a device with tensor cores (`Device.half_flops`) runs
 half_flops / peak_flops times faster than its float32 rate (measured or
 datasheet); its bytes are already counted at two per element. An op that
-copies operands or its result into another order (`Op.transpose_bytes`:
-TF's einsum kernel does, `op_flops.einsum_transposes`) adds those bytes at
-the memory rate to its roofline: the copies run before or after the
-product, not under it. A device with `slots` = k runs k ops at once and
+copies data besides its own work (`Op.copy_bytes`: TF's einsum kernel puts
+operands or its result into another order, `op_flops.einsum_transposes`; a
+dense read or update of a variable in copy-on-read mode copies it whole,
+`graph.variable_copies`) adds those bytes at the memory rate to its
+roofline: the copies run before or after its work, not under it, and a
+trivial op (a ReadVariableOp) costs them too. A device with `slots` = k runs k ops at once and
 shares its peak among them, so each op gets 1/k of it (total throughput
 stays the device's peak). The
 time is inf where the device type has no kernel for the op. Trivial ops
 (NoOp, Const, Identity, variable handles and reads, shape queries...) cost
-`trivial_overhead_factor` times the launch overhead and nothing else.
+`trivial_overhead_factor` times the launch overhead, and their copies.
 
 A functional control-flow op (While/If/Case, `Op.body`) costs what its
 bodies run: the same formula for each body op, times its executions (a
@@ -144,7 +146,7 @@ class AnalyticalCostModel(CostModel):
                             _output_channels(graph, cluster),
                             _random_values(graph, cluster),
                             _half_precision(graph, cluster),
-                            graph.transpose_bytes)
+                            graph.copy_bytes)
     for i in bodies:
       seconds[i] += self._body_seconds(graph.ops[i].body, cluster)
     seconds[~kernel_mask(graph, cluster)] = np.inf
@@ -154,7 +156,8 @@ class AnalyticalCostModel(CostModel):
 
   def work_seconds(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
     """float64 [M, D]: the roofline part of each op's time, without its own
-    launch overhead (0 for trivial ops; a control-flow op's bodies in full).
+    launch overhead (for trivial ops only their copies; a control-flow op's
+    bodies in full).
     """
     moved = (graph.input_bytes + graph.output_bytes).astype(np.float64)
     flops = graph.flops.copy()
@@ -165,7 +168,7 @@ class AnalyticalCostModel(CostModel):
                       _output_channels(graph, cluster),
                       _random_values(graph, cluster),
                       _half_precision(graph, cluster),
-                      graph.transpose_bytes)
+                      graph.copy_bytes)
     for i in bodies:
       work[i] += self._body_seconds(graph.ops[i].body, cluster)
     return work
@@ -175,16 +178,16 @@ class AnalyticalCostModel(CostModel):
                channels: Optional[np.ndarray] = None,
                random_values: Optional[np.ndarray] = None,
                half: Optional[np.ndarray] = None,
-               transposes: Optional[np.ndarray] = None) -> np.ndarray:
+               copies: Optional[np.ndarray] = None) -> np.ndarray:
     """Roofline seconds [N, D] of one execution of N ops on every device
-    (`channels`, `random_values`, `half`, `transposes`: see `_work`)."""
+    (`channels`, `random_values`, `half`, `copies`: see `_work`)."""
     cfg = self.config
     overhead = np.array([d.launch_overhead_s for d in cluster.devices])
     trivial = np.array([t in cfg.trivial_op_types for t in op_types],
                        dtype=bool)
     over = np.where(trivial[:, None], cfg.trivial_overhead_factor, 1.0)
     return (self._work(op_types, flops, moved, cluster, channels,
-                       random_values, half, transposes)
+                       random_values, half, copies)
             + over * overhead[None, :])
 
   def _work(self, op_types: Sequence[str], flops: np.ndarray,
@@ -192,14 +195,15 @@ class AnalyticalCostModel(CostModel):
             channels: Optional[np.ndarray] = None,
             random_values: Optional[np.ndarray] = None,
             half: Optional[np.ndarray] = None,
-            transposes: Optional[np.ndarray] = None) -> np.ndarray:
-    """Seconds [N, D] of the roofline work alone (0 for trivial ops).
+            copies: Optional[np.ndarray] = None) -> np.ndarray:
+    """Seconds [N, D] of the roofline work alone (for trivial ops only
+    their copies).
     `channels`: each op's output channels ([N], 0: unknown), None when no
     device has `conv_lanes`; `random_values`: each random generator's
     output values ([N], 0 for other ops), None when no device has a
     measured random rate; `half`: bool [N], the ops that run on tensor
-    cores, None when no device has `half_flops`; `transposes`: each op's
-    `Op.transpose_bytes` ([N]), memory traffic added to its roofline (the
+    cores, None when no device has `half_flops`; `copies`: each op's
+    `Op.copy_bytes` ([N]), memory traffic added to its roofline (the
     copies run before or after its own work), None for none."""
     cfg = self.config
     flop_rate, conv_rate, bandwidth = self._rates(cluster)
@@ -220,14 +224,13 @@ class AnalyticalCostModel(CostModel):
     if random_values is not None:
       compute = np.maximum(compute, _random_seconds(op_types, random_values,
                                                     cluster))
-    if transposes is not None:
-      compute = compute + transposes[:, None] / bandwidth[None, :]
-    scale = np.array([cfg.op_type_scale.get(t, 1.0) for t in op_types])
-    compute *= scale[:, None]
     trivial = np.array([t in cfg.trivial_op_types for t in op_types],
                        dtype=bool)
     compute[trivial] = 0.0
-    return compute
+    if copies is not None:
+      compute = compute + copies[:, None] / bandwidth[None, :]
+    scale = np.array([cfg.op_type_scale.get(t, 1.0) for t in op_types])
+    return compute * scale[:, None]
 
   def _rates(self, cluster: Cluster):
     """Per device: (FLOP/s, convolution FLOP/s, bytes/s) one op gets."""

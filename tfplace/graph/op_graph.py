@@ -37,9 +37,13 @@ LOOP_FRAME_OPS = frozenset({
 LOOP_FRAME = "(loop frame)"
 # Ops whose output is a variable's own buffer, already held as the variable's
 # parameter bytes: the variable ops, and a resource read (TF's
-# ReadVariableOp returns the variable's tensor, sharing its buffer).
+# ReadVariableOp returns the variable's tensor, sharing its buffer; not in
+# copy-on-read mode, `COPY_ON_READ`).
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 VARIABLE_BUFFER_OPS = VARIABLE_OPS | {"ReadVariableOp"}
+# `Op.variant` of a dense read or update of a variable in copy-on-read mode,
+# which copies it whole (`tfplace.graph.variable_copies`).
+COPY_ON_READ = "copy_on_read"
 # Ops whose kernel holds its output for the session's life: TF's ConstantOp
 # allocates its tensor on its device when the kernel is built, so it is in
 # memory before the step, all step, whether or not the step runs the op (an
@@ -140,17 +144,21 @@ class Op:
       filters, first layers: ~half the rate of wider ones at the same
       work); "transpose_b", a MatMul by its transposed right operand (a
       dense layer's input gradient: ~1.5-2x the time of the forward and
-      weight-gradient products at the same work on a CPU); "" for other
-      ops.
+      weight-gradient products at the same work on a CPU); "copy_on_read",
+      a dense read or update of a variable in copy-on-read mode (it copies
+      the variable whole: `copy_bytes`); "" for other ops.
     matrix_products: the matrix products one execution runs (a batched
       matmul or einsum runs one per batch index: `op_flops.
       matrix_products`); 1 for other ops. Each costs a fixed time beyond
       its FLOPs where a calibration fitted one (`OpTypeCost.per_product_s`).
-    transpose_bytes: bytes one execution reads and writes to copy operands
-      into another order before its own work, or its result after (an
-      einsum's: `op_flops.einsum_transposes`; a copy that moves the last
-      dimension counted `op_flops.INNER_TRANSPOSE_WEIGHT` times); 0 for
-      other ops. Costed as memory traffic beside the op's roofline.
+    copy_bytes: bytes one execution reads and writes to copy data besides
+      its own work: an einsum's operands put into another order before
+      the product, or its result after (`op_flops.einsum_transposes`; a
+      copy that moves the last dimension counted
+      `op_flops.INNER_TRANSPOSE_WEIGHT` times); a variable in copy-on-read
+      mode that a dense read or update copies whole (twice its size:
+      `variable_copies.copied_variable_bytes`); 0 for other ops. Costed as memory
+      traffic beside the op's roofline.
   """
   name: str
   type: str
@@ -167,7 +175,7 @@ class Op:
   conv: Optional[ConvGeometry] = None
   variant: str = ""
   matrix_products: int = 1
-  transpose_bytes: int = 0
+  copy_bytes: int = 0
 
   @property
   def is_control_flow(self) -> bool:
@@ -295,9 +303,9 @@ class OpGraph:
     return np.array([op.flops for op in self.ops], dtype=np.float64)
 
   @functools.cached_property
-  def transpose_bytes(self) -> np.ndarray:
-    """float64 [M]: each op's `Op.transpose_bytes`."""
-    return np.array([op.transpose_bytes for op in self.ops],
+  def copy_bytes(self) -> np.ndarray:
+    """float64 [M]: each op's `Op.copy_bytes`."""
+    return np.array([op.copy_bytes for op in self.ops],
                     dtype=np.float64)
 
   @functools.cached_property
@@ -328,8 +336,9 @@ class OpGraph:
 
     An output that is a variable's own buffer holds nothing more (the
     variable's `param_bytes` hold it all step): the variable ops', a
-    resource read's (`VARIABLE_BUFFER_OPS`), and an Identity's of a ref
-    variable (TF1's "w/read"); nor does a constant's (`resident_bytes`
+    resource read's (`VARIABLE_BUFFER_OPS`; a read in copy-on-read mode,
+    `COPY_ON_READ`, returns a copy, which it holds), and an Identity's of a
+    ref variable (TF1's "w/read"); nor does a constant's (`resident_bytes`
     hold it). Counted as copies they put every variable
     in memory twice or three times; measured on TF server workers, that
     over-predicted the peak by up to 1.6x (WORKSPACE_NOTES.md, "Memory").
@@ -338,8 +347,9 @@ class OpGraph:
                      + (op.body.working_bytes if op.body else 0)
                      for op in self.ops], dtype=np.int64)
     for i, op in enumerate(self.ops):
-      if op.type in VARIABLE_BUFFER_OPS or op.type in CONSTANT_OPS or (
-          op.type == "Identity" and self._reads_ref_variable(i)):
+      if ((op.type in VARIABLE_BUFFER_OPS and op.variant != COPY_ON_READ)
+          or op.type in CONSTANT_OPS or
+          (op.type == "Identity" and self._reads_ref_variable(i))):
         held[i] = 0
     return held
 

@@ -5,9 +5,10 @@ from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tfplace.graph import kernels, op_flops, unknown_dims
+from tfplace.graph import kernels, op_flops, unknown_dims, variable_copies
 from tfplace.graph.conv_geometry import ConvGeometry, conv_geometry
-from tfplace.graph.op_graph import VARIABLE_OPS, ControlFlowCost, Op
+from tfplace.graph.op_graph import (COPY_ON_READ, VARIABLE_OPS,
+                                    ControlFlowCost, Op)
 
 # Bytes of one tensor whose dtype has no fixed element size (a handle).
 HANDLE_BYTES = 8
@@ -136,6 +137,8 @@ def read_op(node, tf_op, unknown_dim: int,
   conv = conv_geometry(node.op, in_shapes, shapes,
                        dtypes[0].size if dtypes else 0,
                        _attr_reader(node, tf_op))
+  # Each copied byte is read once and written once.
+  variable_copy = 2 * variable_copies.copied_variable_bytes(tf_op)
   return Op(
       name=node.name, type=node.op, output_shapes=shapes,
       output_dtypes=tuple(d.name for d in dtypes),
@@ -145,15 +148,17 @@ def read_op(node, tf_op, unknown_dim: int,
       kernels=kernels.kernel_device_types(node.op),
       requested_device=node.device, colocation_names=coloc, body=body,
       stride=_stride(node),
-      variant=cost_variant(node, conv), conv=conv,
+      variant=(COPY_ON_READ if variable_copy else cost_variant(node, conv)),
+      conv=conv,
       matrix_products=op_flops.matrix_products(
           node.op, shapes[0] if shapes else (), equation),
-      transpose_bytes=_transpose_bytes(equation, in_shapes, shapes,
-                                       dtypes))
+      copy_bytes=variable_copy + _transpose_bytes(equation, in_shapes,
+                                                  shapes, dtypes))
 
 
 def _transpose_bytes(equation: str, in_shapes, shapes, dtypes) -> int:
-  """`Op.transpose_bytes` of an einsum (`equation`; "" for other ops)."""
+  """The bytes an einsum (`equation`; "" for other ops) reads and writes
+  to put its operands or result into another order."""
   if not equation or not shapes or not dtypes:
     return 0
   outer, inner = op_flops.einsum_transposes(equation, in_shapes, shapes[0])
