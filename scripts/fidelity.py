@@ -72,6 +72,9 @@ Graph sizes (--cross: 5 ms to 1 s per step on one core):
     batch 16, hidden 64
   keras_transformer: Keras Embedding -> 2 encoder layers (MultiHeadAttention,
     4 heads, width 64, GELU feed-forward 128) -> Dense, batch 16, 32 tokens
+  keras_transformer_50k (not judged by default): the same with a 50,000-word
+    vocabulary, whose 12.8 MB table Adam copies whole several times a step
+    (copy-on-read: `tfplace.graph.variable_copies`); ~24 ms per step
 """
 
 import json
@@ -102,6 +105,7 @@ GRAPHS = {
     "mobilenet_v2": ("mobilenet_v2", dict(batch_size=8, image_size=64)),
     "keras_lstm": ("keras_lstm", {}),
     "keras_transformer": ("keras_transformer", {}),
+    "keras_transformer_50k": ("keras_transformer", dict(vocab=50000)),
 }
 CROSS_DEFAULT = ["resnet_like", "resnet_large", "resnet_xl", "transformer",
                  "random_dag", "mlp_towers", "small_cnn", "rnnlm",
