@@ -28,11 +28,11 @@ operands or its result into another order, `op_flops.einsum_transposes`; a
 dense read or update of a variable in copy-on-read mode copies it whole,
 `graph.variable_copies`) adds those bytes at the memory rate to its
 roofline: the copies run before or after its work, not under it, and a
-trivial op (a ReadVariableOp) costs them too. A device with `slots` = k runs k ops at once and
-shares its peak among them, so each op gets 1/k of it (total throughput
-stays the device's peak). The
-time is inf where the device type has no kernel for the op. Trivial ops
-(NoOp, Const, Identity, variable handles and reads, shape queries...) cost
+trivial op (a ReadVariableOp) costs them too. A device with `slots` = k
+runs k ops at once and shares its peak among them, so each op gets 1/k of
+it (total throughput stays the device's peak). The time is inf where
+the device type has no kernel for the op. Trivial ops (NoOp, Const,
+Identity, variable handles and reads, shape queries...) cost
 `trivial_overhead_factor` times the launch overhead, and their copies.
 
 A functional control-flow op (While/If/Case, `Op.body`) costs what its

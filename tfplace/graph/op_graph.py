@@ -157,8 +157,8 @@ class Op:
       copy that moves the last dimension counted
       `op_flops.INNER_TRANSPOSE_WEIGHT` times); a variable in copy-on-read
       mode that a dense read or update copies whole (twice its size:
-      `variable_copies.copied_variable_bytes`); 0 for other ops. Costed as memory
-      traffic beside the op's roofline.
+      `variable_copies.copied_variable_bytes`); 0 for other ops. Costed
+      as memory traffic beside the op's roofline.
   """
   name: str
   type: str
