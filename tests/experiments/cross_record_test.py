@@ -263,6 +263,39 @@ def test_the_shipped_records_still_rebuild_their_graphs():
     assert all(o.ok for j in record.judged for o in j.runs.outcomes)
 
 
+def test_a_shipped_record_charges_an_embeddings_copies():
+  # From r106 on the suite trains Adam on a 10 MB embedding too (20
+  # graphs), and r107 judges keras_transformer with a 50,000-word table:
+  # a copying read gets a fit of its own, and the time the big table adds
+  # to the one-worker step (19.4 ms measured) is charged in good part
+  # (0.57 of it; 0.37 without the copy-on-read model).
+  from tfplace.measurement.calibration_fit import calibrated_simulator
+  from tfplace.measurement.calibration_runs import fit_from_runs
+  record = cross_record.load_record(
+      os.path.join(SHIPPED, "2026-12-07-r107.json.gz"))
+  assert len(record.suite) == 20
+  calibration = fit_from_runs(record.cluster, record.benchmark,
+                              record.suite)[0]
+  assert "copy_on_read" in calibration.op_types["CPU"][
+      "ReadVariableOp"].variants
+  one_worker = {}
+  for judged in record.judged:
+    runs = judged.runs
+    if runs.label not in ("keras_transformer", "keras_transformer_50k"):
+      continue
+    index = [label for label, _ in runs.placements].index("single_cpu")
+    ids = runs.placements[index][1].to_array(runs.graph, record.cluster)
+    predicted = calibrated_simulator(runs.graph, record.cluster,
+                                     calibration).simulate(ids)
+    one_worker[runs.label] = (
+        predicted.step_time_s,
+        runs.outcomes[index].timing.median_step_time_s)
+  (small_predicted, small_measured), (big_predicted, big_measured) = (
+      one_worker["keras_transformer"], one_worker["keras_transformer_50k"])
+  added = (big_predicted - small_predicted) / (big_measured - small_measured)
+  assert 0.5 < added < 1.2, added
+
+
 def test_a_shipped_record_with_loops_fits_their_bodies():
   # From r99 on the suite runs two GRUs in While loops (19 graphs) and
   # every traced step keeps the nodes its loops ran: the frame's op types
