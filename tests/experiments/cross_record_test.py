@@ -263,6 +263,14 @@ def test_the_shipped_records_still_rebuild_their_graphs():
     assert all(o.ok for j in record.judged for o in j.runs.outcomes)
 
 
+def _shipped_and_fitted(name):
+  """A shipped record and the calibration this code fits on its suite."""
+  from tfplace.measurement.calibration_runs import fit_from_runs
+  record = cross_record.load_record(os.path.join(SHIPPED, name))
+  return record, fit_from_runs(record.cluster, record.benchmark,
+                               record.suite)[0]
+
+
 def test_a_shipped_record_charges_an_embeddings_copies():
   # From r106 on the suite trains Adam on a 10 MB embedding too (20
   # graphs), and r107 judges keras_transformer with a 50,000-word table:
@@ -270,12 +278,8 @@ def test_a_shipped_record_charges_an_embeddings_copies():
   # to the one-worker step (19.4 ms measured) is charged in good part
   # (0.57 of it; 0.37 without the copy-on-read model).
   from tfplace.measurement.calibration_fit import calibrated_simulator
-  from tfplace.measurement.calibration_runs import fit_from_runs
-  record = cross_record.load_record(
-      os.path.join(SHIPPED, "2026-12-07-r107.json.gz"))
+  record, calibration = _shipped_and_fitted("2026-12-07-r107.json.gz")
   assert len(record.suite) == 20
-  calibration = fit_from_runs(record.cluster, record.benchmark,
-                              record.suite)[0]
   assert "copy_on_read" in calibration.op_types["CPU"][
       "ReadVariableOp"].variants
   one_worker = {}
@@ -305,12 +309,8 @@ def test_a_shipped_record_with_loops_fits_their_bodies():
   from tfplace.cost.calibrated import apply_calibration
   from tfplace.graph.lowered_loops import body_row
   from tfplace.measurement.calibration_fit import calibrated_simulator
-  from tfplace.measurement.calibration_runs import fit_from_runs
-  record = cross_record.load_record(
-      os.path.join(SHIPPED, "2026-12-07-r100.json.gz"))
+  record, calibration = _shipped_and_fitted("2026-12-07-r100.json.gz")
   assert len(record.suite) == 19
-  calibration = fit_from_runs(record.cluster, record.benchmark,
-                              record.suite)[0]
   for op_type in ("Merge", "Switch", "NextIteration", "TensorListPushBack",
                   "TensorListPopBack"):
     assert calibration.seen("CPU", op_type), op_type
